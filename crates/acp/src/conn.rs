@@ -1,0 +1,211 @@
+//! One connection: reads frames, answers each request exactly once
+//! (concurrently, in any order), honours `$/cancel_request`, and drains its
+//! responses before returning (SPEC 1, 2).
+
+use crate::frame::{Frame, LineCodec};
+use crate::jsonrpc::{self, Incoming};
+use crate::methods;
+use agent_client_protocol_schema::v1::{CancelRequestNotification, RequestId};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::mpsc;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use writegate_core::{Runtime, Service};
+
+/// Which transport a connection came over; decides its default runtime and
+/// whether `initialize` may pick another workspace (SPEC 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// stdin/stdout of a host that spawned the daemon.
+    Stdio,
+    /// A same-UID Unix-socket peer.
+    Socket,
+}
+
+/// State every connection shares: the service and the daemon-wide shutdown
+/// token.
+pub struct Shared {
+    pub service: Arc<Service>,
+    pub shutdown: CancellationToken,
+}
+
+/// Per-connection state.
+pub struct Conn {
+    pub shared: Arc<Shared>,
+    pub transport: Transport,
+    runtime: RwLock<Arc<Runtime>>,
+    first_seen: AtomicBool,
+    inflight: Mutex<HashMap<String, Arc<AtomicBool>>>,
+}
+
+impl Conn {
+    /// The connection's runtime. If its generation was closed by a reload and
+    /// the same root is registered again (trust changed), the connection
+    /// moves to the fresh runtime for new requests; requests already holding
+    /// the old one fail with `generation_closed`.
+    pub fn runtime(&self) -> Arc<Runtime> {
+        let current = self.runtime.read().unwrap().clone();
+        if current.guard.is_open() {
+            return current;
+        }
+        let fresh = self
+            .shared
+            .service
+            .registry()
+            .all()
+            .into_iter()
+            .find(|r| r.root == current.root);
+        match fresh {
+            Some(f) => {
+                *self.runtime.write().unwrap() = f.clone();
+                f
+            }
+            None => current,
+        }
+    }
+
+    /// Binds the connection to another runtime (socket `initialize`).
+    pub fn set_runtime(&self, rt: Arc<Runtime>) {
+        *self.runtime.write().unwrap() = rt;
+    }
+
+    /// True only for the first request on this connection.
+    pub fn take_first(&self) -> bool {
+        !self.first_seen.swap(true, Ordering::SeqCst)
+    }
+
+    fn cancel(&self, id: &RequestId) {
+        if let Some(flag) = self.inflight.lock().unwrap().get(&id_key(id)) {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn cancel_all(&self) {
+        for flag in self.inflight.lock().unwrap().values() {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+fn id_key(id: &RequestId) -> String {
+    serde_json::to_string(id).unwrap_or_default()
+}
+
+/// Serves one connection until end of input or daemon shutdown, then waits
+/// for its in-flight requests and flushes their responses. Returns when
+/// everything it owed has been written (or the peer is gone).
+pub async fn serve_connection<R, W>(
+    shared: Arc<Shared>,
+    primary: Arc<Runtime>,
+    reader: R,
+    writer: W,
+    transport: Transport,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let max = shared.service.config().max_frame_bytes as usize;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
+    let writer_task = tokio::spawn(async move {
+        let mut w = BufWriter::new(writer);
+        while let Some(msg) = rx.recv().await {
+            let mut line = serde_json::to_vec(&msg).unwrap_or_default();
+            line.push(b'\n');
+            if w.write_all(&line).await.is_err() {
+                break;
+            }
+            if rx.is_empty() && w.flush().await.is_err() {
+                break;
+            }
+        }
+        let _ = w.flush().await;
+    });
+    let conn = Arc::new(Conn {
+        shared: shared.clone(),
+        transport,
+        runtime: RwLock::new(primary),
+        first_seen: AtomicBool::new(false),
+        inflight: Mutex::new(HashMap::new()),
+    });
+    let requests = TaskTracker::new();
+    let mut frames = FramedRead::new(reader, LineCodec::new(max));
+    loop {
+        let next = tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            next = frames.next() => next,
+        };
+        match next {
+            None => break,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "connection read failed");
+                break;
+            }
+            Some(Ok(Frame::TooLong)) => {
+                let _ = tx.send(jsonrpc::error(
+                    &RequestId::Null,
+                    jsonrpc::INVALID_REQUEST,
+                    "frame too long",
+                    Some(json!(format!(
+                        "a line may hold at most {max} bytes (max_frame_bytes)"
+                    ))),
+                ));
+            }
+            Some(Ok(Frame::Line(line))) => on_line(&conn, &line, &tx, &requests),
+        }
+    }
+    if shared.shutdown.is_cancelled() {
+        // Anything that has not begun to commit is answered -32800.
+        conn.cancel_all();
+    }
+    requests.close();
+    requests.wait().await;
+    drop(tx);
+    let _ = writer_task.await;
+}
+
+fn on_line(
+    conn: &Arc<Conn>,
+    line: &[u8],
+    tx: &mpsc::UnboundedSender<Value>,
+    requests: &TaskTracker,
+) {
+    match jsonrpc::classify(line) {
+        Incoming::Error(v) => {
+            let _ = tx.send(v);
+        }
+        Incoming::Ignored => {}
+        Incoming::Notification { method, params } => {
+            if method == "$/cancel_request" {
+                match serde_json::from_value::<CancelRequestNotification>(params) {
+                    Ok(n) => conn.cancel(&n.request_id),
+                    Err(e) => tracing::debug!(error = %e, "ignoring malformed $/cancel_request"),
+                }
+            }
+        }
+        Incoming::Request { id, method, params } => {
+            let first = conn.take_first();
+            if method == "initialize" {
+                let _ = tx.send(methods::initialize(conn, &id, &params, first));
+                return;
+            }
+            let flag = Arc::new(AtomicBool::new(conn.shared.shutdown.is_cancelled()));
+            conn.inflight
+                .lock()
+                .unwrap()
+                .insert(id_key(&id), flag.clone());
+            let conn = conn.clone();
+            let tx = tx.clone();
+            requests.spawn(async move {
+                let response = methods::dispatch(&conn, &id, &method, params, flag).await;
+                conn.inflight.lock().unwrap().remove(&id_key(&id));
+                let _ = tx.send(response);
+            });
+        }
+    }
+}

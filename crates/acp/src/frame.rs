@@ -1,0 +1,168 @@
+//! Line framing (SPEC 1): one JSON object per `\n`-terminated line, a
+//! trailing `\r` tolerated, blank lines skipped, and a line longer than
+//! `max_frame_bytes` reported once as [`Frame::TooLong`] and skipped up to
+//! its newline, so the connection keeps working from the next line.
+
+use bytes::{Buf, BytesMut};
+use tokio_util::codec::Decoder;
+
+/// One decoded unit of input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A non-blank line without its `\n` (and without a trailing `\r`).
+    Line(BytesMut),
+    /// A line longer than the limit; its bytes were discarded.
+    TooLong,
+}
+
+/// Decoder for [`Frame`]s with a maximum line length in bytes (excluding
+/// the terminator).
+#[derive(Debug)]
+pub struct LineCodec {
+    max: usize,
+    /// Inside an over-long line: drop bytes up to the next `\n`.
+    discarding: bool,
+    /// Bytes of `buf` already searched for `\n`.
+    scanned: usize,
+}
+
+impl LineCodec {
+    /// A codec accepting lines of at most `max` bytes.
+    pub fn new(max: usize) -> Self {
+        LineCodec {
+            max,
+            discarding: false,
+            scanned: 0,
+        }
+    }
+}
+
+impl Decoder for LineCodec {
+    type Item = Frame;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, std::io::Error> {
+        loop {
+            let newline = buf[self.scanned..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map(|i| i + self.scanned);
+            if self.discarding {
+                match newline {
+                    Some(i) => {
+                        buf.advance(i + 1);
+                        self.discarding = false;
+                        self.scanned = 0;
+                        continue;
+                    }
+                    None => {
+                        buf.clear();
+                        self.scanned = 0;
+                        return Ok(None);
+                    }
+                }
+            }
+            match newline {
+                Some(i) => {
+                    self.scanned = 0;
+                    let mut line = buf.split_to(i + 1);
+                    line.truncate(i);
+                    if line.last() == Some(&b'\r') {
+                        line.truncate(i - 1);
+                    }
+                    if line.len() > self.max {
+                        return Ok(Some(Frame::TooLong));
+                    }
+                    if line.iter().all(|b| b.is_ascii_whitespace()) {
+                        continue;
+                    }
+                    return Ok(Some(Frame::Line(line)));
+                }
+                None => {
+                    // `max + 1` leaves room for a trailing `\r`.
+                    if buf.len() > self.max + 1 {
+                        buf.clear();
+                        self.scanned = 0;
+                        self.discarding = true;
+                        return Ok(Some(Frame::TooLong));
+                    }
+                    self.scanned = buf.len();
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, std::io::Error> {
+        if let Some(frame) = self.decode(buf)? {
+            return Ok(Some(frame));
+        }
+        if self.discarding || buf.is_empty() {
+            buf.clear();
+            return Ok(None);
+        }
+        // A last line without `\n`.
+        buf.extend_from_slice(b"\n");
+        self.decode(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(max: usize, chunks: &[&[u8]]) -> Vec<Frame> {
+        let mut c = LineCodec::new(max);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        for ch in chunks {
+            buf.extend_from_slice(ch);
+            while let Some(f) = c.decode(&mut buf).unwrap() {
+                out.push(f);
+            }
+        }
+        while let Some(f) = c.decode_eof(&mut buf).unwrap() {
+            out.push(f);
+        }
+        out
+    }
+
+    fn line(s: &str) -> Frame {
+        Frame::Line(BytesMut::from(s.as_bytes()))
+    }
+
+    #[test]
+    fn lines_crlf_blank_and_final_line() {
+        assert_eq!(
+            all(100, &[b"a\r\n\n  \r\nb\n", b"c"]),
+            vec![line("a"), line("b"), line("c")]
+        );
+    }
+
+    #[test]
+    fn split_across_chunks() {
+        assert_eq!(
+            all(100, &[b"ab", b"c\nd", b"e\n"]),
+            vec![line("abc"), line("de")]
+        );
+    }
+
+    #[test]
+    fn too_long_reported_once_then_next_line_works() {
+        let long = vec![b'x'; 50];
+        assert_eq!(
+            all(10, &[&long, &long, b"\nok\n"]),
+            vec![Frame::TooLong, line("ok")]
+        );
+        assert_eq!(
+            all(10, &[b"xxxxxxxxxxxxxxxx\nok\n"]),
+            vec![Frame::TooLong, line("ok")]
+        );
+    }
+
+    #[test]
+    fn exactly_max_is_accepted_with_or_without_cr() {
+        assert_eq!(all(3, &[b"abc\nabc\r\n"]), vec![line("abc"), line("abc")]);
+        assert_eq!(all(3, &[b"abcd\n"]), vec![Frame::TooLong]);
+    }
+}

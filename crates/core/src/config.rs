@@ -1,0 +1,357 @@
+//! Configuration (SPEC 13): TOML file, then `WRITEGATE_*` environment
+//! variables, then flags (applied by the binary). Every key and its default is
+//! documented in `config/writegate.toml`; a test keeps the two equal.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One `[[workspace]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Root directory (canonicalised at registration).
+    pub root: PathBuf,
+    /// Whether writes are allowed (SPEC 2). Default false for config entries.
+    #[serde(default)]
+    pub trusted: bool,
+}
+
+/// Mode of files the daemon creates (SPEC 7.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum NewFileMode {
+    /// 0600.
+    #[default]
+    Owner,
+    /// 0666 & !umask.
+    System,
+}
+
+/// Risk level of the approval gate (SPEC 12), ordered `safe < moderate < dangerous`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Safe,
+    #[default]
+    Moderate,
+    Dangerous,
+}
+
+/// One policy rule: a glob over the synthetic command `edit_file <mode> <canonical path>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRule {
+    pub pattern: String,
+    pub level: Level,
+}
+
+/// `[audit]` (SPEC 10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Audit log path; empty means `$XDG_STATE_HOME/writegate/audit.jsonl`
+    /// (falling back to `~/.local/state/writegate/audit.jsonl`).
+    pub path: String,
+    /// Record raw paths and messages in events.
+    pub raw_paths: bool,
+    /// Refuse writes while the sink is failing.
+    pub required: bool,
+}
+
+/// `[policy]` (SPEC 12).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// Highest level allowed without an approval.
+    pub auto_approve: Level,
+    /// Ordered rules; the first match wins.
+    pub rules: Vec<PolicyRule>,
+}
+
+/// The whole configuration, defaults as in `config/writegate.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub workspace: Vec<WorkspaceConfig>,
+    pub allow_dynamic_workspaces: bool,
+    pub external_tool_writes: bool,
+    pub read_text_file: bool,
+    /// Bytes; default 5 MiB.
+    pub max_write_bytes: u64,
+    /// Bytes; default 5 MiB.
+    pub max_edit_bytes: u64,
+    /// Bytes per JSON-RPC line; default 16 MiB.
+    pub max_frame_bytes: u64,
+    pub new_file_mode: NewFileMode,
+    /// Milliseconds in-flight operations get at shutdown.
+    pub shutdown_grace_ms: u64,
+    pub audit: AuditConfig,
+    pub policy: PolicyConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            workspace: Vec::new(),
+            allow_dynamic_workspaces: false,
+            external_tool_writes: true,
+            read_text_file: false,
+            max_write_bytes: 5 * 1024 * 1024,
+            max_edit_bytes: 5 * 1024 * 1024,
+            max_frame_bytes: 16 * 1024 * 1024,
+            new_file_mode: NewFileMode::Owner,
+            shutdown_grace_ms: 10_000,
+            audit: AuditConfig::default(),
+            policy: PolicyConfig::default(),
+        }
+    }
+}
+
+/// A config that cannot be used, naming the file and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config {origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+/// Scalar keys an environment variable `WRITEGATE_<KEY>` may override
+/// (dots become underscores: `WRITEGATE_AUDIT_PATH`).
+pub const ENV_KEYS: &[&str] = &[
+    "allow_dynamic_workspaces",
+    "external_tool_writes",
+    "read_text_file",
+    "max_write_bytes",
+    "max_edit_bytes",
+    "max_frame_bytes",
+    "new_file_mode",
+    "shutdown_grace_ms",
+    "audit.path",
+    "audit.raw_paths",
+    "audit.required",
+    "policy.auto_approve",
+];
+
+impl Config {
+    /// Parses TOML text (no environment).
+    ///
+    /// Errors: `ConfigError::Invalid` naming the offending key (unknown keys
+    /// are refused too, so a typo is not silently ignored).
+    pub fn from_toml(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let value: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        Self::from_table(value, origin)
+    }
+
+    fn from_table(table: toml::Table, origin: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                origin: origin.to_string(),
+                message: e.to_string(),
+            })?;
+        cfg.validate(origin)?;
+        Ok(cfg)
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, why: &str| ConfigError::Invalid {
+            origin: origin.to_string(),
+            message: format!("key `{key}`: {why}"),
+        };
+        if self.max_write_bytes == 0 {
+            return Err(bad("max_write_bytes", "must be greater than 0"));
+        }
+        if self.max_edit_bytes == 0 {
+            return Err(bad("max_edit_bytes", "must be greater than 0"));
+        }
+        if self.max_frame_bytes < 1024 {
+            return Err(bad("max_frame_bytes", "must be at least 1024"));
+        }
+        for (i, w) in self.workspace.iter().enumerate() {
+            if !w.root.is_absolute() {
+                return Err(bad(
+                    &format!("workspace[{i}].root"),
+                    "must be an absolute path",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads the config: the file at `path` (a missing file is fine only when
+    /// `required` is false, i.e. the default location), then `WRITEGATE_*`
+    /// variables from `env`.
+    pub fn load(
+        path: Option<&Path>,
+        required: bool,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let (mut table, origin) = match path {
+            Some(p) => match std::fs::read_to_string(p) {
+                Ok(text) => (
+                    toml::from_str::<toml::Table>(&text).map_err(|e| ConfigError::Invalid {
+                        origin: p.display().to_string(),
+                        message: e.to_string(),
+                    })?,
+                    p.display().to_string(),
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                    (toml::Table::new(), "defaults".to_string())
+                }
+                Err(source) => {
+                    return Err(ConfigError::Read {
+                        path: p.to_path_buf(),
+                        source,
+                    });
+                }
+            },
+            None => (toml::Table::new(), "defaults".to_string()),
+        };
+        for key in ENV_KEYS {
+            let var = format!("WRITEGATE_{}", key.replace('.', "_").to_uppercase());
+            if let Some(raw) = env(&var) {
+                let value = parse_env_value(&raw);
+                let (section, leaf) = match key.split_once('.') {
+                    Some((s, l)) => (Some(s), l),
+                    None => (None, *key),
+                };
+                let target = match section {
+                    Some(s) => table
+                        .entry(s.to_string())
+                        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                        .as_table_mut()
+                        .ok_or_else(|| ConfigError::Invalid {
+                            origin: origin.clone(),
+                            message: format!("key `{s}` must be a table"),
+                        })?,
+                    None => &mut table,
+                };
+                target.insert(leaf.to_string(), value);
+            }
+        }
+        Self::from_table(table, &origin)
+    }
+
+    /// The audit log path: `audit.path`, else `$XDG_STATE_HOME/writegate/audit.jsonl`,
+    /// else `$HOME/.local/state/writegate/audit.jsonl` (SPEC 10).
+    pub fn audit_path(&self, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+        if !self.audit.path.is_empty() {
+            return PathBuf::from(&self.audit.path);
+        }
+        state_dir(env).join("audit.jsonl")
+    }
+}
+
+/// `$XDG_STATE_HOME/writegate`, else `$HOME/.local/state/writegate`, else
+/// `/tmp/writegate-<uid>/state`.
+pub fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(x) = env("XDG_STATE_HOME").filter(|s| s.starts_with('/')) {
+        return PathBuf::from(x).join("writegate");
+    }
+    if let Some(h) = env("HOME").filter(|s| s.starts_with('/')) {
+        return PathBuf::from(h).join(".local/state/writegate");
+    }
+    PathBuf::from(format!(
+        "/tmp/writegate-{}/state",
+        writegate_fs::current_uid()
+    ))
+}
+
+/// An environment value as TOML (`true`, `42`, `"moderate"`); anything that
+/// does not parse as a TOML value is taken as a string.
+fn parse_env_value(raw: &str) -> toml::Value {
+    let doc = format!("v = {raw}");
+    match toml::from_str::<toml::Table>(&doc) {
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or(toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn documented_config_file_equals_builtin_defaults() {
+        let text = include_str!("../../../config/writegate.toml");
+        let parsed = Config::from_toml(text, "config/writegate.toml").unwrap();
+        assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn documented_config_file_mentions_every_key() {
+        let text = include_str!("../../../config/writegate.toml");
+        for key in ENV_KEYS {
+            let leaf = key.rsplit('.').next().unwrap();
+            assert!(
+                text.contains(leaf),
+                "config/writegate.toml does not document `{key}`"
+            );
+        }
+        for key in [
+            "[[workspace]]",
+            "root",
+            "trusted",
+            "rules",
+            "[audit]",
+            "[policy]",
+        ] {
+            assert!(
+                text.contains(key),
+                "config/writegate.toml does not document `{key}`"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_it() {
+        let err = Config::from_toml("max_write_byts = 3\n", "t").unwrap_err();
+        assert!(err.to_string().contains("max_write_byts"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        let err = Config::from_toml("max_write_bytes = \"big\"\n", "t").unwrap_err();
+        assert!(err.to_string().contains("max_write_bytes"), "{err}");
+    }
+
+    #[test]
+    fn environment_overrides_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "max_write_bytes = 10\n[audit]\nraw_paths = false\n").unwrap();
+        let env = |k: &str| match k {
+            "WRITEGATE_MAX_WRITE_BYTES" => Some("20".to_string()),
+            "WRITEGATE_AUDIT_RAW_PATHS" => Some("true".to_string()),
+            "WRITEGATE_AUDIT_PATH" => Some("/tmp/a.jsonl".to_string()),
+            _ => None,
+        };
+        let c = Config::load(Some(&p), true, &env).unwrap();
+        assert_eq!(c.max_write_bytes, 20);
+        assert!(c.audit.raw_paths);
+        assert_eq!(c.audit.path, "/tmp/a.jsonl");
+    }
+
+    #[test]
+    fn missing_default_file_is_fine_but_missing_named_file_is_not() {
+        let p = Path::new("/nonexistent/writegate.toml");
+        assert_eq!(
+            Config::load(Some(p), false, &no_env).unwrap(),
+            Config::default()
+        );
+        assert!(Config::load(Some(p), true, &no_env).is_err());
+    }
+}

@@ -1,0 +1,221 @@
+//! Error kinds on the wire (SPEC 11) and the failure type of every operation.
+
+use serde_json::{Map, Value};
+
+/// The stable `errorKind` strings of SPEC 11. Clients branch on these, so the
+/// strings never change; `status` is the HTTP-like number the table gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    PathOutsideWorkspace,
+    SymlinkEscape,
+    ParseError,
+    PathNotFound,
+    FileTooLarge,
+    BinaryFile,
+    TextNotFound,
+    AmbiguousTextMatch,
+    LineOutOfRange,
+    LineMismatch,
+    UntrustedWorkspace,
+    PermissionDenied,
+    ApprovalRequired,
+    HashMismatch,
+    FileAlreadyExists,
+    GenerationClosed,
+    IoError,
+    InternalError,
+    UnsupportedEncoding,
+    UnmappableCharacter,
+}
+
+impl ErrorKind {
+    /// Every kind, in SPEC 11 table order (used by tests and docs).
+    pub const ALL: [ErrorKind; 20] = [
+        Self::PathOutsideWorkspace,
+        Self::SymlinkEscape,
+        Self::ParseError,
+        Self::PathNotFound,
+        Self::FileTooLarge,
+        Self::BinaryFile,
+        Self::TextNotFound,
+        Self::AmbiguousTextMatch,
+        Self::LineOutOfRange,
+        Self::LineMismatch,
+        Self::UntrustedWorkspace,
+        Self::PermissionDenied,
+        Self::ApprovalRequired,
+        Self::HashMismatch,
+        Self::FileAlreadyExists,
+        Self::GenerationClosed,
+        Self::IoError,
+        Self::InternalError,
+        Self::UnsupportedEncoding,
+        Self::UnmappableCharacter,
+    ];
+
+    /// The wire string, e.g. `"path_outside_workspace"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PathOutsideWorkspace => "path_outside_workspace",
+            Self::SymlinkEscape => "symlink_escape",
+            Self::ParseError => "parse_error",
+            Self::PathNotFound => "path_not_found",
+            Self::FileTooLarge => "file_too_large",
+            Self::BinaryFile => "binary_file",
+            Self::TextNotFound => "text_not_found",
+            Self::AmbiguousTextMatch => "ambiguous_text_match",
+            Self::LineOutOfRange => "line_out_of_range",
+            Self::LineMismatch => "line_mismatch",
+            Self::UntrustedWorkspace => "untrusted_workspace",
+            Self::PermissionDenied => "permission_denied",
+            Self::ApprovalRequired => "approval_required",
+            Self::HashMismatch => "hash_mismatch",
+            Self::FileAlreadyExists => "file_already_exists",
+            Self::GenerationClosed => "generation_closed",
+            Self::IoError => "io_error",
+            Self::InternalError => "internal_error",
+            Self::UnsupportedEncoding => "unsupported_encoding",
+            Self::UnmappableCharacter => "unmappable_character",
+        }
+    }
+
+    /// Parses a wire string back into a kind (`None` for unknown strings).
+    pub fn from_str_opt(s: &str) -> Option<ErrorKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// The HTTP-like status of SPEC 11's table.
+    pub fn status(self) -> u16 {
+        match self {
+            Self::PathOutsideWorkspace | Self::SymlinkEscape | Self::ParseError => 400,
+            Self::UntrustedWorkspace | Self::PermissionDenied | Self::ApprovalRequired => 403,
+            Self::PathNotFound => 404,
+            Self::HashMismatch | Self::FileAlreadyExists => 409,
+            Self::FileTooLarge => 413,
+            Self::BinaryFile
+            | Self::TextNotFound
+            | Self::AmbiguousTextMatch
+            | Self::LineOutOfRange
+            | Self::LineMismatch
+            | Self::UnsupportedEncoding
+            | Self::UnmappableCharacter => 422,
+            Self::InternalError => 500,
+            Self::GenerationClosed | Self::IoError => 503,
+        }
+    }
+}
+
+/// A refusal of an operation that reached routing: an errorKind, a hint a
+/// model can act on, and extra `data` fields (e.g. `count` and `lines` for
+/// `ambiguous_text_match`, `command` for `approval_required`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub kind: ErrorKind,
+    pub hint: String,
+    pub extra: Map<String, Value>,
+}
+
+impl Refusal {
+    /// A refusal with a hint and no extra data.
+    pub fn new(kind: ErrorKind, hint: impl Into<String>) -> Self {
+        Refusal {
+            kind,
+            hint: hint.into(),
+            extra: Map::new(),
+        }
+    }
+
+    /// Adds one extra `data` field.
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.extra.insert(key.to_string(), value);
+        self
+    }
+}
+
+/// How an operation can fail, which decides the JSON-RPC error:
+/// `Refused` is `-32603` (or `-32002` for `path_not_found`, SPEC 11),
+/// `InvalidParams` is `-32602`, `Cancelled` is `-32800`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    Refused(Refusal),
+    InvalidParams(String),
+    Cancelled,
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Self {
+        Failure::Refused(r)
+    }
+}
+
+impl From<writegate_paths::ResolveError> for Refusal {
+    fn from(e: writegate_paths::ResolveError) -> Self {
+        use writegate_paths::ResolveError as R;
+        let kind = match &e {
+            R::ParseError(_) => ErrorKind::ParseError,
+            R::OutsideWorkspace(_) => ErrorKind::PathOutsideWorkspace,
+            R::SymlinkEscape(_) => ErrorKind::SymlinkEscape,
+            R::NotFound(_) => ErrorKind::PathNotFound,
+            R::PermissionDenied(_) => ErrorKind::PermissionDenied,
+        };
+        Refusal::new(kind, e.hint())
+    }
+}
+
+impl From<writegate_fs::FsError> for Refusal {
+    fn from(e: writegate_fs::FsError) -> Self {
+        use writegate_fs::FsError as F;
+        let kind = match &e {
+            F::SymlinkEscape(_) => ErrorKind::SymlinkEscape,
+            F::NotAFile(_) => ErrorKind::ParseError,
+            F::NotFound(_) => ErrorKind::PathNotFound,
+            F::PermissionDenied(_) => ErrorKind::PermissionDenied,
+            F::Aborted(_) => ErrorKind::GenerationClosed,
+            F::Io(_) => ErrorKind::IoError,
+        };
+        Refusal::new(kind, e.to_string())
+    }
+}
+
+impl From<writegate_text::TextError> for Failure {
+    fn from(e: writegate_text::TextError) -> Self {
+        use writegate_text::TextError as T;
+        let hint = e.hint();
+        let r = match e {
+            T::UnsupportedEncoding(_) => Refusal::new(ErrorKind::UnsupportedEncoding, hint),
+            T::UnmappableCharacter(_) => Refusal::new(ErrorKind::UnmappableCharacter, hint),
+            T::BinaryFile => Refusal::new(ErrorKind::BinaryFile, hint),
+            T::TextNotFound(_) => Refusal::new(ErrorKind::TextNotFound, hint),
+            T::AmbiguousTextMatch { count, lines } => {
+                Refusal::new(ErrorKind::AmbiguousTextMatch, hint)
+                    .with("count", count.into())
+                    .with("lines", lines.into())
+            }
+            T::LineOutOfRange { line, total } => Refusal::new(ErrorKind::LineOutOfRange, hint)
+                .with("line", line.into())
+                .with("totalLines", total.into()),
+            T::LineMismatch { line, holds } => Refusal::new(ErrorKind::LineMismatch, hint)
+                .with("line", line.into())
+                .with("lineHolds", holds.into()),
+            T::InvalidRequest(msg) => return Failure::InvalidParams(msg),
+            T::Guard(_) => Refusal::new(ErrorKind::InternalError, hint),
+        };
+        Failure::Refused(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_round_trips_and_has_a_status_from_the_table() {
+        for k in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_str_opt(k.as_str()), Some(k));
+            assert!([400, 403, 404, 409, 413, 422, 500, 503].contains(&k.status()));
+        }
+        assert_eq!(ErrorKind::GenerationClosed.status(), 503);
+        assert_eq!(ErrorKind::FileTooLarge.status(), 413);
+        assert_eq!(ErrorKind::HashMismatch.status(), 409);
+    }
+}

@@ -1,0 +1,59 @@
+//! writegate's core: workspaces and runtimes with generation guards
+//! (SPEC 2), routing decisions and the marker parser (SPEC 4), the approval
+//! gate (SPEC 12), the write/edit/read pipeline that ties the resolver
+//! (`writegate-paths`), the text core (`writegate-text`) and the publisher
+//! (`writegate-fs`) together, audit records (SPEC 10), error kinds (SPEC 11)
+//! and configuration (SPEC 13).
+//!
+//! It is synchronous: callers at the edge (`writegate-acp`) run operations on
+//! blocking threads. It must never write to disk itself (every write goes
+//! through `writegate-fs`), never speak the wire (no JSON-RPC framing or
+//! error codes), and never depend on an async runtime.
+
+pub mod audit;
+pub mod config;
+pub mod error;
+pub mod policy;
+pub mod routing;
+pub mod runtime;
+pub mod service;
+
+pub use config::Config;
+pub use error::{ErrorKind, Failure, Refusal};
+pub use runtime::{Registry, Runtime};
+pub use service::{EditParams, OpCtx, ReadParams, Service, WriteParams};
+
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// `sha256:<64 hex>` of `bytes` (the `hash` of SPEC 3 and 8).
+pub fn sha256_tagged(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex(&Sha256::digest(bytes)))
+}
+
+/// First 16 hex digits of sha256 of a path's bytes (audit `pathHash`, SPEC 10).
+pub fn path_hash(path: &Path) -> String {
+    hex(&Sha256::digest(path.as_os_str().as_encoded_bytes()))[..16].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hashes() {
+        assert_eq!(
+            super::sha256_tagged(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(super::path_hash(std::path::Path::new("/a")).len(), 16);
+    }
+}

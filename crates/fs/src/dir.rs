@@ -1,0 +1,385 @@
+//! Directory handles opened without following symlinks, and reads of a leaf
+//! relative to such a handle (SPEC 7.3 "relative to an open directory
+//! handle").
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
+
+use crate::{FsError, invalid_input};
+
+/// Flags for intermediate components of a walk. `O_PATH` needs only search
+/// permission, so a walk passes through directories we may not list (as
+/// path resolution by the kernel does).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const WALK_FLAGS: OFlags = OFlags::PATH
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const WALK_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Flags for the final directory: readable, so it can be fsynced and listed.
+pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// An open directory handle obtained by walking a canonical absolute path
+/// from `/` one component at a time with
+/// `openat(O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)` (intermediate components
+/// `O_PATH`, the final directory `O_RDONLY` so it can be fsynced).
+///
+/// Because the caller's path was canonical (every symlink resolved), meeting
+/// a symlink on the walk means a component was swapped after resolving: the
+/// walk fails with [`FsError::SymlinkEscape`]. Once open, the handle keeps
+/// naming the same directory inode whatever happens to the path, so every
+/// operation done through it (SPEC 7.3) stays in that directory.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+    syncable: bool,
+}
+
+impl Dir {
+    /// Open the canonical absolute directory `dir` (SPEC 7.3).
+    ///
+    /// Errors: a relative path or one with a `..` component ->
+    /// [`FsError::Io`] (`InvalidInput`: not canonical, a caller bug); a
+    /// component that is a symlink -> [`FsError::SymlinkEscape`]; a component
+    /// that is not a directory -> [`FsError::NotAFile`]; a missing component
+    /// -> [`FsError::NotFound`]; `EACCES`/`EPERM` ->
+    /// [`FsError::PermissionDenied`].
+    ///
+    /// A final directory that we may search but not read is still opened
+    /// (with `O_PATH`): writes into it work, but its fsync after a rename is
+    /// skipped and [`crate::Published::durable`] reports `false`.
+    pub fn open_canonical(dir: &Path) -> Result<Dir, FsError> {
+        if !dir.is_absolute() {
+            return Err(invalid_input(format!(
+                "{}: directory path is not absolute",
+                dir.display()
+            )));
+        }
+        let mut names: Vec<&OsStr> = Vec::new();
+        for comp in dir.components() {
+            match comp {
+                Component::RootDir | Component::CurDir => {}
+                Component::Normal(name) => names.push(name),
+                Component::ParentDir | Component::Prefix(_) => {
+                    return Err(invalid_input(format!(
+                        "{}: directory path is not canonical",
+                        dir.display()
+                    )));
+                }
+            }
+        }
+        let root = Path::new("/");
+        if names.is_empty() {
+            let fd = rustix::fs::open(root, DIR_FLAGS, Mode::empty())
+                .map_err(|e| FsError::from_errno(e, &"/"))?;
+            return Ok(Dir {
+                fd,
+                path: PathBuf::from("/"),
+                syncable: true,
+            });
+        }
+        let mut cur = rustix::fs::open(root, WALK_FLAGS, Mode::empty())
+            .map_err(|e| FsError::from_errno(e, &"/"))?;
+        let mut walked = PathBuf::from("/");
+        let mut syncable = true;
+        let last = names.len() - 1;
+        for (i, name) in names.into_iter().enumerate() {
+            walked.push(name);
+            let flags = if i == last { DIR_FLAGS } else { WALK_FLAGS };
+            let next = match rustix::fs::openat(&cur, name, flags, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(Errno::ACCESS) if i == last && flags != WALK_FLAGS => {
+                    // Searchable but not readable: open it for *at calls only.
+                    syncable = false;
+                    rustix::fs::openat(&cur, name, WALK_FLAGS, Mode::empty())
+                        .map_err(|e| classify_component_error(&cur, name, e, &walked))?
+                }
+                Err(e) => return Err(classify_component_error(&cur, name, e, &walked)),
+            };
+            cur = next;
+        }
+        Ok(Dir {
+            fd: cur,
+            path: dir.to_path_buf(),
+            syncable,
+        })
+    }
+
+    /// The path this handle was opened from (for messages only: the path may
+    /// no longer name this directory).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the handle can be fsynced (false only for a directory we may
+    /// search but not read).
+    pub(crate) fn syncable(&self) -> bool {
+        self.syncable
+    }
+
+    /// The handle's file descriptor as a borrowed fd.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsFd for Dir {
+    /// The directory's file descriptor, for `*at` system calls.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Turn the error of `openat(parent, name, O_DIRECTORY|O_NOFOLLOW)` into the
+/// right variant. Linux reports a symlink there as `ENOTDIR` (like a regular
+/// file) or `ELOOP`, so ask `fstatat` what is there now: a symlink is a swap;
+/// a directory means the component changed between the two calls, also a
+/// swap; another kind of file is `NotAFile`.
+fn classify_component_error(parent: &OwnedFd, name: &OsStr, err: Errno, walked: &Path) -> FsError {
+    let swapped = |what: &str| {
+        FsError::SymlinkEscape(format!(
+            "{}: {what} (path changed after resolving)",
+            walked.display()
+        ))
+    };
+    match err {
+        Errno::LOOP | Errno::NOTDIR => {
+            match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                    FileType::Symlink => swapped("is a symlink"),
+                    FileType::Directory => swapped("was replaced while being opened"),
+                    other => FsError::NotAFile(format!(
+                        "{}: is a {}, not a directory",
+                        walked.display(),
+                        type_name(other)
+                    )),
+                },
+                Err(_) if err == Errno::LOOP => swapped("is a symlink"),
+                Err(e) => FsError::from_errno(e, &walked.display()),
+            }
+        }
+        other => FsError::from_errno(other, &walked.display()),
+    }
+}
+
+/// Metadata of a regular-file leaf, from `fstatat(AT_SYMLINK_NOFOLLOW)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafStat {
+    /// Permission bits (`st_mode & 0o7777`, including setuid/setgid/sticky).
+    pub mode: u32,
+    /// Owner user id.
+    pub uid: u32,
+    /// Owner group id.
+    pub gid: u32,
+    /// Device id (`st_dev`).
+    pub dev: u64,
+    /// Inode number (`st_ino`).
+    pub ino: u64,
+    /// Size in bytes (`st_size`).
+    pub len: u64,
+}
+
+impl LeafStat {
+    pub(crate) fn from_stat(st: &Stat) -> LeafStat {
+        LeafStat {
+            mode: st.st_mode & 0o7777,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            len: u64::try_from(st.st_size).unwrap_or(0),
+        }
+    }
+}
+
+/// An existing regular file read through a directory handle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Existing {
+    /// The file's bytes; empty when `truncated` is true.
+    pub bytes: Vec<u8>,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Owner user id.
+    pub uid: u32,
+    /// Owner group id.
+    pub gid: u32,
+    /// Device id (`st_dev`).
+    pub dev: u64,
+    /// Inode number (`st_ino`).
+    pub ino: u64,
+    /// Size in bytes: `st_size` at open time, or the number of bytes actually
+    /// seen when the file grew while being read.
+    pub len: u64,
+    /// True when the file is larger than the caller's `max_bytes`: `bytes` is
+    /// then empty and the caller refuses (e.g. `file_too_large`, SPEC 8.3).
+    pub truncated: bool,
+}
+
+/// Check that `leaf` is one path component we can use relative to a
+/// directory handle: non-empty, no `/`, no NUL, not `.` or `..`.
+pub(crate) fn check_leaf(leaf: &OsStr) -> Result<(), FsError> {
+    let b = leaf.as_bytes();
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') || b.contains(&0) {
+        return Err(invalid_input(format!(
+            "{:?}: not a single file name component",
+            leaf
+        )));
+    }
+    Ok(())
+}
+
+/// What a leaf name refers to right now (`fstatat(AT_SYMLINK_NOFOLLOW)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeafState {
+    /// Nothing by that name.
+    Missing,
+    /// A regular file.
+    Regular(LeafStat),
+}
+
+/// Stat `leaf` in `dir` without following it: missing -> `Missing`, regular
+/// file -> `Regular`, symlink -> `SymlinkEscape`, anything else -> `NotAFile`.
+pub(crate) fn leaf_state(
+    dir: BorrowedFd<'_>,
+    dir_path: &Path,
+    leaf: &OsStr,
+) -> Result<LeafState, FsError> {
+    let shown = dir_path.join(leaf);
+    let st = match rustix::fs::statat(dir, leaf, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Ok(LeafState::Missing),
+        Err(e) => return Err(FsError::from_errno(e, &shown.display())),
+    };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => Ok(LeafState::Regular(LeafStat::from_stat(&st))),
+        FileType::Symlink => Err(FsError::SymlinkEscape(format!(
+            "{}: the target is a symlink",
+            shown.display()
+        ))),
+        other => Err(FsError::NotAFile(format!(
+            "{}: is a {}, not a regular file",
+            shown.display(),
+            type_name(other)
+        ))),
+    }
+}
+
+/// A short English name of a file type for messages.
+pub(crate) fn type_name(t: FileType) -> &'static str {
+    match t {
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symlink",
+        FileType::Fifo => "fifo",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Unknown => "file of unknown type",
+    }
+}
+
+/// Metadata of `leaf` in `dir` (`fstatat(AT_SYMLINK_NOFOLLOW)`), without
+/// opening it.
+///
+/// Returns `Ok(None)` when nothing has that name. Errors: a symlink leaf ->
+/// [`FsError::SymlinkEscape`]; a leaf that is not a regular file ->
+/// [`FsError::NotAFile`]; `EACCES`/`EPERM` -> [`FsError::PermissionDenied`];
+/// a `leaf` that is not one file name component -> [`FsError::Io`]
+/// (`InvalidInput`).
+pub fn stat_leaf(dir: &Dir, leaf: &OsStr) -> Result<Option<LeafStat>, FsError> {
+    check_leaf(leaf)?;
+    match leaf_state(dir.fd(), dir.path(), leaf)? {
+        LeafState::Missing => Ok(None),
+        LeafState::Regular(st) => Ok(Some(st)),
+    }
+}
+
+/// Read the regular file `leaf` relative to `dir` with `O_NOFOLLOW` (SPEC
+/// 7.2: the format read happens inside the path lock).
+///
+/// Returns `Ok(None)` when nothing has that name. With `max_bytes =
+/// Some(n)`, a file larger than `n` bytes is not read: the result has empty
+/// `bytes`, `len` set and `truncated: true`, so the caller can refuse with
+/// `file_too_large`. Errors: a symlink leaf -> [`FsError::SymlinkEscape`];
+/// anything but a regular file (directory, fifo, device, socket) ->
+/// [`FsError::NotAFile`], checked before opening so a fifo or device is never
+/// opened; `EACCES`/`EPERM` -> [`FsError::PermissionDenied`]; other failures
+/// -> [`FsError::Io`].
+pub fn read_existing(
+    dir: &Dir,
+    leaf: &OsStr,
+    max_bytes: Option<u64>,
+) -> Result<Option<Existing>, FsError> {
+    check_leaf(leaf)?;
+    let shown = dir.path().join(leaf);
+    // Classify first so that a fifo or a device is never opened.
+    if leaf_state(dir.fd(), dir.path(), leaf)? == LeafState::Missing {
+        return Ok(None);
+    }
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let fd = match rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(FsError::from_errno(e, &shown.display())),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| FsError::from_errno(e, &shown.display()))?;
+    let ft = FileType::from_raw_mode(st.st_mode);
+    if ft != FileType::RegularFile {
+        return Err(FsError::NotAFile(format!(
+            "{}: is a {}, not a regular file",
+            shown.display(),
+            type_name(ft)
+        )));
+    }
+    let meta = LeafStat::from_stat(&st);
+    let mut existing = Existing {
+        bytes: Vec::new(),
+        mode: meta.mode,
+        uid: meta.uid,
+        gid: meta.gid,
+        dev: meta.dev,
+        ino: meta.ino,
+        len: meta.len,
+        truncated: false,
+    };
+    if max_bytes.is_some_and(|max| meta.len > max) {
+        existing.truncated = true;
+        return Ok(Some(existing));
+    }
+    let mut file = File::from(fd);
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len).unwrap_or(0));
+    let read = match max_bytes {
+        // Read one byte past the cap to notice a file that grew meanwhile.
+        Some(max) => (&mut file)
+            .take(max.saturating_add(1))
+            .read_to_end(&mut bytes),
+        None => file.read_to_end(&mut bytes),
+    };
+    read.map_err(|e| FsError::from_io(e, &shown.display()))?;
+    let seen = bytes.len() as u64;
+    if max_bytes.is_some_and(|max| seen > max) {
+        existing.truncated = true;
+        existing.len = existing.len.max(seen);
+        return Ok(Some(existing));
+    }
+    existing.len = seen;
+    existing.bytes = bytes;
+    Ok(Some(existing))
+}

@@ -1,0 +1,569 @@
+//! The atomic publisher (SPEC 7.3) and the private state-file writer (SPEC
+//! 12).
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use rustix::fs::{AtFlags, FileType, Gid, Mode, OFlags, Uid};
+use rustix::io::Errno;
+
+use crate::dir::{LeafState, check_leaf, leaf_state, type_name};
+use crate::{Dir, FsError};
+
+/// Longest file name most Linux filesystems accept (`NAME_MAX`).
+const NAME_MAX: usize = 255;
+
+/// Number of lowercase hex digits of the random temp-name suffix.
+pub(crate) const SUFFIX_HEX: usize = 12;
+
+/// How many fresh temp names to try when one already exists.
+const CREATE_ATTEMPTS: usize = 16;
+
+/// Permission bits of a file created by `publish` (SPEC 7.3,
+/// `new_file_mode`). An existing file always keeps its own bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NewFileMode {
+    /// `0600` (`new_file_mode = "owner"`, the default).
+    Owner,
+    /// `0666 & !umask` (`new_file_mode = "system"`), as most editors create
+    /// files. The umask is read once per process (from `/proc/self/status`,
+    /// or by setting and restoring it) and cached.
+    System,
+}
+
+/// Options of one [`publish`] call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PublishOptions {
+    /// Mode of a newly created file.
+    pub new_file_mode: NewFileMode,
+    /// `(dev, ino)` of the leaf the caller saw (e.g. the external writer's
+    /// lstat, SPEC 7.1 step 3). When `Some`, the leaf must still be that
+    /// inode when publish looks at it, else [`FsError::SymlinkEscape`]
+    /// (swapped meanwhile; a leaf that vanished counts as swapped).
+    pub expect_existing: Option<(u64, u64)>,
+}
+
+impl Default for PublishOptions {
+    /// `Owner` mode, no expectation.
+    fn default() -> Self {
+        PublishOptions {
+            new_file_mode: NewFileMode::Owner,
+            expect_existing: None,
+        }
+    }
+}
+
+/// What a successful [`publish`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// True when the target did not exist before.
+    pub created: bool,
+    /// Number of bytes in the published file (the length of `bytes`).
+    pub bytes_written: u64,
+    /// True when the directory was fsynced after the rename, i.e. the new
+    /// name is durable. False only when that fsync failed (logged with
+    /// `tracing::warn!`) or the directory could not be opened readable; the
+    /// new content is in place either way, so the operation did happen.
+    pub durable: bool,
+}
+
+/// How the published file's mode (and owner) are chosen.
+#[derive(Clone, Copy, Debug)]
+enum ModePolicy {
+    /// An existing file keeps its permission bits (and owner and group when
+    /// we are root); a new file gets this mode.
+    KeepExisting(NewFileMode),
+    /// Always 0600, owner = us (private state files).
+    Private,
+}
+
+/// The temp file name [`publish`] would use for `leaf` in this process, with
+/// a fresh random suffix: `.<leaf>.<pid>.<12 lowercase hex>.tmp` (SPEC 7.3).
+///
+/// The leaf is cut so the whole name fits in 255 bytes: at a UTF-8 character
+/// boundary when the leaf is valid UTF-8, at a byte otherwise. Errors only if
+/// the system random source fails.
+pub fn temp_file_name(leaf: &OsStr) -> io::Result<OsString> {
+    Ok(temp_name_with(leaf, std::process::id(), &random_suffix()?))
+}
+
+/// `.<leaf cut>.<pid>.<suffix>.tmp`, the leaf cut so the whole fits
+/// `NAME_MAX` bytes.
+pub(crate) fn temp_name_with(leaf: &OsStr, pid: u32, suffix: &str) -> OsString {
+    let pid = pid.to_string();
+    let overhead = 1 + 1 + pid.len() + 1 + suffix.len() + ".tmp".len();
+    let max_leaf = NAME_MAX.saturating_sub(overhead);
+    let bytes = leaf.as_bytes();
+    let cut = if bytes.len() <= max_leaf {
+        bytes
+    } else {
+        match std::str::from_utf8(bytes) {
+            Ok(s) => {
+                let mut end = max_leaf;
+                while !s.is_char_boundary(end) {
+                    end -= 1;
+                }
+                &bytes[..end]
+            }
+            Err(_) => &bytes[..max_leaf],
+        }
+    };
+    let mut name = Vec::with_capacity(overhead + cut.len());
+    name.push(b'.');
+    name.extend_from_slice(cut);
+    name.push(b'.');
+    name.extend_from_slice(pid.as_bytes());
+    name.push(b'.');
+    name.extend_from_slice(suffix.as_bytes());
+    name.extend_from_slice(b".tmp");
+    OsString::from_vec(name)
+}
+
+/// If `name` has the temp-file shape `.<anything>.<pid>.<12 lowercase
+/// hex>.tmp` (anything non-empty, pid decimal and non-zero), return the pid.
+pub(crate) fn parse_temp_name(name: &[u8]) -> Option<u32> {
+    let inner = name.strip_prefix(b".")?.strip_suffix(b".tmp")?;
+    // inner = <anything>.<pid>.<hex>
+    let dot = inner.iter().rposition(|&b| b == b'.')?;
+    let (rest, hex) = (&inner[..dot], &inner[dot + 1..]);
+    if hex.len() != SUFFIX_HEX || !hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let dot = rest.iter().rposition(|&b| b == b'.')?;
+    let (anything, pid) = (&rest[..dot], &rest[dot + 1..]);
+    if anything.is_empty() || pid.is_empty() || pid.len() > 10 || pid[0] == b'0' {
+        return None;
+    }
+    if !pid.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let pid: u32 = std::str::from_utf8(pid).ok()?.parse().ok()?;
+    (pid != 0).then_some(pid)
+}
+
+/// 12 lowercase hex digits from the system random source.
+fn random_suffix() -> io::Result<String> {
+    let mut raw = [0u8; SUFFIX_HEX / 2];
+    getrandom::fill(&mut raw).map_err(|e| io::Error::other(format!("random source: {e}")))?;
+    Ok(raw.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The process umask, read once: `/proc/self/status` (`Umask:` line, no
+/// race), else by setting `0o077` and restoring the old value. That fallback
+/// has a tiny window in which a file created by another thread gets the
+/// stricter mask `0o077`, which only errs on the private side. The daemon
+/// never changes its umask, so caching is exact.
+fn process_umask() -> u32 {
+    static UMASK: OnceLock<u32> = OnceLock::new();
+    *UMASK.get_or_init(|| {
+        read_proc_umask().unwrap_or_else(|| {
+            let old = rustix::process::umask(Mode::from_raw_mode(0o077));
+            rustix::process::umask(old);
+            old.as_raw_mode()
+        })
+    })
+}
+
+/// The `Umask:` line of `/proc/self/status` (Linux 4.7+), as octal.
+fn read_proc_umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+    u32::from_str_radix(line["Umask:".len()..].trim(), 8)
+        .ok()
+        .map(|m| m & 0o777)
+}
+
+/// Removes the temp file by name when dropped, unless disarmed.
+struct TempGuard<'a> {
+    dir: BorrowedFd<'a>,
+    name: OsString,
+    armed: bool,
+}
+
+impl Drop for TempGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        match rustix::fs::unlinkat(self.dir, &self.name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => tracing::warn!(temp = ?self.name, error = %e, "could not remove temp file"),
+        }
+    }
+}
+
+/// Create a fresh temp file for `leaf` in `dir`:
+/// `O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`, mode 0600, retrying with a
+/// new suffix when the name exists.
+fn create_temp(
+    dir: BorrowedFd<'_>,
+    dir_path: &Path,
+    leaf: &OsStr,
+) -> Result<(OsString, OwnedFd), FsError> {
+    let flags = OFlags::WRONLY
+        | OFlags::CREATE
+        | OFlags::EXCL
+        | OFlags::NOFOLLOW
+        | OFlags::CLOEXEC
+        | OFlags::NOCTTY;
+    let pid = std::process::id();
+    let mut last = Errno::EXIST;
+    for _ in 0..CREATE_ATTEMPTS {
+        let name = temp_name_with(leaf, pid, &random_suffix()?);
+        match rustix::fs::openat(dir, &name, flags, Mode::from_raw_mode(0o600)) {
+            Ok(fd) => return Ok((name, fd)),
+            Err(Errno::EXIST) => last = Errno::EXIST,
+            Err(e) => {
+                return Err(FsError::from_errno(
+                    e,
+                    &format_args!("{}: creating temp file", dir_path.display()),
+                ));
+            }
+        }
+    }
+    Err(FsError::Io(io::Error::from(last)))
+}
+
+/// Check the caller's expectation about the leaf's identity.
+fn check_expectation(
+    expect: Option<(u64, u64)>,
+    state: &LeafState,
+    shown: &Path,
+) -> Result<(), FsError> {
+    let Some((dev, ino)) = expect else {
+        return Ok(());
+    };
+    match state {
+        LeafState::Regular(st) if st.dev == dev && st.ino == ino => Ok(()),
+        LeafState::Regular(_) => Err(FsError::SymlinkEscape(format!(
+            "{}: the target was replaced by another file after it was checked",
+            shown.display()
+        ))),
+        LeafState::Missing => Err(FsError::SymlinkEscape(format!(
+            "{}: the target disappeared after it was checked",
+            shown.display()
+        ))),
+    }
+}
+
+/// Atomically replace (or create) `leaf` in `dir` with `bytes` (SPEC 7.3).
+///
+/// Steps, all relative to the directory handle:
+/// 1. create `.<leaf>.<pid>.<12 hex>.tmp` (see [`temp_file_name`]) with
+///    `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600;
+/// 2. write all of `bytes`;
+/// 3. look at the leaf (`fstatat(AT_SYMLINK_NOFOLLOW)`): a symlink ->
+///    [`FsError::SymlinkEscape`], another kind of file ->
+///    [`FsError::NotAFile`], a `(dev, ino)` differing from
+///    `opts.expect_existing` -> [`FsError::SymlinkEscape`];
+/// 4. set the mode: an existing file keeps its permission bits (`0o777`;
+///    setuid, setgid and sticky are dropped, as the kernel drops them when a
+///    file is written) and, when `geteuid() == 0`, its owner and group; a new
+///    file gets 0600 or `0666 & !umask` per `opts.new_file_mode`;
+/// 5. fsync the temp file;
+/// 6. recheck: the leaf is still what step 3 saw (same inode, or still
+///    missing; else [`FsError::SymlinkEscape`], a swap), the temp name still
+///    refers to the inode we created (else [`FsError::SymlinkEscape`]), then
+///    `precommit()` (the caller's generation check; `Err(msg)` ->
+///    [`FsError::Aborted`]);
+/// 7. `renameat(dir, temp, dir, leaf)`; 8. fsync the directory.
+///
+/// On any failure before the rename the temp file is unlinked and the target
+/// is left byte-identical. `ENOSPC`, `EDQUOT` and other I/O failures are
+/// [`FsError::Io`]; `EACCES`/`EPERM` are [`FsError::PermissionDenied`]; a
+/// `leaf` that is not one file name component is [`FsError::Io`]
+/// (`InvalidInput`). A failing directory fsync after the rename is not an
+/// error (the content is already in place): it is logged and reported as
+/// [`Published::durable`] `false`.
+pub fn publish(
+    dir: &Dir,
+    leaf: &OsStr,
+    bytes: &[u8],
+    opts: &PublishOptions,
+    precommit: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Published, FsError> {
+    publish_at(
+        dir.fd(),
+        dir.syncable(),
+        dir.path(),
+        leaf,
+        bytes,
+        ModePolicy::KeepExisting(opts.new_file_mode),
+        opts.expect_existing,
+        precommit,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn publish_at(
+    dir: BorrowedFd<'_>,
+    syncable: bool,
+    dir_path: &Path,
+    leaf: &OsStr,
+    bytes: &[u8],
+    policy: ModePolicy,
+    expect_existing: Option<(u64, u64)>,
+    precommit: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Published, FsError> {
+    check_leaf(leaf)?;
+    let shown = dir_path.join(leaf);
+    let io_err = |e: io::Error| FsError::from_io(e, &shown.display());
+    let errno_err = |e: Errno| FsError::from_errno(e, &shown.display());
+
+    // 1. Exclusive temp file.
+    let (temp, fd) = create_temp(dir, dir_path, leaf)?;
+    let mut guard = TempGuard {
+        dir,
+        name: temp,
+        armed: true,
+    };
+    let ours = rustix::fs::fstat(&fd).map_err(errno_err)?;
+    let mut file = File::from(fd);
+
+    // 2. Content.
+    file.write_all(bytes).map_err(io_err)?;
+
+    // 3. What is at the leaf now decides the mode.
+    let before = leaf_state(dir, dir_path, leaf)?;
+    check_expectation(expect_existing, &before, &shown)?;
+
+    // 4. Mode and owner, only changed when they differ (filesystems without
+    //    Unix ownership then still work when nothing needs changing).
+    let (want_mode, want_owner) = match (policy, &before) {
+        (ModePolicy::Private, _) => (0o600, None),
+        (ModePolicy::KeepExisting(_), LeafState::Regular(st)) => {
+            let owner = rustix::process::geteuid()
+                .is_root()
+                .then_some((st.uid, st.gid));
+            (st.mode & 0o777, owner)
+        }
+        (ModePolicy::KeepExisting(NewFileMode::Owner), LeafState::Missing) => (0o600, None),
+        (ModePolicy::KeepExisting(NewFileMode::System), LeafState::Missing) => {
+            (0o666 & !process_umask(), None)
+        }
+    };
+    if let Some((uid, gid)) = want_owner.filter(|&o| o != (ours.st_uid, ours.st_gid)) {
+        rustix::fs::fchown(&file, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
+            .map_err(errno_err)?;
+    }
+    // fchown may clear bits, so always compare against a fresh fstat.
+    let now_mode = rustix::fs::fstat(&file).map_err(errno_err)?.st_mode & 0o7777;
+    if now_mode != want_mode {
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(want_mode)).map_err(errno_err)?;
+    }
+
+    // 5. Durable content and metadata before the name can point at it.
+    file.sync_all().map_err(io_err)?;
+
+    // 6. Recheck immediately before the rename.
+    let after = leaf_state(dir, dir_path, leaf)?;
+    let same = match (&before, &after) {
+        (LeafState::Missing, LeafState::Missing) => true,
+        (LeafState::Regular(a), LeafState::Regular(b)) => (a.dev, a.ino) == (b.dev, b.ino),
+        _ => false,
+    };
+    if !same {
+        return Err(FsError::SymlinkEscape(format!(
+            "{}: the target changed while it was being published",
+            shown.display()
+        )));
+    }
+    match rustix::fs::statat(dir, &guard.name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st)
+            if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                && (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino) => {}
+        Ok(st) => {
+            // Someone else's file now has our temp name: leave it alone.
+            guard.armed = false;
+            return Err(FsError::SymlinkEscape(format!(
+                "{}: the temp file was replaced by a {} before commit",
+                shown.display(),
+                type_name(FileType::from_raw_mode(st.st_mode))
+            )));
+        }
+        Err(e) => {
+            guard.armed = false;
+            return Err(FsError::SymlinkEscape(format!(
+                "{}: the temp file vanished before commit ({})",
+                shown.display(),
+                io::Error::from(e)
+            )));
+        }
+    }
+    precommit().map_err(FsError::Aborted)?;
+
+    // 7. Commit.
+    rustix::fs::renameat(dir, &guard.name, dir, leaf).map_err(|e| match e {
+        Errno::ISDIR | Errno::NOTDIR | Errno::NOTEMPTY => FsError::NotAFile(format!(
+            "{}: the target became a directory",
+            shown.display()
+        )),
+        other => errno_err(other),
+    })?;
+    guard.armed = false;
+    drop(file);
+
+    // 8. Durable name.
+    let durable = if syncable {
+        match rustix::fs::fsync(dir) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(path = %shown.display(), error = %e,
+                    "directory fsync failed after publishing");
+                false
+            }
+        }
+    } else {
+        tracing::warn!(path = %shown.display(),
+            "directory not readable: published without directory fsync");
+        false
+    };
+    Ok(Published {
+        created: after == LeafState::Missing,
+        bytes_written: bytes.len() as u64,
+        durable,
+    })
+}
+
+/// Write a small private state file atomically (persistent approvals, SPEC
+/// 12): temp file in the same directory, fsync, rename over `path`, fsync
+/// the directory. The file always ends up mode 0600 and owned by us; missing
+/// parent directories are created mode 0700 (this is the daemon's own state
+/// directory, opened by path; symlinks in it are followed).
+///
+/// Errors: `path` without a parent or file name -> `InvalidInput`; `path`
+/// naming a symlink or a non-regular file -> `ErrorKind::Other` (never
+/// followed or replaced); everything else as the OS reports it.
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let invalid = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a file path", path.display()),
+        )
+    };
+    let leaf = path.file_name().ok_or_else(invalid)?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        Some(_) => Path::new("."),
+        None => return Err(invalid()),
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(parent)?;
+    let dfd = rustix::fs::open(
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    publish_at(
+        dfd.as_fd(),
+        true,
+        parent,
+        leaf,
+        bytes,
+        ModePolicy::Private,
+        None,
+        &mut || Ok(()),
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEX: &str = "0123456789ab";
+
+    #[test]
+    fn temp_name_format() {
+        let name = temp_name_with(OsStr::new("main.rs"), 4242, HEX);
+        assert_eq!(name, OsStr::new(".main.rs.4242.0123456789ab.tmp"));
+        assert_eq!(parse_temp_name(name.as_bytes()), Some(4242));
+    }
+
+    #[test]
+    fn random_suffix_is_12_lowercase_hex() {
+        let a = random_suffix().unwrap();
+        let b = random_suffix().unwrap();
+        assert_eq!(a.len(), 12);
+        assert!(a.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
+        assert_ne!(a, b);
+        let name = temp_file_name(OsStr::new("x")).unwrap();
+        assert_eq!(parse_temp_name(name.as_bytes()), Some(std::process::id()));
+    }
+
+    #[test]
+    fn long_multibyte_leaf_is_cut_at_a_char_boundary() {
+        for (ch, prefix) in [
+            ("é", ""),
+            ("é", "a"),
+            ("😀", ""),
+            ("😀", "a"),
+            ("😀", "ab"),
+            ("😀", "abc"),
+        ] {
+            let leaf = format!("{prefix}{}", ch.repeat(255 / ch.len()));
+            let leaf = &leaf[..leaf.len().min(255)];
+            for pid in [1u32, 4_194_304, u32::MAX] {
+                let name = temp_name_with(OsStr::new(leaf), pid, HEX);
+                let bytes = name.as_bytes();
+                assert!(bytes.len() <= 255, "{} bytes", bytes.len());
+                let s = std::str::from_utf8(bytes).expect("cut inside a character");
+                let tail = format!(".{pid}.{HEX}.tmp");
+                let cut = s.strip_prefix('.').unwrap().strip_suffix(&tail).unwrap();
+                assert!(leaf.starts_with(cut));
+                // Nothing more of the leaf would have fitted.
+                let next = leaf[cut.len()..].chars().next().unwrap();
+                assert!(bytes.len() + next.len_utf8() > 255);
+                assert_eq!(parse_temp_name(bytes), Some(pid));
+            }
+        }
+    }
+
+    #[test]
+    fn non_utf8_leaf_is_cut_at_a_byte() {
+        let leaf = OsStr::from_bytes(&[0xffu8; 300]);
+        let name = temp_name_with(leaf, 7, HEX);
+        assert_eq!(name.len(), 255);
+        assert_eq!(parse_temp_name(name.as_bytes()), Some(7));
+    }
+
+    #[test]
+    fn parse_rejects_other_shapes() {
+        for bad in [
+            "a.txt",
+            ".a.txt.12.0123456789ab.tmp.bak",
+            ".a.txt.12.0123456789AB.tmp",
+            ".a.txt.12.0123456789a.tmp",
+            ".a.txt.12.0123456789abc.tmp",
+            ".a.txt.x12.0123456789ab.tmp",
+            ".a.txt..0123456789ab.tmp",
+            ".a.txt.012.0123456789ab.tmp",
+            ".a.txt.0.0123456789ab.tmp",
+            ".a.txt.99999999999.0123456789ab.tmp",
+            "..12.0123456789ab.tmp",
+            ".12.0123456789ab.tmp",
+            "a.txt.12.0123456789ab.tmp",
+        ] {
+            assert_eq!(parse_temp_name(bad.as_bytes()), None, "{bad}");
+        }
+        assert_eq!(
+            parse_temp_name(b".with.dots.in.it.99.ffffffffffff.tmp"),
+            Some(99)
+        );
+    }
+
+    #[test]
+    fn proc_umask_matches_syscall() {
+        if let Some(m) = read_proc_umask() {
+            assert_eq!(m, process_umask());
+        }
+    }
+}

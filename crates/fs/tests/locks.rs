@@ -1,0 +1,106 @@
+//! The daemon-wide path lock (SPEC 7.4).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use writegate_fs::PathLocks;
+
+#[test]
+fn serialises_a_non_atomic_increment() {
+    const THREADS: u64 = 4;
+    const ITERS: u64 = 20_000;
+    let locks = Arc::new(PathLocks::new());
+    let counter = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (locks, counter) = (Arc::clone(&locks), Arc::clone(&counter));
+            std::thread::spawn(move || {
+                for i in 0..ITERS {
+                    let _g = locks.lock(Path::new("/ws/file.txt"));
+                    // Read-modify-write in two steps: only the lock makes it exact.
+                    let v = counter.load(Ordering::Relaxed);
+                    if (i + t) % 64 == 0 {
+                        std::thread::yield_now();
+                    }
+                    counter.store(v + 1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(counter.load(Ordering::Relaxed), THREADS * ITERS);
+    assert_eq!(locks.len(), 0);
+    assert!(locks.is_empty());
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn first_come_first_served() {
+    const WAITERS: usize = 8;
+    let locks = Arc::new(PathLocks::new());
+    let key = Path::new("/ws/a");
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let held = locks.lock(key);
+    assert_eq!(locks.queued(key), 1);
+    let mut handles = Vec::new();
+    for n in 0..WAITERS {
+        let (l, order) = (Arc::clone(&locks), Arc::clone(&order));
+        handles.push(std::thread::spawn(move || {
+            let _g = l.lock(Path::new("/ws/a"));
+            order.lock().unwrap().push(n);
+        }));
+        // Make sure waiter n queued before waiter n+1 arrives.
+        wait_until("waiter queued", || locks.queued(key) == n + 2);
+    }
+    // Another key is independent.
+    {
+        let _other = locks.lock(Path::new("/ws/b"));
+        assert_eq!(locks.len(), 2);
+    }
+    drop(held);
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
+    assert_eq!(locks.len(), 0);
+    assert_eq!(locks.queued(key), 0);
+}
+
+#[test]
+fn guard_released_on_panic() {
+    let locks = Arc::new(PathLocks::new());
+    let l2 = Arc::clone(&locks);
+    let r = std::thread::spawn(move || {
+        let _g = l2.lock(Path::new("/p"));
+        panic!("boom");
+    })
+    .join();
+    assert!(r.is_err());
+    assert_eq!(locks.len(), 0);
+    let g = locks.lock(Path::new("/p"));
+    assert_eq!(g.key(), Path::new("/p"));
+}
+
+#[test]
+fn registry_does_not_grow() {
+    let locks = PathLocks::new();
+    for i in 0..1000 {
+        let _g = locks.lock(Path::new(&format!("/f{i}")));
+        assert_eq!(locks.len(), 1);
+    }
+    assert_eq!(locks.len(), 0);
+}

@@ -1,0 +1,487 @@
+//! The atomic publisher, directory handles and leaf reads on real files.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::path::Path;
+
+use common::{is_root, mode, names, tempdir, temps};
+use writegate_fs::{Dir, FsError, NewFileMode, PublishOptions, publish, read_existing, stat_leaf};
+
+fn opts() -> PublishOptions {
+    PublishOptions {
+        new_file_mode: NewFileMode::Owner,
+        expect_existing: None,
+    }
+}
+
+fn ok() -> impl FnMut() -> Result<(), String> {
+    || Ok(())
+}
+
+fn publish_ok(dir: &Path, leaf: &str, bytes: &[u8]) -> writegate_fs::Published {
+    let d = Dir::open_canonical(dir).unwrap();
+    publish(&d, OsStr::new(leaf), bytes, &opts(), &mut ok()).unwrap()
+}
+
+#[test]
+fn creates_new_file_0600() {
+    let (_t, dir) = tempdir();
+    let p = publish_ok(&dir, "new.txt", b"hello\n");
+    assert!(p.created);
+    assert!(p.durable);
+    assert_eq!(p.bytes_written, 6);
+    assert_eq!(std::fs::read(dir.join("new.txt")).unwrap(), b"hello\n");
+    assert_eq!(mode(&dir.join("new.txt")), 0o600);
+    assert_eq!(names(&dir), vec!["new.txt"]);
+}
+
+#[test]
+fn system_mode_uses_umask() {
+    let (_t, dir) = tempdir();
+    let d = Dir::open_canonical(&dir).unwrap();
+    let o = PublishOptions {
+        new_file_mode: NewFileMode::System,
+        expect_existing: None,
+    };
+    publish(&d, OsStr::new("s.txt"), b"x", &o, &mut ok()).unwrap();
+    // Learn the umask the way a file creation sees it.
+    let probe = dir.join("probe");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .unwrap();
+    assert_eq!(mode(&dir.join("s.txt")), mode(&probe) & 0o666);
+}
+
+#[test]
+fn existing_file_keeps_0755_and_content_is_replaced() {
+    let (_t, dir) = tempdir();
+    let f = dir.join("run.sh");
+    std::fs::write(&f, b"old content that is longer\n").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = std::fs::metadata(&f).unwrap();
+    let p = publish_ok(&dir, "run.sh", b"new\n");
+    assert!(!p.created);
+    assert_eq!(std::fs::read(&f).unwrap(), b"new\n");
+    assert_eq!(mode(&f), 0o755);
+    assert_ne!(std::fs::metadata(&f).unwrap().ino(), before.ino());
+    assert!(temps(&dir).is_empty());
+}
+
+#[test]
+fn setuid_bits_are_dropped_and_0640_kept() {
+    let (_t, dir) = tempdir();
+    let f = dir.join("a");
+    std::fs::write(&f, b"a").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o4640)).unwrap();
+    publish_ok(&dir, "a", b"b");
+    assert_eq!(mode(&f), 0o640);
+}
+
+#[test]
+fn root_keeps_owner_and_group() {
+    if !is_root() {
+        eprintln!("skipped: needs root to chown");
+        return;
+    }
+    let (_t, dir) = tempdir();
+    let f = dir.join("owned");
+    std::fs::write(&f, b"a").unwrap();
+    std::os::unix::fs::chown(&f, Some(4242), Some(4343)).unwrap();
+    publish_ok(&dir, "owned", b"b");
+    let m = std::fs::metadata(&f).unwrap();
+    assert_eq!((m.uid(), m.gid()), (4242, 4343));
+    assert_eq!(std::fs::read(&f).unwrap(), b"b");
+}
+
+#[test]
+fn precommit_refusal_leaves_target_identical_and_no_temp() {
+    let (_t, dir) = tempdir();
+    let f = dir.join("keep.txt");
+    std::fs::write(&f, b"original\r\nbytes").unwrap();
+    let d = Dir::open_canonical(&dir).unwrap();
+    let mut calls = 0;
+    let err = publish(
+        &d,
+        OsStr::new("keep.txt"),
+        b"replacement",
+        &opts(),
+        &mut || {
+            calls += 1;
+            Err("generation closed".into())
+        },
+    )
+    .unwrap_err();
+    assert_eq!(calls, 1);
+    assert!(matches!(err, FsError::Aborted(ref m) if m == "generation closed"));
+    assert_eq!(err.kind(), "aborted");
+    assert_eq!(std::fs::read(&f).unwrap(), b"original\r\nbytes");
+    assert_eq!(names(&dir), vec!["keep.txt"]);
+
+    // And for a file that did not exist: still nothing there.
+    let err = publish(&d, OsStr::new("absent"), b"x", &opts(), &mut || {
+        Err("no".into())
+    })
+    .unwrap_err();
+    assert_eq!(err.kind(), "aborted");
+    assert_eq!(names(&dir), vec!["keep.txt"]);
+}
+
+#[test]
+fn leaf_swapped_for_symlink_is_refused_and_target_untouched() {
+    let (_t, base) = tempdir();
+    let dir = base.join("ws");
+    let outside = base.join("outside");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(dir.join("a.txt"), b"mine").unwrap();
+    std::fs::write(outside.join("secret"), b"secret").unwrap();
+
+    // The caller saw a regular file ...
+    let d = Dir::open_canonical(&dir).unwrap();
+    let seen = read_existing(&d, OsStr::new("a.txt"), None)
+        .unwrap()
+        .unwrap();
+    // ... which is then swapped for a symlink to an outside file.
+    std::fs::remove_file(dir.join("a.txt")).unwrap();
+    symlink(outside.join("secret"), dir.join("a.txt")).unwrap();
+
+    let o = PublishOptions {
+        new_file_mode: NewFileMode::Owner,
+        expect_existing: Some((seen.dev, seen.ino)),
+    };
+    let err = publish(&d, OsStr::new("a.txt"), b"evil", &o, &mut ok()).unwrap_err();
+    assert!(matches!(err, FsError::SymlinkEscape(_)), "{err:?}");
+    assert_eq!(err.kind(), "symlink_escape");
+    // Without an expectation the symlink leaf is refused too.
+    let err = publish(&d, OsStr::new("a.txt"), b"evil", &opts(), &mut ok()).unwrap_err();
+    assert_eq!(err.kind(), "symlink_escape");
+
+    assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"secret");
+    assert!(
+        std::fs::symlink_metadata(dir.join("a.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(temps(&dir).is_empty());
+    assert_eq!(names(&outside), vec!["secret"]);
+}
+
+#[test]
+fn leaf_replaced_by_another_file_fails_expectation() {
+    let (_t, dir) = tempdir();
+    std::fs::write(dir.join("a"), b"1").unwrap();
+    let d = Dir::open_canonical(&dir).unwrap();
+    let seen = stat_leaf(&d, OsStr::new("a")).unwrap().unwrap();
+    std::fs::write(dir.join("b"), b"2").unwrap();
+    std::fs::rename(dir.join("b"), dir.join("a")).unwrap();
+    let o = PublishOptions {
+        new_file_mode: NewFileMode::Owner,
+        expect_existing: Some((seen.dev, seen.ino)),
+    };
+    let err = publish(&d, OsStr::new("a"), b"3", &o, &mut ok()).unwrap_err();
+    assert_eq!(err.kind(), "symlink_escape");
+    assert_eq!(std::fs::read(dir.join("a")).unwrap(), b"2");
+    // Vanished counts as swapped too.
+    std::fs::remove_file(dir.join("a")).unwrap();
+    let err = publish(&d, OsStr::new("a"), b"3", &o, &mut ok()).unwrap_err();
+    assert_eq!(err.kind(), "symlink_escape");
+    assert!(names(&dir).is_empty());
+    // The matching expectation works.
+    std::fs::write(dir.join("c"), b"1").unwrap();
+    let seen = stat_leaf(&d, OsStr::new("c")).unwrap().unwrap();
+    let o = PublishOptions {
+        expect_existing: Some((seen.dev, seen.ino)),
+        ..o
+    };
+    publish(&d, OsStr::new("c"), b"ok", &o, &mut ok()).unwrap();
+    assert_eq!(std::fs::read(dir.join("c")).unwrap(), b"ok");
+}
+
+#[test]
+fn non_regular_leaf_is_not_a_file() {
+    let (_t, dir) = tempdir();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    let d = Dir::open_canonical(&dir).unwrap();
+    let err = publish(&d, OsStr::new("sub"), b"x", &opts(), &mut ok()).unwrap_err();
+    assert_eq!(err.kind(), "parse_error");
+    assert_eq!(names(&dir), vec!["sub"]);
+    let err = read_existing(&d, OsStr::new("sub"), None).unwrap_err();
+    assert_eq!(err.kind(), "parse_error");
+    let err = stat_leaf(&d, OsStr::new("sub")).unwrap_err();
+    assert_eq!(err.kind(), "parse_error");
+}
+
+#[test]
+fn fifo_leaf_is_refused_without_blocking() {
+    let (_t, dir) = tempdir();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        dir.join("pipe"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let d = Dir::open_canonical(&dir).unwrap();
+    assert_eq!(
+        read_existing(&d, OsStr::new("pipe"), None)
+            .unwrap_err()
+            .kind(),
+        "parse_error"
+    );
+    assert_eq!(
+        publish(&d, OsStr::new("pipe"), b"x", &opts(), &mut ok())
+            .unwrap_err()
+            .kind(),
+        "parse_error"
+    );
+    assert_eq!(names(&dir), vec!["pipe"]);
+}
+
+#[test]
+fn read_existing_cases() {
+    let (_t, dir) = tempdir();
+    let d = Dir::open_canonical(&dir).unwrap();
+    assert!(
+        read_existing(&d, OsStr::new("none"), None)
+            .unwrap()
+            .is_none()
+    );
+    assert!(stat_leaf(&d, OsStr::new("none")).unwrap().is_none());
+
+    std::fs::write(dir.join("f"), b"0123456789").unwrap();
+    std::fs::set_permissions(dir.join("f"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    let e = read_existing(&d, OsStr::new("f"), None).unwrap().unwrap();
+    assert_eq!(e.bytes, b"0123456789");
+    assert_eq!((e.len, e.mode, e.truncated), (10, 0o640, false));
+    let m = std::fs::metadata(dir.join("f")).unwrap();
+    assert_eq!(
+        (e.dev, e.ino, e.uid, e.gid),
+        (m.dev(), m.ino(), m.uid(), m.gid())
+    );
+
+    let e = read_existing(&d, OsStr::new("f"), Some(10))
+        .unwrap()
+        .unwrap();
+    assert_eq!((e.bytes.len(), e.truncated), (10, false));
+    let e = read_existing(&d, OsStr::new("f"), Some(9))
+        .unwrap()
+        .unwrap();
+    assert!(e.truncated);
+    assert!(e.bytes.is_empty());
+    assert_eq!(e.len, 10);
+
+    let s = stat_leaf(&d, OsStr::new("f")).unwrap().unwrap();
+    assert_eq!((s.len, s.mode, s.ino), (10, 0o640, m.ino()));
+
+    symlink(dir.join("f"), dir.join("link")).unwrap();
+    assert_eq!(
+        read_existing(&d, OsStr::new("link"), None)
+            .unwrap_err()
+            .kind(),
+        "symlink_escape"
+    );
+    assert_eq!(
+        stat_leaf(&d, OsStr::new("link")).unwrap_err().kind(),
+        "symlink_escape"
+    );
+    symlink(dir.join("missing"), dir.join("dangling")).unwrap();
+    assert_eq!(
+        read_existing(&d, OsStr::new("dangling"), None)
+            .unwrap_err()
+            .kind(),
+        "symlink_escape"
+    );
+}
+
+#[test]
+fn bad_leaves_are_invalid_input() {
+    let (_t, dir) = tempdir();
+    let d = Dir::open_canonical(&dir).unwrap();
+    for leaf in ["", ".", "..", "a/b", "/abs"] {
+        let err = publish(&d, OsStr::new(leaf), b"x", &opts(), &mut ok()).unwrap_err();
+        match err {
+            FsError::Io(e) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{leaf}"),
+            other => panic!("{leaf}: {other:?}"),
+        }
+    }
+    assert!(names(&dir).is_empty());
+}
+
+#[test]
+fn open_canonical_refuses_symlinked_component() {
+    let (_t, base) = tempdir();
+    std::fs::create_dir_all(base.join("real/inner")).unwrap();
+    symlink(base.join("real"), base.join("alias")).unwrap();
+    let err = Dir::open_canonical(&base.join("alias/inner")).unwrap_err();
+    assert!(matches!(err, FsError::SymlinkEscape(_)), "{err:?}");
+    // The symlink as the final component is refused too.
+    let err = Dir::open_canonical(&base.join("alias")).unwrap_err();
+    assert_eq!(err.kind(), "symlink_escape");
+    // A dangling symlink component as well.
+    symlink(base.join("nowhere"), base.join("dangling")).unwrap();
+    let err = Dir::open_canonical(&base.join("dangling/x")).unwrap_err();
+    assert_eq!(err.kind(), "symlink_escape");
+    // The canonical path works.
+    let d = Dir::open_canonical(&base.join("real/inner")).unwrap();
+    assert_eq!(d.path(), base.join("real/inner"));
+}
+
+#[test]
+fn open_canonical_other_errors() {
+    let (_t, base) = tempdir();
+    std::fs::write(base.join("file"), b"").unwrap();
+    assert_eq!(
+        Dir::open_canonical(&base.join("missing/x"))
+            .unwrap_err()
+            .kind(),
+        "path_not_found"
+    );
+    assert_eq!(
+        Dir::open_canonical(&base.join("missing"))
+            .unwrap_err()
+            .kind(),
+        "path_not_found"
+    );
+    assert_eq!(
+        Dir::open_canonical(&base.join("file")).unwrap_err().kind(),
+        "parse_error"
+    );
+    assert_eq!(
+        Dir::open_canonical(&base.join("file/x"))
+            .unwrap_err()
+            .kind(),
+        "parse_error"
+    );
+    for bad in ["relative/dir", "/a/../b"] {
+        match Dir::open_canonical(Path::new(bad)).unwrap_err() {
+            FsError::Io(e) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput),
+            other => panic!("{other:?}"),
+        }
+    }
+    Dir::open_canonical(Path::new("/")).unwrap();
+}
+
+#[test]
+fn handle_keeps_writes_in_the_opened_directory() {
+    // Open, then swap the directory for a symlink to an outside directory:
+    // the write still lands in the directory that was opened.
+    let (_t, base) = tempdir();
+    let dir = base.join("d");
+    let outside = base.join("outside");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    let d = Dir::open_canonical(&dir).unwrap();
+    std::fs::rename(&dir, base.join("moved")).unwrap();
+    symlink(&outside, &dir).unwrap();
+    publish(&d, OsStr::new("f"), b"data", &opts(), &mut ok()).unwrap();
+    assert!(names(&outside).is_empty());
+    assert_eq!(std::fs::read(base.join("moved/f")).unwrap(), b"data");
+}
+
+#[test]
+fn publish_with_255_byte_multibyte_leaf() {
+    let (_t, dir) = tempdir();
+    let leaf = "é".repeat(127) + "a"; // 255 bytes
+    assert_eq!(leaf.len(), 255);
+    let d = Dir::open_canonical(&dir).unwrap();
+    // The temp name must fit too, or creating it would fail.
+    publish(&d, OsStr::new(&leaf), b"x", &opts(), &mut || {
+        let t = temps(&dir);
+        assert_eq!(t.len(), 1);
+        let t = t[0].to_str().expect("temp name cut inside a character");
+        assert!(t.len() <= 255);
+        assert!(t.starts_with(".é"));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(names(&dir), vec![std::ffi::OsString::from(&leaf)]);
+    assert_eq!(std::fs::read(dir.join(&leaf)).unwrap(), b"x");
+}
+
+#[test]
+fn temp_exists_during_commit_and_is_named_right() {
+    let (_t, dir) = tempdir();
+    let d = Dir::open_canonical(&dir).unwrap();
+    let pid = std::process::id();
+    publish(&d, OsStr::new("n.txt"), b"x", &opts(), &mut || {
+        let t = temps(&dir);
+        assert_eq!(t.len(), 1);
+        let t = t[0].to_str().unwrap();
+        let prefix = format!(".n.txt.{pid}.");
+        assert!(t.starts_with(&prefix), "{t}");
+        let hex = t
+            .strip_prefix(&prefix)
+            .unwrap()
+            .strip_suffix(".tmp")
+            .unwrap();
+        assert_eq!(hex.len(), 12);
+        assert!(hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
+        assert_eq!(mode(&dir.join(t)), 0o600);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(names(&dir), vec!["n.txt"]);
+}
+
+#[test]
+fn many_publishes_leave_no_temps() {
+    let (_t, dir) = tempdir();
+    let d = Dir::open_canonical(&dir).unwrap();
+    for i in 0..50 {
+        publish(
+            &d,
+            OsStr::new("x"),
+            format!("{i}").as_bytes(),
+            &opts(),
+            &mut ok(),
+        )
+        .unwrap();
+    }
+    assert_eq!(std::fs::read(dir.join("x")).unwrap(), b"49");
+    assert_eq!(names(&dir), vec!["x"]);
+}
+
+/// Unmounts on drop.
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn enospc_is_io_error_and_target_stays_identical() {
+    let (_t, base) = tempdir();
+    let mnt = base.join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = is_root()
+        && std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(&mnt)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a small tmpfs here");
+        return;
+    }
+    let _guard = Mount(mnt.clone());
+    std::fs::write(mnt.join("keep"), b"small original").unwrap();
+    let d = Dir::open_canonical(&mnt).unwrap();
+    let big = vec![b'x'; 1024 * 1024];
+    let err = publish(&d, OsStr::new("keep"), &big, &opts(), &mut ok()).unwrap_err();
+    assert_eq!(err.kind(), "io_error");
+    match &err {
+        FsError::Io(e) => assert_eq!(e.raw_os_error(), Some(28), "{e}"), // ENOSPC
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(std::fs::read(mnt.join("keep")).unwrap(), b"small original");
+    assert_eq!(names(&mnt), vec!["keep"]);
+}

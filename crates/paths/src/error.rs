@@ -1,0 +1,166 @@
+//! [`ResolveError`]: the refusals of the resolver and of the external target check.
+
+use std::io;
+use std::path::Path;
+
+/// Why a path was refused by [`crate::resolve`] or [`crate::resolve_external`].
+///
+/// Each variant carries a human message that may name the raw path (so it is
+/// only fit for places where raw paths are allowed, SPEC 10 `audit.raw_paths`);
+/// [`ResolveError::hint`] never names a path. [`ResolveError::kind`] gives the
+/// wire `errorKind` (SPEC 11).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// `parse_error`: empty path, NUL byte, relative path where an absolute one
+    /// is required, a non-directory in the middle of the path, a trailing `/`
+    /// on something that is not a directory, or (external check) a leaf that is
+    /// not a regular file / a parent that is not a directory.
+    #[error("parse error: {0}")]
+    ParseError(String),
+    /// `path_outside_workspace`: lexically outside every root (SPEC 5), or
+    /// suspicious (SPEC 6), or (external check) holding a `.`/`..` component.
+    #[error("path outside workspace: {0}")]
+    OutsideWorkspace(String),
+    /// `symlink_escape`: the canonical path leaves the root, a dangling link
+    /// whose target would be outside, a link cycle or more than
+    /// [`crate::MAX_SYMLINK_HOPS`] hops; (external check) a symlink leaf, or a
+    /// leaf whose device/inode changed between lstat and realpath.
+    #[error("symlink escape: {0}")]
+    SymlinkEscape(String),
+    /// `path_not_found`: no existing ancestor (the workspace root itself is
+    /// gone); (external check) the direct parent of a new leaf is missing.
+    #[error("path not found: {0}")]
+    NotFound(String),
+    /// `permission_denied`: a lookup failed with `EACCES`/`EPERM` (or another
+    /// error that prevented looking at the path at all).
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+}
+
+impl ResolveError {
+    /// The wire `errorKind` (SPEC 11): `parse_error`, `path_outside_workspace`,
+    /// `symlink_escape`, `path_not_found` or `permission_denied`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ResolveError::ParseError(_) => "parse_error",
+            ResolveError::OutsideWorkspace(_) => "path_outside_workspace",
+            ResolveError::SymlinkEscape(_) => "symlink_escape",
+            ResolveError::NotFound(_) => "path_not_found",
+            ResolveError::PermissionDenied(_) => "permission_denied",
+        }
+    }
+
+    /// A short, path-free advice for the wire `hint` field and the audit event
+    /// (safe to record even when `audit.raw_paths` is off).
+    pub fn hint(&self) -> String {
+        match self {
+            ResolveError::ParseError(_) => {
+                "use an absolute path whose parent components are directories and whose leaf is a regular file (or does not exist yet)"
+            }
+            ResolveError::OutsideWorkspace(_) => {
+                "write inside the workspace root; paths outside it, paths with `.`/`..` on the external route, and suspicious names (trailing dots or spaces, `...`, DOS device names, UNC or device prefixes) are refused"
+            }
+            ResolveError::SymlinkEscape(_) => {
+                "a symlink leads outside the workspace (or loops, or the file changed while it was checked); write to the real target path instead"
+            }
+            ResolveError::NotFound(_) => "the parent directory does not exist; create it first",
+            ResolveError::PermissionDenied(_) => {
+                "the daemon is not allowed to look up this path; check the directory permissions"
+            }
+        }
+        .to_string()
+    }
+}
+
+/// Map an I/O error met while looking at `path` (`what` says which lookup) to
+/// a [`ResolveError`]. `ENOENT` maps to [`ResolveError::NotFound`]; callers
+/// that treat a missing entry as a missing tail must handle it before calling.
+pub(crate) fn io_error(err: &io::Error, what: &str, path: &Path) -> ResolveError {
+    use rustix::io::Errno;
+    let msg = format!("{what} {}: {err}", path.display());
+    match Errno::from_io_error(err) {
+        Some(Errno::NOENT) => return ResolveError::NotFound(msg),
+        Some(Errno::ACCESS) | Some(Errno::PERM) => return ResolveError::PermissionDenied(msg),
+        Some(Errno::NOTDIR) => return ResolveError::ParseError(msg),
+        Some(Errno::NAMETOOLONG) | Some(Errno::INVAL) | Some(Errno::ILSEQ) => {
+            return ResolveError::ParseError(msg);
+        }
+        Some(Errno::LOOP) => return ResolveError::SymlinkEscape(msg),
+        _ => {}
+    }
+    match err.kind() {
+        io::ErrorKind::NotFound => ResolveError::NotFound(msg),
+        io::ErrorKind::PermissionDenied => ResolveError::PermissionDenied(msg),
+        io::ErrorKind::NotADirectory | io::ErrorKind::InvalidFilename => {
+            ResolveError::ParseError(msg)
+        }
+        io::ErrorKind::InvalidInput => ResolveError::ParseError(msg),
+        // Anything else (EIO, ENOMEM, ...) means we could not look at the path
+        // at all; fail closed with the closest kind.
+        _ => ResolveError::PermissionDenied(msg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_match_spec_11() {
+        let m = String::new;
+        assert_eq!(ResolveError::ParseError(m()).kind(), "parse_error");
+        assert_eq!(
+            ResolveError::OutsideWorkspace(m()).kind(),
+            "path_outside_workspace"
+        );
+        assert_eq!(ResolveError::SymlinkEscape(m()).kind(), "symlink_escape");
+        assert_eq!(ResolveError::NotFound(m()).kind(), "path_not_found");
+        assert_eq!(
+            ResolveError::PermissionDenied(m()).kind(),
+            "permission_denied"
+        );
+    }
+
+    #[test]
+    fn hints_never_name_the_path() {
+        let secret = "/home/u/secret-project/x.txt".to_string();
+        for e in [
+            ResolveError::ParseError(secret.clone()),
+            ResolveError::OutsideWorkspace(secret.clone()),
+            ResolveError::SymlinkEscape(secret.clone()),
+            ResolveError::NotFound(secret.clone()),
+            ResolveError::PermissionDenied(secret.clone()),
+        ] {
+            assert!(!e.hint().contains("secret"));
+            assert!(e.to_string().contains("secret"));
+        }
+    }
+
+    #[test]
+    fn io_errors_map_to_kinds() {
+        let p = Path::new("/x");
+        let of = |code: i32| io_error(&io::Error::from_raw_os_error(code), "lstat", p).kind();
+        assert_eq!(
+            of(rustix::io::Errno::ACCESS.raw_os_error()),
+            "permission_denied"
+        );
+        assert_eq!(
+            of(rustix::io::Errno::PERM.raw_os_error()),
+            "permission_denied"
+        );
+        assert_eq!(
+            of(rustix::io::Errno::NOENT.raw_os_error()),
+            "path_not_found"
+        );
+        assert_eq!(of(rustix::io::Errno::NOTDIR.raw_os_error()), "parse_error");
+        assert_eq!(
+            of(rustix::io::Errno::NAMETOOLONG.raw_os_error()),
+            "parse_error"
+        );
+        assert_eq!(of(rustix::io::Errno::LOOP.raw_os_error()), "symlink_escape");
+        assert_eq!(
+            of(rustix::io::Errno::IO.raw_os_error()),
+            "permission_denied"
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! SPEC 7.1 steps 2-3: the target check of the external host writer.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::{ResolveError, io_error};
+use crate::resolve::check_shape;
+use crate::suspicious::is_suspicious;
+use crate::view::{FileKind, FsView};
+
+/// The target of an external write (SPEC 7.1 step 3), for a path that
+/// [`crate::resolve`] classified as [`ResolveError::OutsideWorkspace`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalTarget {
+    /// Where the write goes: the realpath of an existing leaf, or the realpath
+    /// of the direct parent joined with the new leaf's name. Writers lock and
+    /// write this path.
+    pub canonical: PathBuf,
+    /// `(dev, ino)` of the lstat'd existing regular leaf (equal to those of
+    /// its realpath when this was computed); `None` for a new leaf.
+    pub existing: Option<(u64, u64)>,
+}
+
+/// SPEC 7.1 steps 2-3, in exactly this order:
+///
+/// 1. empty, NUL byte or not absolute: [`ResolveError::ParseError`];
+/// 2. a `.` or `..` component anywhere: [`ResolveError::OutsideWorkspace`]
+///    (an approved path must say where it really goes);
+/// 3. suspicious (SPEC 6): `OutsideWorkspace`;
+/// 4. a trailing `/` (no leaf name): `ParseError`;
+/// 5. lstat the leaf (symlinks in the parent directories are followed by the
+///    kernel, so aliases such as `/tmp` are fine):
+///    - missing: realpath only the direct parent (missing parent:
+///      [`ResolveError::NotFound`]; a parent that is not a directory:
+///      `ParseError`); the target is that parent plus the leaf name;
+///    - a symlink leaf, dangling or not: [`ResolveError::SymlinkEscape`];
+///    - anything but a regular file (directory, socket, FIFO, device):
+///      `ParseError`;
+///    - a regular file: realpath it and lstat the result; the result must be a
+///      regular file with the same device and inode as the first lstat, else
+///      `SymlinkEscape` (the file was swapped meanwhile; also when it vanished
+///      in between).
+///
+/// `EACCES` anywhere is [`ResolveError::PermissionDenied`]; `ENOTDIR` from the
+/// leaf lstat (a parent component is a file) is `ParseError`.
+pub fn resolve_external(view: &dyn FsView, input: &Path) -> Result<ExternalTarget, ResolveError> {
+    check_shape(input)?;
+    let bytes = input.as_os_str().as_encoded_bytes();
+    if bytes
+        .split(|b| *b == b'/')
+        .any(|piece| piece == b"." || piece == b"..")
+    {
+        return Err(ResolveError::OutsideWorkspace(format!(
+            "{} holds a `.` or `..` component; an external path must say where it really goes",
+            input.display()
+        )));
+    }
+    if let Some(reason) = is_suspicious(input) {
+        return Err(ResolveError::OutsideWorkspace(format!(
+            "{} is suspicious: {reason}",
+            input.display()
+        )));
+    }
+    let (Some(parent), Some(leaf), false) =
+        (input.parent(), input.file_name(), bytes.ends_with(b"/"))
+    else {
+        return Err(ResolveError::ParseError(format!(
+            "{} does not name a file",
+            input.display()
+        )));
+    };
+
+    let first = match view.lstat(input) {
+        Ok(st) => st,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let canonical_parent = view
+                .canonicalize(parent)
+                .map_err(|e| io_error(&e, "realpath of the parent", parent))?;
+            let st = view
+                .lstat(&canonical_parent)
+                .map_err(|e| io_error(&e, "lstat", &canonical_parent))?;
+            if st.kind != FileKind::Dir {
+                return Err(ResolveError::ParseError(format!(
+                    "the parent {} is not a directory",
+                    parent.display()
+                )));
+            }
+            return Ok(ExternalTarget {
+                canonical: canonical_parent.join(leaf),
+                existing: None,
+            });
+        }
+        Err(e) => return Err(io_error(&e, "lstat", input)),
+    };
+
+    match first.kind {
+        FileKind::Symlink => {
+            return Err(ResolveError::SymlinkEscape(format!(
+                "{} is a symlink; an external write never goes through a leaf symlink",
+                input.display()
+            )));
+        }
+        FileKind::File => {}
+        FileKind::Dir | FileKind::Other => {
+            return Err(ResolveError::ParseError(format!(
+                "{} is not a regular file",
+                input.display()
+            )));
+        }
+    }
+
+    let swapped = || {
+        ResolveError::SymlinkEscape(format!(
+            "{} changed while it was being resolved",
+            input.display()
+        ))
+    };
+    let canonical = view.canonicalize(input).map_err(|e| match e.kind() {
+        io::ErrorKind::PermissionDenied => io_error(&e, "realpath", input),
+        _ => swapped(),
+    })?;
+    let second = view.lstat(&canonical).map_err(|e| match e.kind() {
+        io::ErrorKind::PermissionDenied => io_error(&e, "lstat", &canonical),
+        _ => swapped(),
+    })?;
+    if second.kind != FileKind::File || (second.dev, second.ino) != (first.dev, first.ino) {
+        return Err(swapped());
+    }
+    Ok(ExternalTarget {
+        canonical,
+        existing: Some((first.dev, first.ino)),
+    })
+}

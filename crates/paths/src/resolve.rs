@@ -1,0 +1,494 @@
+//! The side-effect-free workspace resolver (SPEC 5).
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{ResolveError, io_error};
+use crate::suspicious::{is_suspicious, is_suspicious_component};
+use crate::view::{FileKind, FsView};
+
+/// The most symlinks one resolution may follow (like Linux's `MAXSYMLINKS`);
+/// following one more is [`ResolveError::SymlinkEscape`] (SPEC 5).
+pub const MAX_SYMLINK_HOPS: u32 = 40;
+
+/// Classified target of the workspace resolver ([`resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// Every symlink resolved, no `.`/`..`; the leaf (and possibly some
+    /// directories above it) may not exist yet. Writers lock and write this.
+    pub canonical: PathBuf,
+    /// The canonical root (one of the `roots` passed in) that contains it.
+    pub root: PathBuf,
+    /// The canonical leaf exists (as a regular file, directory or other kind).
+    pub exists: bool,
+    /// Kind of the existing canonical leaf (never [`FileKind::Symlink`]);
+    /// `None` when it does not exist.
+    pub kind: Option<FileKind>,
+}
+
+/// Whether `path` is `root` or inside it, comparing whole path components
+/// (never a string prefix: `/a/proj-evil` is not within `/a/proj`). Both are
+/// taken as given (no filesystem access, no `..` resolution).
+pub fn is_within(path: &Path, root: &Path) -> bool {
+    path.starts_with(root)
+}
+
+/// Resolve `input` against the canonical workspace `roots` of one runtime
+/// (SPEC 5), looking only through `view` (lstat and readlink; it never calls
+/// `realpath`, it walks the components itself so it can classify).
+///
+/// Order of checks:
+/// 1. empty, NUL byte, or not absolute: [`ResolveError::ParseError`];
+/// 2. suspicious (SPEC 6, [`is_suspicious`]): [`ResolveError::OutsideWorkspace`];
+/// 3. `.` and `..` are resolved lexically; containment in a root is judged by
+///    components ([`is_within`]);
+/// 4. the lexical path is walked component by component from `/`, following
+///    symlinks (relative targets from the link's directory, absolute ones from
+///    `/`; `..` inside a link target means the parent of the canonical
+///    directory reached so far). After every component of the input, the
+///    location reached must stay inside the root, else
+///    [`ResolveError::SymlinkEscape`] (also for a dangling link whose
+///    would-be target is outside). A link cycle, or more than
+///    [`MAX_SYMLINK_HOPS`] links in total, is `SymlinkEscape`. A regular file
+///    or other non-directory with components after it is `ParseError`.
+///    `EACCES` is [`ResolveError::PermissionDenied`].
+/// 5. A missing entry starts the missing tail: the rest is appended
+///    lexically to the deepest existing ancestor (a `..` there, which can only
+///    come from a link target, pops lexically and must stay inside; popping
+///    back into existing directories continues the real walk from there).
+/// 6. A trailing `/` (or final `.`/`..`) requires the result to be an
+///    existing directory, else `ParseError`.
+/// 7. The part of the canonical path below the root must not hold a
+///    suspicious component (so a link cannot smuggle in `aux.ts` or `a.`):
+///    `OutsideWorkspace`.
+///
+/// Lexically inside a root: the walk must reach the root exactly when it
+/// has consumed the root's components, else `SymlinkEscape` (the registered
+/// root is no longer canonical, e.g. an ancestor was replaced by a symlink);
+/// a missing root (no existing ancestor inside the workspace) is
+/// [`ResolveError::NotFound`].
+///
+/// Lexically outside every root (decision where SPEC 5 is silent, for inputs
+/// that spell a root through an alias such as macOS `/tmp` ->
+/// `/private/tmp`): if the input held a `..` component, it is
+/// `OutsideWorkspace` at once (SPEC 4 case X14: `/w/root/../x` never counts
+/// as inside, whatever the links say). Otherwise its canonical form is
+/// computed by the same walk; the first *existing* location that lies inside a
+/// root makes the path a workspace path of that root, and from there on every
+/// location must stay inside it (`SymlinkEscape` otherwise). If no location
+/// enters a root, or the walk fails before entering one, the result is
+/// `OutsideWorkspace`, and the external check ([`crate::resolve_external`])
+/// judges the path on its own terms.
+///
+/// Roots that are not absolute are ignored. Roots must be canonical and
+/// must not nest (SPEC 2).
+pub fn resolve(
+    view: &dyn FsView,
+    input: &Path,
+    roots: &[PathBuf],
+) -> Result<Resolved, ResolveError> {
+    check_shape(input)?;
+    if let Some(reason) = is_suspicious(input) {
+        return Err(ResolveError::OutsideWorkspace(format!(
+            "{} is suspicious: {reason}",
+            input.display()
+        )));
+    }
+    let lex = Lexical::of(input);
+    let roots: Vec<&PathBuf> = roots.iter().filter(|r| r.is_absolute()).collect();
+    let mut walker = Walker::new(view);
+
+    let (loc, root) = match roots.iter().find(|r| is_within(&lex.path, r)) {
+        Some(root) => (
+            walk_inside(&mut walker, &lex, input, root)?,
+            (*root).clone(),
+        ),
+        None => walk_outside(&mut walker, &lex, input, &roots)?,
+    };
+
+    let (canonical, kind) = match loc {
+        Loc::Exists { path, kind } => (path, Some(kind)),
+        Loc::Missing { base, tail } => {
+            let mut p = base;
+            p.extend(tail);
+            (p, None)
+        }
+    };
+    if lex.dir_required && kind != Some(FileKind::Dir) {
+        return Err(ResolveError::ParseError(format!(
+            "{} ends in `/` but {} is not an existing directory",
+            input.display(),
+            canonical.display()
+        )));
+    }
+    let below_root = canonical.strip_prefix(&root).ok();
+    if let Some(c) = below_root.and_then(|b| b.iter().find(|c| is_suspicious_component(c))) {
+        return Err(ResolveError::OutsideWorkspace(format!(
+            "{} resolves to a suspicious name {:?}",
+            input.display(),
+            c.to_string_lossy()
+        )));
+    }
+    Ok(Resolved {
+        canonical,
+        root,
+        exists: kind.is_some(),
+        kind,
+    })
+}
+
+/// Empty, NUL byte, relative: `ParseError` (shared with the external check).
+pub(crate) fn check_shape(input: &Path) -> Result<(), ResolveError> {
+    let bytes = input.as_os_str().as_encoded_bytes();
+    if bytes.is_empty() {
+        return Err(ResolveError::ParseError("empty path".into()));
+    }
+    if bytes.contains(&0) {
+        return Err(ResolveError::ParseError("path holds a NUL byte".into()));
+    }
+    if !input.is_absolute() {
+        return Err(ResolveError::ParseError(format!(
+            "{} is not an absolute path",
+            input.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The input with `.` and `..` resolved lexically.
+struct Lexical {
+    /// Absolute, no `.`/`..`.
+    path: PathBuf,
+    /// The names below `/`, in order.
+    names: Vec<OsString>,
+    /// The input held a `..` component.
+    had_dot_dot: bool,
+    /// The input ended in `/`, `/.` or `/..` (and is not just `/`).
+    dir_required: bool,
+}
+
+impl Lexical {
+    fn of(input: &Path) -> Lexical {
+        let mut names: Vec<OsString> = Vec::new();
+        let mut had_dot_dot = false;
+        for c in input.components() {
+            match c {
+                Component::Normal(n) => names.push(n.to_os_string()),
+                Component::ParentDir => {
+                    had_dot_dot = true;
+                    names.pop();
+                }
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            }
+        }
+        let bytes = input.as_os_str().as_encoded_bytes();
+        let last_piece = bytes.rsplit(|b| *b == b'/').next().unwrap_or(b"");
+        let dir_required = bytes.len() > 1
+            && bytes.iter().any(|b| *b != b'/')
+            && (bytes.ends_with(b"/") || last_piece == b"." || last_piece == b"..");
+        let mut path = PathBuf::from("/");
+        path.extend(&names);
+        Lexical {
+            path,
+            names,
+            had_dot_dot,
+            dir_required,
+        }
+    }
+
+    fn pieces(&self) -> VecDeque<Piece> {
+        self.names.iter().cloned().map(Piece::Name).collect()
+    }
+}
+
+/// Lexically inside `root`: walk from `/`, require the root to be reached
+/// exactly, then stay inside it.
+fn walk_inside(
+    walker: &mut Walker<'_>,
+    lex: &Lexical,
+    input: &Path,
+    root: &Path,
+) -> Result<Loc, ResolveError> {
+    let root_depth = root
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count();
+    let mut depth = 0usize;
+    let mut on_step = |p: &Path, exists: bool| -> Result<(), ResolveError> {
+        depth += 1;
+        if depth <= root_depth {
+            if !exists {
+                return Err(ResolveError::NotFound(format!(
+                    "the workspace root {} does not exist",
+                    root.display()
+                )));
+            }
+            if depth == root_depth && p != root {
+                return Err(ResolveError::SymlinkEscape(format!(
+                    "the workspace root {} now resolves to {}",
+                    root.display(),
+                    p.display()
+                )));
+            }
+            Ok(())
+        } else {
+            check_inside(p, exists, root, input)
+        }
+    };
+    walker.walk(PathBuf::from("/"), lex.pieces(), &mut on_step)
+}
+
+/// Lexically outside every root: `OutsideWorkspace`, unless a `..`-free input
+/// is an alias whose canonical form enters a root (see [`resolve`]).
+fn walk_outside(
+    walker: &mut Walker<'_>,
+    lex: &Lexical,
+    input: &Path,
+    roots: &[&PathBuf],
+) -> Result<(Loc, PathBuf), ResolveError> {
+    let outside = || {
+        ResolveError::OutsideWorkspace(format!(
+            "{} is outside every workspace root",
+            input.display()
+        ))
+    };
+    if lex.had_dot_dot || roots.is_empty() {
+        return Err(outside());
+    }
+    let mut entered: Option<PathBuf> = None;
+    let result = {
+        let mut on_step = |p: &Path, exists: bool| -> Result<(), ResolveError> {
+            match &entered {
+                Some(root) => check_inside(p, exists, root, input),
+                None => {
+                    if exists {
+                        entered = roots.iter().find(|r| is_within(p, r)).map(|r| (*r).clone());
+                    }
+                    Ok(())
+                }
+            }
+        };
+        walker.walk(PathBuf::from("/"), lex.pieces(), &mut on_step)
+    };
+    match entered {
+        Some(root) => result.map(|loc| (loc, root)),
+        None => Err(outside()),
+    }
+}
+
+fn check_inside(p: &Path, exists: bool, root: &Path, input: &Path) -> Result<(), ResolveError> {
+    if is_within(p, root) {
+        return Ok(());
+    }
+    Err(ResolveError::SymlinkEscape(if exists {
+        format!(
+            "{} resolves to {}, outside the workspace root",
+            input.display(),
+            p.display()
+        )
+    } else {
+        format!(
+            "{} is a dangling symlink whose target {} would be outside the workspace root",
+            input.display(),
+            p.display()
+        )
+    }))
+}
+
+/// One step of a walk.
+enum Piece {
+    Cur,
+    Parent,
+    Name(OsString),
+}
+
+/// Where a walk stands.
+enum Loc {
+    /// An existing, canonical entry (never a symlink).
+    Exists { path: PathBuf, kind: FileKind },
+    /// `base` is the deepest existing ancestor (a canonical directory); `tail`
+    /// (non-empty, plain names) is missing below it.
+    Missing { base: PathBuf, tail: Vec<OsString> },
+}
+
+impl Loc {
+    fn full_path(&self) -> PathBuf {
+        match self {
+            Loc::Exists { path, .. } => path.clone(),
+            Loc::Missing { base, tail } => {
+                let mut p = base.clone();
+                p.extend(tail);
+                p
+            }
+        }
+    }
+}
+
+type OnStep<'a> = dyn FnMut(&Path, bool) -> Result<(), ResolveError> + 'a;
+
+struct Walker<'v> {
+    view: &'v dyn FsView,
+    hops: u32,
+    /// The links whose targets are being resolved right now (nested); meeting
+    /// one of them again is a cycle.
+    active: Vec<PathBuf>,
+}
+
+impl<'v> Walker<'v> {
+    fn new(view: &'v dyn FsView) -> Self {
+        Walker {
+            view,
+            hops: 0,
+            active: Vec::new(),
+        }
+    }
+
+    /// Walk `pieces` from the canonical existing directory `start`. After each
+    /// piece, `on_step` sees the location reached and whether it exists.
+    fn walk(
+        &mut self,
+        start: PathBuf,
+        mut pending: VecDeque<Piece>,
+        on_step: &mut OnStep<'_>,
+    ) -> Result<Loc, ResolveError> {
+        let mut loc = Loc::Exists {
+            path: start,
+            kind: FileKind::Dir,
+        };
+        while let Some(piece) = pending.pop_front() {
+            loc = match loc {
+                Loc::Exists { path, kind } if kind != FileKind::Dir => {
+                    return Err(ResolveError::ParseError(format!(
+                        "{} is not a directory",
+                        path.display()
+                    )));
+                }
+                Loc::Exists { mut path, kind } => match piece {
+                    Piece::Cur => Loc::Exists { path, kind },
+                    Piece::Parent => {
+                        path.pop();
+                        Loc::Exists { path, kind }
+                    }
+                    Piece::Name(name) => self.step(&path, &name)?,
+                },
+                Loc::Missing { mut base, mut tail } => match piece {
+                    Piece::Cur => Loc::Missing { base, tail },
+                    Piece::Name(name) => {
+                        tail.push(name);
+                        Loc::Missing { base, tail }
+                    }
+                    Piece::Parent => {
+                        tail.pop();
+                        if tail.is_empty() {
+                            // Back in existing territory: continue the real walk.
+                            Loc::Exists {
+                                path: std::mem::take(&mut base),
+                                kind: FileKind::Dir,
+                            }
+                        } else {
+                            Loc::Missing { base, tail }
+                        }
+                    }
+                },
+            };
+            on_step(&loc.full_path(), matches!(loc, Loc::Exists { .. }))?;
+        }
+        Ok(loc)
+    }
+
+    /// Resolve the single name `name` in the canonical directory `dir`.
+    fn step(&mut self, dir: &Path, name: &OsStr) -> Result<Loc, ResolveError> {
+        let path = dir.join(name);
+        match self.view.lstat(&path) {
+            Ok(st) => match st.kind {
+                FileKind::Symlink => self.follow(path, dir),
+                kind => Ok(Loc::Exists { path, kind }),
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Loc::Missing {
+                base: dir.to_path_buf(),
+                tail: vec![name.to_os_string()],
+            }),
+            Err(e) => Err(io_error(&e, "lstat", &path)),
+        }
+    }
+
+    /// Follow the symlink `link`, which lives in the canonical directory `dir`.
+    fn follow(&mut self, link: PathBuf, dir: &Path) -> Result<Loc, ResolveError> {
+        if self.active.contains(&link) {
+            return Err(ResolveError::SymlinkEscape(format!(
+                "symlink cycle through {}",
+                link.display()
+            )));
+        }
+        self.hops += 1;
+        if self.hops > MAX_SYMLINK_HOPS {
+            return Err(ResolveError::SymlinkEscape(format!(
+                "more than {MAX_SYMLINK_HOPS} symlinks (at {})",
+                link.display()
+            )));
+        }
+        let target = self
+            .view
+            .read_link(&link)
+            .map_err(|e| io_error(&e, "readlink", &link))?;
+        if target.as_os_str().is_empty() {
+            return Err(ResolveError::ParseError(format!(
+                "symlink {} has an empty target",
+                link.display()
+            )));
+        }
+        let start = if target.has_root() {
+            PathBuf::from("/")
+        } else {
+            dir.to_path_buf()
+        };
+        let pieces = target
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(Piece::Name(n.to_os_string())),
+                Component::ParentDir => Some(Piece::Parent),
+                Component::CurDir => Some(Piece::Cur),
+                Component::RootDir | Component::Prefix(_) => None,
+            })
+            .collect();
+        self.active.push(link);
+        let result = self.walk(start, pieces, &mut |_, _| Ok(()));
+        self.active.pop();
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexical_resolution() {
+        let l = Lexical::of(Path::new("/a/./b/../c"));
+        assert_eq!(l.path, Path::new("/a/c"));
+        assert!(l.had_dot_dot);
+        assert!(!l.dir_required);
+        let l = Lexical::of(Path::new("/../../x"));
+        assert_eq!(l.path, Path::new("/x"));
+        assert!(Lexical::of(Path::new("/a/b/")).dir_required);
+        assert!(Lexical::of(Path::new("/a/b/.")).dir_required);
+        assert!(Lexical::of(Path::new("/a/b/..")).dir_required);
+        assert!(!Lexical::of(Path::new("/")).dir_required);
+        assert!(!Lexical::of(Path::new("//")).dir_required);
+        assert!(!Lexical::of(Path::new("/a/b")).had_dot_dot);
+    }
+
+    #[test]
+    fn containment_is_by_component() {
+        assert!(is_within(Path::new("/a/proj/x"), Path::new("/a/proj")));
+        assert!(is_within(Path::new("/a/proj"), Path::new("/a/proj")));
+        assert!(!is_within(Path::new("/a/proj-evil"), Path::new("/a/proj")));
+        assert!(!is_within(
+            Path::new("/a/proj-evil/x"),
+            Path::new("/a/proj")
+        ));
+        assert!(!is_within(Path::new("/a"), Path::new("/a/proj")));
+    }
+}

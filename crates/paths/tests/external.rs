@@ -1,0 +1,262 @@
+//! SPEC 7.1 steps 2-3: the external target check, over real files, symlinks
+//! and sockets, plus a wrapper view that swaps the file between the lstat and
+//! the realpath.
+
+mod common;
+
+use std::cell::Cell;
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use common::{Fx, kind};
+use writegate_paths::{ExternalTarget, FsView, OsView, ResolveError, Stat, resolve_external};
+
+fn ext(p: impl AsRef<Path>) -> Result<ExternalTarget, ResolveError> {
+    resolve_external(&OsView, p.as_ref())
+}
+
+#[test]
+fn new_leaf_in_existing_directory() {
+    // X01's target.
+    let fx = Fx::new();
+    fx.dir("outside");
+    let before = fx.snapshot();
+    let t = ext(fx.p("outside/ext.txt")).unwrap();
+    assert_eq!(fx.snapshot(), before);
+    assert_eq!(t.canonical, fx.p("outside/ext.txt"));
+    assert_eq!(t.existing, None);
+}
+
+#[test]
+fn existing_regular_file_carries_dev_and_ino() {
+    let fx = Fx::new();
+    fx.dir("outside");
+    let f = fx.file("outside/f.txt", b"x");
+    let t = ext(&f).unwrap();
+    let m = fs::symlink_metadata(&f).unwrap();
+    assert_eq!(t.canonical, f);
+    assert_eq!(t.existing, Some((m.dev(), m.ino())));
+}
+
+#[test]
+fn case_x07_leaf_symlink() {
+    let fx = Fx::new();
+    fx.dir("outside");
+    fx.file("outside/real.txt", b"real\n");
+    fx.symlink("outside/link.txt", "real.txt");
+    assert_eq!(kind(ext(fx.p("outside/link.txt"))), "symlink_escape");
+    assert_eq!(fs::read(fx.p("outside/real.txt")).unwrap(), b"real\n");
+    assert!(fx.p("outside/link.txt").is_symlink());
+}
+
+#[test]
+fn dangling_leaf_symlink_is_an_escape() {
+    let fx = Fx::new();
+    fx.dir("outside");
+    fx.symlink("outside/dangle.txt", "created.txt");
+    assert_eq!(kind(ext(fx.p("outside/dangle.txt"))), "symlink_escape");
+    assert!(!fx.p("outside/created.txt").exists());
+}
+
+#[test]
+fn case_x16_parent_alias() {
+    let fx = Fx::new();
+    fx.dir("outside/real");
+    fx.symlink("alias", fx.p("outside/real"));
+    let t = ext(fx.p("alias/n.txt")).unwrap();
+    assert_eq!(t.canonical, fx.p("outside/real/n.txt"));
+    assert_eq!(t.existing, None);
+    // An existing file through the alias resolves to its real path too.
+    let f = fx.file("outside/real/e.txt", b"e");
+    let t = ext(fx.p("alias/e.txt")).unwrap();
+    assert_eq!(t.canonical, f);
+}
+
+#[test]
+fn case_x20_socket_leaf() {
+    let mut fx = Fx::new();
+    fx.dir("outside");
+    fx.socket("outside/s.sock");
+    assert_eq!(kind(ext(fx.p("outside/s.sock"))), "parse_error");
+}
+
+#[test]
+fn directory_leaf_is_parse_error() {
+    let fx = Fx::new();
+    fx.dir("outside/d");
+    assert_eq!(kind(ext(fx.p("outside/d"))), "parse_error");
+}
+
+#[test]
+fn missing_parent_is_not_found() {
+    let fx = Fx::new();
+    assert_eq!(kind(ext(fx.p("nope/x.txt"))), "path_not_found");
+    // A dangling parent alias is a missing parent as well.
+    fx.symlink("dangling-dir", fx.p("gone"));
+    assert_eq!(kind(ext(fx.p("dangling-dir/x.txt"))), "path_not_found");
+}
+
+#[test]
+fn parent_not_a_directory_is_parse_error() {
+    let fx = Fx::new();
+    fx.file("f.txt", b"f");
+    fx.symlink("flink", "f.txt");
+    assert_eq!(kind(ext(fx.p("f.txt/x"))), "parse_error");
+    assert_eq!(kind(ext(fx.p("flink/x"))), "parse_error");
+}
+
+#[test]
+fn shape_errors_come_first() {
+    assert_eq!(kind(ext("")), "parse_error");
+    assert_eq!(kind(ext("rel/x.txt")), "parse_error");
+    assert_eq!(kind(ext("../x.txt")), "parse_error");
+    assert_eq!(
+        kind(ext(Path::new(OsStr::from_bytes(b"/tmp/a\0b")))),
+        "parse_error"
+    );
+}
+
+#[test]
+fn dot_and_dot_dot_components_are_outside() {
+    let fx = Fx::new();
+    fx.dir("outside/sub");
+    let w = fx.w.display();
+    for p in [
+        format!("{w}/outside/./x.txt"),
+        format!("{w}/outside/sub/../x.txt"),
+        format!("{w}/outside/x.txt/."),
+        format!("{w}/outside/sub/.."),
+    ] {
+        assert_eq!(kind(ext(&p)), "path_outside_workspace", "{p}");
+    }
+}
+
+#[test]
+fn case_x14_relative_escape() {
+    let fx = Fx::new();
+    fx.dir("root/sub");
+    let p = format!("{}/sub/../../rel.txt", fx.root.display());
+    assert_eq!(kind(fx.resolve(&p)), "path_outside_workspace");
+    assert_eq!(kind(ext(&p)), "path_outside_workspace");
+    assert!(!fx.p("rel.txt").exists());
+}
+
+#[test]
+fn suspicious_is_outside() {
+    let fx = Fx::new();
+    fx.dir("outside");
+    for rel in [
+        "outside/aux.ts",
+        "outside/.../x",
+        "outside/x.",
+        "outside/x ",
+    ] {
+        assert_eq!(kind(ext(fx.p(rel))), "path_outside_workspace", "{rel}");
+    }
+    assert_eq!(kind(ext("//server/share/x")), "path_outside_workspace");
+    assert!(ext(fx.p("outside/concat.txt")).is_ok());
+}
+
+#[test]
+fn trailing_slash_is_parse_error() {
+    let fx = Fx::new();
+    fx.dir("outside");
+    fx.file("outside/f.txt", b"f");
+    assert_eq!(
+        kind(ext(format!("{}/outside/f.txt/", fx.w.display()))),
+        "parse_error"
+    );
+    assert_eq!(kind(ext("/")), "parse_error");
+}
+
+/// The real filesystem, but run `swap` once, just before the `realpath` call
+/// (that is, between the leaf lstat and the realpath of SPEC 7.1 step 3).
+struct SwapBeforeRealpath<F: Fn()> {
+    swap: F,
+    done: Cell<bool>,
+}
+
+impl<F: Fn()> FsView for SwapBeforeRealpath<F> {
+    fn lstat(&self, path: &Path) -> io::Result<Stat> {
+        OsView.lstat(path)
+    }
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        OsView.read_link(path)
+    }
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        if !self.done.replace(true) {
+            (self.swap)();
+        }
+        OsView.canonicalize(path)
+    }
+}
+
+fn swapping<F: Fn()>(swap: F) -> SwapBeforeRealpath<F> {
+    SwapBeforeRealpath {
+        swap,
+        done: Cell::new(false),
+    }
+}
+
+#[test]
+fn file_replaced_between_lstat_and_realpath_is_an_escape() {
+    let fx = Fx::new();
+    fx.dir("outside");
+    let target = fx.file("outside/t.txt", b"original");
+    let other = fx.file("outside/other.txt", b"other");
+    let view = swapping(|| fs::rename(&other, &target).unwrap());
+    let r = resolve_external(&view, &target);
+    assert_eq!(kind(r), "symlink_escape");
+}
+
+#[test]
+fn file_replaced_by_symlink_between_lstat_and_realpath_is_an_escape() {
+    let fx = Fx::new();
+    fx.dir("outside");
+    fx.dir("secret");
+    let secret = fx.file("secret/key", b"k");
+    let target = fx.file("outside/t.txt", b"original");
+    let view = swapping(|| {
+        fs::remove_file(&target).unwrap();
+        std::os::unix::fs::symlink(&secret, &target).unwrap();
+    });
+    assert_eq!(kind(resolve_external(&view, &target)), "symlink_escape");
+}
+
+#[test]
+fn file_removed_between_lstat_and_realpath_is_an_escape() {
+    let fx = Fx::new();
+    fx.dir("outside");
+    let target = fx.file("outside/t.txt", b"original");
+    let view = swapping(|| fs::remove_file(&target).unwrap());
+    assert_eq!(kind(resolve_external(&view, &target)), "symlink_escape");
+}
+
+#[test]
+fn no_swap_no_escape() {
+    // The same wrapper with a harmless action still succeeds.
+    let fx = Fx::new();
+    fx.dir("outside");
+    let target = fx.file("outside/t.txt", b"original");
+    let view = swapping(|| ());
+    assert_eq!(resolve_external(&view, &target).unwrap().canonical, target);
+}
+
+#[test]
+fn permission_denied_while_looking() {
+    if common::is_root_user() {
+        eprintln!("skipped: root ignores directory permissions");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fx::new();
+    let locked = fx.dir("outside/locked");
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    let r = ext(locked.join("x.txt"));
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(kind(r), "permission_denied");
+}

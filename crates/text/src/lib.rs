@@ -1,0 +1,34 @@
+//! writegate's pure text core: the line model (SPEC 8.1), encodings, BOMs and
+//! whole-file encoding (SPEC 9), the edit engine with its forgiving rules and
+//! integrity guard (SPEC 8), and numbered reads (SPEC 3). Every function takes bytes
+//! or text and returns a decision, bytes, or text; the caller does all the reading,
+//! locking, hashing and publishing.
+//!
+//! This crate must never do IO: no `std::fs`, no `std::io` reads or writes, no
+//! sockets, no async runtime. And it must never panic, whatever bytes or parameters
+//! it is given: every refusal is a [`TextError`], whose [`TextError::kind`] is the
+//! SPEC 11 `errorKind`. Edits keep every byte outside the edited range identical
+//! (invalid bytes included), and the guard of SPEC 8.5 re-checks that before any
+//! bytes are returned.
+//!
+//! Modules: [`lines`] (line model), [`format`] (encodings, detection, whole-file
+//! encoding), [`edit`] (edit engine and guard), [`read`] (numbered reads),
+//! [`error`], [`escape`] (whitespace made visible for results).
+
+pub mod edit;
+pub mod error;
+pub mod escape;
+pub mod format;
+pub mod lines;
+pub mod read;
+mod repr;
+
+pub use edit::{EditMode, EditOutcome, EditRequest, apply_edit, indentation_words, is_binary};
+pub use error::TextError;
+pub use escape::{escape_visible, show};
+pub use format::{
+    Encoding, Format, LineEndingChoice, WriteOptions, decode, detect, encode_text, encode_whole,
+    sniff_bom,
+};
+pub use lines::{Ending, Line, convert_breaks, dominant, split_bytes, split_units};
+pub use read::{NumberedLines, numbered_lines, read_text};

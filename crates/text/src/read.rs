@@ -1,0 +1,153 @@
+//! Reading with the line model (SPEC 3: `_writegate/read_lines`, `fs/read_text_file`).
+
+use crate::edit::is_binary;
+use crate::error::TextError;
+use crate::format::{Format, decode, detect};
+use crate::lines::{Line, split_bytes};
+
+/// The numbered lines of `_writegate/read_lines` (SPEC 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumberedLines {
+    /// `(n, text)` pairs: the 1-based line number and the decoded text without its
+    /// ending (undecodable units shown as U+FFFD).
+    pub lines: Vec<(u64, String)>,
+    /// Number of lines in the whole file (SPEC 8.1; an empty file has 0).
+    pub total_lines: usize,
+    /// The file's detected format (`encoding`, `bom`, `lineEnding` of the result).
+    pub format: Format,
+}
+
+/// The window of `lines` starting at 1-based `line` (`None` or 0 means 1) holding at
+/// most `limit` lines (`None` means all, 0 means none). Empty when `line` is past
+/// the end.
+fn window(lines: &[Line], line: Option<u64>, limit: Option<u64>) -> (usize, &[Line]) {
+    let first = line.unwrap_or(1).max(1);
+    let start = usize::try_from(first - 1)
+        .unwrap_or(usize::MAX)
+        .min(lines.len());
+    let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    let end = start.saturating_add(take).min(lines.len());
+    (start, &lines[start..end])
+}
+
+/// Numbers a file's lines for `_writegate/read_lines` (SPEC 3) with the SPEC 8.1
+/// line model, the same one line edits use. `line` is 1-based (`None`/0 = 1), `limit`
+/// the most lines to return (`None` = all). A `line` past the end gives no lines.
+///
+/// Errors: `UnsupportedEncoding` (undetectable file, SPEC 9), `BinaryFile` (a NUL
+/// byte in a file that is not UTF-16/32: such a file cannot be line-edited either).
+pub fn numbered_lines(
+    bytes: &[u8],
+    line: Option<u64>,
+    limit: Option<u64>,
+) -> Result<NumberedLines, TextError> {
+    let format = detect(bytes)?;
+    if is_binary(bytes, &format) {
+        return Err(TextError::BinaryFile);
+    }
+    // Decoding never adds or removes a line break (bad sequences become U+FFFD, and
+    // CR / LF decode as themselves in every supported encoding), so the decoded text
+    // splits into exactly the lines of the raw units.
+    let text = decode(bytes, &format);
+    let all = split_bytes(text.as_bytes());
+    let (start, win) = window(&all, line, limit);
+    Ok(NumberedLines {
+        lines: win
+            .iter()
+            .enumerate()
+            .map(|(i, l)| ((start + i) as u64 + 1, text[l.text()].to_string()))
+            .collect(),
+        total_lines: all.len(),
+        format,
+    })
+}
+
+/// The `content` of `fs/read_text_file` (SPEC 3): whole lines with their own endings,
+/// decoded from the file's encoding (BOM not included). `line` is 1-based (`None`/0
+/// = 1), `limit` the most lines (`None` = all, 0 = none). An empty file, or a `line`
+/// past the end, gives `""`. Binary files are returned decoded, not refused.
+///
+/// Errors: `UnsupportedEncoding` (undetectable file, SPEC 9).
+pub fn read_text(bytes: &[u8], line: Option<u64>, limit: Option<u64>) -> Result<String, TextError> {
+    let format = detect(bytes)?;
+    let text = decode(bytes, &format);
+    if line.unwrap_or(1) <= 1 && limit.is_none() {
+        return Ok(text);
+    }
+    let all = split_bytes(text.as_bytes());
+    let (_, win) = window(&all, line, limit);
+    Ok(match (win.first(), win.last()) {
+        (Some(f), Some(l)) => text[f.start..l.end].to_string(),
+        _ => String::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Encoding;
+    use crate::lines::Ending;
+
+    #[test]
+    fn numbers_crlf_cr_and_mixed_alike() {
+        for bytes in [&b"a\nb\nc"[..], b"a\r\nb\r\nc", b"a\rb\rc", b"a\r\nb\rc"] {
+            let n = numbered_lines(bytes, None, None).unwrap();
+            assert_eq!(n.total_lines, 3);
+            assert_eq!(
+                n.lines,
+                vec![(1, "a".into()), (2, "b".into()), (3, "c".into())]
+            );
+        }
+    }
+
+    #[test]
+    fn window_and_format() {
+        let n = numbered_lines(
+            b"\xFF\xFEa\x00\r\x00\n\x00b\x00\r\x00\n\x00",
+            Some(2),
+            Some(5),
+        )
+        .unwrap();
+        assert_eq!(n.lines, vec![(2, "b".into())]);
+        assert_eq!(n.total_lines, 2);
+        assert_eq!(n.format.encoding, Encoding::Utf16Le);
+        assert!(n.format.bom);
+        assert_eq!(n.format.dominant, Some(Ending::CrLf));
+        assert_eq!(
+            numbered_lines(b"a\n", Some(0), None).unwrap().lines.len(),
+            1
+        );
+        assert!(
+            numbered_lines(b"a\n", Some(9), None)
+                .unwrap()
+                .lines
+                .is_empty()
+        );
+        assert!(
+            numbered_lines(b"a\n", None, Some(0))
+                .unwrap()
+                .lines
+                .is_empty()
+        );
+        assert_eq!(numbered_lines(b"", None, None).unwrap().total_lines, 0);
+        assert_eq!(
+            numbered_lines(b"a\0", None, None).unwrap_err(),
+            TextError::BinaryFile
+        );
+    }
+
+    #[test]
+    fn read_text_keeps_endings() {
+        let f = b"\xEF\xBB\xBFone\r\ntwo\rthree\nfour";
+        assert_eq!(read_text(f, None, None).unwrap(), "one\r\ntwo\rthree\nfour");
+        assert_eq!(
+            read_text(f, Some(0), None).unwrap(),
+            "one\r\ntwo\rthree\nfour"
+        );
+        assert_eq!(read_text(f, Some(2), Some(2)).unwrap(), "two\rthree\n");
+        assert_eq!(read_text(f, Some(4), None).unwrap(), "four");
+        assert_eq!(read_text(f, Some(5), None).unwrap(), "");
+        assert_eq!(read_text(b"", None, None).unwrap(), "");
+        assert_eq!(read_text(b"caf\xe9\n", None, None).unwrap(), "café\n");
+    }
+}

@@ -1,0 +1,226 @@
+//! Checks behind the "Architecture Invariant" lines of docs/ARCHITECTURE.md.
+//! Each test names the invariant it backs. They read the source tree, so a
+//! change that breaks a boundary fails here with the file and line.
+
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Lines of non-test code: everything before a `#[cfg(test)]` module.
+fn code_lines(file: &Path) -> Vec<(usize, String)> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let t = line.trim_start();
+        if t.starts_with("//") {
+            continue;
+        }
+        out.push((i + 1, line.to_string()));
+    }
+    out
+}
+
+fn find(crates: &[&str], needles: &[&str]) -> Vec<String> {
+    let mut hits = Vec::new();
+    for c in crates {
+        let dir = repo().join(c).join("src");
+        for f in rust_files(&dir) {
+            for (n, line) in code_lines(&f) {
+                for needle in needles {
+                    if line.contains(needle) {
+                        hits.push(format!("{}:{n}: {}", f.display(), line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    hits
+}
+
+const WRITE_APIS: &[&str] = &[
+    "fs::write(",
+    "File::create",
+    "OpenOptions",
+    "fs::rename",
+    "fs::remove_file",
+    "fs::remove_dir",
+    "fs::create_dir",
+    "set_permissions",
+    "renameat",
+    "unlinkat",
+    "openat(",
+    "fchmod",
+    "fchown",
+    "mkdirat",
+];
+
+/// Architecture Invariant: only `crates/fs` writes to the disk.
+#[test]
+fn only_the_fs_crate_writes_to_disk() {
+    let hits = find(
+        &[
+            "crates/text",
+            "crates/paths",
+            "crates/core",
+            "crates/acp",
+            "bin/writegate",
+        ],
+        WRITE_APIS,
+    );
+    assert!(
+        hits.is_empty(),
+        "disk writes outside crates/fs:\n{}",
+        hits.join("\n")
+    );
+}
+
+/// Architecture Invariant: the text crate is pure: no filesystem, no IO.
+#[test]
+fn the_text_crate_does_no_io() {
+    let hits = find(
+        &["crates/text"],
+        &["std::fs", "std::io", "std::net", "std::process", "tokio"],
+    );
+    assert!(hits.is_empty(), "IO in crates/text:\n{}", hits.join("\n"));
+}
+
+/// Architecture Invariant: the paths crate never opens a file (it may only
+/// lstat, readlink and realpath).
+#[test]
+fn the_paths_crate_opens_nothing() {
+    let hits = find(
+        &["crates/paths"],
+        &[
+            "File::open",
+            "OpenOptions",
+            "fs::read(",
+            "read_to_string",
+            "openat",
+        ],
+    );
+    assert!(
+        hits.is_empty(),
+        "file opens in crates/paths:\n{}",
+        hits.join("\n")
+    );
+}
+
+/// Architecture Invariant: async code only at the edge: no crate but
+/// `writegate-acp` and the binary depends on tokio.
+#[test]
+fn only_the_edge_depends_on_tokio() {
+    for c in ["crates/text", "crates/paths", "crates/fs", "crates/core"] {
+        let toml = std::fs::read_to_string(repo().join(c).join("Cargo.toml")).unwrap();
+        let deps = toml.split("[dev-dependencies]").next().unwrap();
+        for banned in ["tokio", "futures", "async-"] {
+            assert!(!deps.contains(banned), "{c} depends on {banned}");
+        }
+    }
+}
+
+/// Architecture Invariant: nothing but protocol lines on stdout: library
+/// crates never print.
+#[test]
+fn library_crates_never_print_to_stdout() {
+    let hits = find(
+        &[
+            "crates/text",
+            "crates/paths",
+            "crates/fs",
+            "crates/core",
+            "crates/acp",
+        ],
+        &["println!", "print!(", "std::io::stdout", "dbg!("],
+    );
+    // The one stdout handle is the stdio transport, which writes protocol lines only.
+    let hits: Vec<_> = hits
+        .into_iter()
+        .filter(|h| !(h.contains("crates/acp/src/server.rs") && h.contains("tokio::io::stdout()")))
+        .collect();
+    assert!(
+        hits.is_empty(),
+        "prints in library crates:\n{}",
+        hits.join("\n")
+    );
+}
+
+/// Architecture Invariant: each crate states its job and what it must never
+/// do in a `//!` paragraph.
+#[test]
+fn every_crate_states_its_job() {
+    for c in [
+        "crates/text",
+        "crates/paths",
+        "crates/fs",
+        "crates/core",
+        "crates/acp",
+    ] {
+        let lib = std::fs::read_to_string(repo().join(c).join("src/lib.rs")).unwrap();
+        assert!(
+            lib.starts_with("//!"),
+            "{c}/src/lib.rs does not start with a //! paragraph"
+        );
+        let head: String = lib
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            head.contains("never"),
+            "{c}: the //! paragraph must say what the crate must never do"
+        );
+    }
+}
+
+/// Architecture Invariant: the project does not depend on ../shared to pass:
+/// no source or test reads it.
+#[test]
+fn nothing_reads_the_shared_folder() {
+    let hits = find(
+        &[
+            "crates/text",
+            "crates/paths",
+            "crates/fs",
+            "crates/core",
+            "crates/acp",
+            "bin/writegate",
+        ],
+        &["../shared", "shared/cases"],
+    );
+    assert!(hits.is_empty(), "{}", hits.join("\n"));
+    for f in rust_files(&repo().join("tests")) {
+        if f.ends_with("architecture.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("include_str!(\"../")
+                || line.contains("\"../shared")
+                || line.contains("/work/shared")
+            {
+                panic!("{}:{}: reads outside the repository", f.display(), n + 1);
+            }
+        }
+    }
+}
