@@ -1278,16 +1278,18 @@ impl JsonReader<'_> {
                 return Err(self.err("Invalid \\uXXXX escape"));
             };
             self.i += 6;
-            if (0xD800..0xDC00).contains(&unit) && self.s[self.i..].starts_with("\\u") {
-                if let Some(low) = self
-                    .hex4(self.i + 2)
+            // A high surrogate right before a low one: the pair is one character.
+            let low = if (0xD800..0xDC00).contains(&unit) && self.s[self.i..].starts_with("\\u") {
+                self.hex4(self.i + 2)
                     .filter(|low| (0xDC00..0xE000).contains(low))
-                {
-                    let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
-                    out.push(char::from_u32(c).expect("a surrogate pair is a character"));
-                    self.i += 6;
-                    continue;
-                }
+            } else {
+                None
+            };
+            if let Some(low) = low {
+                let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                out.push(char::from_u32(c).expect("a surrogate pair is a character"));
+                self.i += 6;
+                continue;
             }
             out.push(match char::from_u32(unit) {
                 Some(c) => c,

@@ -509,7 +509,6 @@ impl Service {
             )
             .into());
         }
-        self.check_cancel(ctx)?;
         self.check_open(ctx)?;
         if !ctx.runtime.trusted {
             return Err(Refusal::new(
@@ -635,7 +634,6 @@ impl Service {
     /// are `file_too_large`.
     fn read_file(&self, ctx: &OpCtx, rec: &mut OpRecord, raw: &Path) -> Result<Vec<u8>, Failure> {
         let cfg = self.config();
-        self.check_cancel(ctx)?;
         self.check_open(ctx)?;
         let r = writegate_paths::resolve(&OsView, raw, std::slice::from_ref(&ctx.runtime.root))
             .map_err(Refusal::from)?;
@@ -712,5 +710,163 @@ fn display_path(canonical: &Path, root: &Path) -> String {
     match canonical.strip_prefix(root) {
         Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
         _ => canonical.display().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::sync::atomic::AtomicBool;
+
+    fn service(root: &Path, state: &Path) -> (Arc<Service>, Arc<Runtime>) {
+        let registry = Registry::default();
+        let rt = registry.register(root, true).unwrap();
+        let svc = Service::new(
+            Config::default(),
+            registry,
+            &state.join("audit.jsonl"),
+            state.join("approvals.json"),
+        );
+        (Arc::new(svc), rt)
+    }
+
+    fn ctx(rt: &Arc<Runtime>) -> OpCtx {
+        OpCtx {
+            runtime: rt.clone(),
+            session_id: Some("s".into()),
+            external_writes: true,
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn audit_lines(state: &Path) -> Vec<Value> {
+        std::fs::read_to_string(state.join("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// SPEC 2: a generation closed (by a reload that removes the workspace)
+    /// while a write waits on the path lock fails that write with
+    /// `generation_closed`, writes nothing, and leaves one audit event.
+    #[test]
+    fn generation_closed_while_waiting_on_the_path_lock() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(ws.path()).unwrap();
+        let file = root.join("f.txt");
+        std::fs::write(&file, b"old\n").unwrap();
+        let (svc, rt) = service(&root, state.path());
+        let held = svc.locks.lock(&file);
+        let writer = {
+            let svc = svc.clone();
+            let c = ctx(&rt);
+            let file = file.clone();
+            std::thread::spawn(move || {
+                svc.write_text_file(
+                    &c,
+                    &WriteParams {
+                        path: file,
+                        content: "new\n".into(),
+                        meta: None,
+                    },
+                )
+            })
+        };
+        // Wait until the writer queues behind the lock we hold.
+        while svc.locks.queued(&file) < 2 {
+            std::thread::yield_now();
+        }
+        let other = tempfile::tempdir().unwrap();
+        svc.reload(Config::default(), &[(other.path().to_path_buf(), true)])
+            .unwrap();
+        assert!(!rt.guard.is_open());
+        drop(held);
+        let result = writer.join().unwrap();
+        match result {
+            Err(Failure::Refused(r)) => assert_eq!(r.kind, ErrorKind::GenerationClosed),
+            other => panic!("expected generation_closed, got {other:?}"),
+        }
+        assert_eq!(std::fs::read(&file).unwrap(), b"old\n");
+        let names: Vec<_> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("f.txt")], "no temp file left");
+        let events = audit_lines(state.path());
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["type"], "fs.denied");
+        assert_eq!(events[0]["errorKind"], "generation_closed");
+    }
+
+    /// SPEC 7.4: two edits to one file both land (read-modify-write inside the lock).
+    #[test]
+    fn concurrent_appends_all_land() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(ws.path()).unwrap();
+        let file = root.join("log.txt");
+        std::fs::write(&file, b"").unwrap();
+        let (svc, rt) = service(&root, state.path());
+        let threads: Vec<_> = (0..16)
+            .map(|i| {
+                let svc = svc.clone();
+                let c = ctx(&rt);
+                let file = file.clone();
+                std::thread::spawn(move || {
+                    svc.edit_text_file(
+                        &c,
+                        &EditParams {
+                            path: file,
+                            mode: EditMode::Append,
+                            content: format!("line {i}\n"),
+                            find: None,
+                            line: None,
+                            end_line: None,
+                            expected_hash: None,
+                            dry_run: false,
+                            meta: None,
+                        },
+                    )
+                    .unwrap()
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for i in 0..16 {
+            assert!(text.contains(&format!("line {i}\n")), "line {i} lost: {text}");
+        }
+        assert_eq!(text.lines().count(), 16);
+        assert_eq!(svc.live_locks(), 0);
+        assert_eq!(audit_lines(state.path()).len(), 16);
+    }
+
+    /// SPEC 12: a dangerous path needs an approval; `once` is consumed.
+    #[test]
+    fn approval_once_then_refused_again() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(ws.path()).unwrap();
+        std::fs::create_dir(root.join(".ssh")).unwrap();
+        let file = root.join(".ssh/config");
+        let (svc, rt) = service(&root, state.path());
+        let c = ctx(&rt);
+        let p = WriteParams {
+            path: file.clone(),
+            content: "Host b\n".into(),
+            meta: None,
+        };
+        let err = svc.write_text_file(&c, &p).unwrap_err();
+        let Failure::Refused(r) = err else { panic!() };
+        assert_eq!(r.kind, ErrorKind::ApprovalRequired);
+        let command = r.extra["command"].as_str().unwrap().to_string();
+        assert_eq!(command, format!("edit_file write {}", file.display()));
+        assert!(!file.exists());
+        svc.approve(&c, &command, Scope::Once).unwrap();
+        svc.write_text_file(&c, &p).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"Host b\n");
+        assert!(svc.write_text_file(&c, &p).is_err(), "once is consumed");
     }
 }

@@ -178,10 +178,10 @@ fn validate(req: &EditRequest) -> Result<(), TextError> {
     if req.end_line.is_some() && req.line.is_none() {
         return Err(invalid("endLine needs line"));
     }
-    if let (Some(l), Some(e)) = (req.line, req.end_line) {
-        if e < l {
-            return Err(invalid("endLine must not be before line"));
-        }
+    if let (Some(l), Some(e)) = (req.line, req.end_line)
+        && e < l
+    {
+        return Err(invalid("endLine must not be before line"));
     }
     Ok(())
 }
@@ -669,7 +669,11 @@ fn edit_existing<R: Repr>(
             )
         }
         What::Append { bytes } => (
-            format!("appended {} to {path}; {now}", plural(bytes, "byte")),
+            if now.is_empty() {
+                format!("appended nothing to {path}; the file is unchanged")
+            } else {
+                format!("appended {} to {path}; {now}", plural(bytes, "byte"))
+            },
             Some(first_shown),
             None,
             None,
@@ -990,8 +994,8 @@ fn guard<U: Unit>(
         .iter()
         .take_while(|l| l.ending.is_some() && l.end <= a)
         .count();
-    for i in 0..pre {
-        if new_lines.get(i) != Some(&old_lines[i]) {
+    for (i, old) in old_lines.iter().take(pre).enumerate() {
+        if new_lines.get(i) != Some(old) {
             return fail(format!("line {} before the edit changed", i + 1));
         }
     }
