@@ -664,6 +664,11 @@ impl Daemon {
             };
             if chunk.is_empty() {
                 self.eof = true;
+                // The status only makes the message clearer: give the exit a moment to land.
+                let grace = Instant::now() + Duration::from_millis(200);
+                while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < grace {
+                    thread::sleep(Duration::from_millis(5));
+                }
                 return Err(format!(
                     "EOFError: daemon closed stdout (exit {})",
                     self.poll()

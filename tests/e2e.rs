@@ -1258,7 +1258,12 @@ fn socket_peer_with_another_uid_is_closed_without_an_answer() {
     }
     fs::set_permissions(&s.sock, fs::Permissions::from_mode(0o666)).unwrap();
 
-    if let Some(python) = find_program("python3").filter(|p| p.starts_with("/usr")) {
+    // A system python (not a per-user shim nobody cannot reach).
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file());
+    if let Some(python) = python {
         let script = r#"
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -1299,7 +1304,7 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
         );
     } else {
         eprintln!(
-            "note: /usr/bin/python3 missing; checking the peer-UID refusal with the CLI only"
+            "note: no system python3; checking the peer-UID refusal with the CLI only"
         );
     }
 
@@ -1307,7 +1312,7 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
     let target = s.ws.join("by-nobody.txt");
     let mut cmd = Command::new(&setpriv);
     cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(BIN)
+        .arg(nobody_reachable_binary(&s.base))
         .arg("write")
         .arg(&target)
         .arg("--socket")

@@ -1,0 +1,588 @@
+//! Durable write throughput: the real daemon over its Unix socket against the
+//! bare in-process sequence (temp file, write, fsync, rename, fsync
+//! directory), measured in the same run on the same files.
+//!
+//! Run: `cargo bench -p writegate --bench throughput`
+//! (optional: `WG_BENCH_SCALE=0.5` or `=2` scales the number of writes).
+//!
+//! For each size (1 KiB, 4 KiB, 5 MiB) and for 1 and 8 connections, the bench
+//! alternates rounds of "bare sequence" and "daemon" over the same 64 files
+//! in the same directory (the order flips every round to cancel disk drift)
+//! and reports the median of the per-round means. With 8 connections the
+//! baseline is 8 threads doing the bare sequence. It also prints the daemon's
+//! resident memory right after start + initialize (VmRSS) and its peak
+//! (VmHWM) after the 5 MiB runs.
+//!
+//! This prints figures; it asserts nothing about time.
+
+use serde_json::{Value, json};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_writegate");
+const KIB: usize = 1024;
+const MIB: usize = 1024 * 1024;
+/// Files overwritten round-robin by both sides.
+const FILES: usize = 64;
+/// Connections (and baseline threads) of the concurrent runs.
+const CONNS: usize = 8;
+
+// ---------------------------------------------------------------------------
+// Shared helpers (duplicated in benches/edit.rs: each bench is one file).
+// ---------------------------------------------------------------------------
+
+/// A temp tree on the same filesystem as the build (fsync cost matters):
+/// `<target>/bench-tmp/<name>-<pid>/{ws,home,state,config,run}`.
+struct Tree {
+    base: PathBuf,
+    ws: PathBuf,
+    sock: PathBuf,
+    audit: PathBuf,
+}
+
+impl Tree {
+    fn new(name: &str) -> Tree {
+        // BIN is <target>/<profile>/writegate.
+        let target = Path::new(BIN)
+            .parent()
+            .and_then(Path::parent)
+            .expect("binary inside a target dir");
+        let base = target
+            .join("bench-tmp")
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        for d in ["ws", "home", "state", "config", "run"] {
+            fs::create_dir_all(base.join(d)).unwrap();
+        }
+        let base = fs::canonicalize(&base).unwrap();
+        let mut sock = base.join("run/s.sock");
+        if sock.as_os_str().len() > 100 {
+            // sun_path is 108 bytes; the socket need not be on the same disk.
+            sock = std::env::temp_dir().join(format!("wg-bench-{}.sock", std::process::id()));
+        }
+        Tree {
+            ws: base.join("ws"),
+            audit: base.join("state/audit.jsonl"),
+            sock,
+            base,
+        }
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.base);
+        let _ = fs::remove_file(&self.sock);
+    }
+}
+
+/// `fstype device (mount point)` of the mount holding `path`, from
+/// /proc/self/mountinfo (longest mount-point prefix).
+fn filesystem_of(path: &Path) -> String {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut best: Option<(usize, String)> = None;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = f.iter().position(|x| *x == "-") else {
+            continue;
+        };
+        if f.len() < sep + 3 || f.len() < 5 {
+            continue;
+        }
+        let mnt = f[4].replace("\\040", " ");
+        if path.starts_with(&mnt) && best.as_ref().is_none_or(|(l, _)| mnt.len() > *l) {
+            best = Some((
+                mnt.len(),
+                format!("{} on {} (mounted at {mnt})", f[sep + 1], f[sep + 2]),
+            ));
+        }
+    }
+    best.map(|b| b.1).unwrap_or_else(|| "unknown".into())
+}
+
+/// A running `writegate serve --socket`; killed when dropped.
+struct Daemon {
+    child: Child,
+}
+
+impl Daemon {
+    fn start(t: &Tree) -> Daemon {
+        let stderr = File::create(t.base.join("daemon.stderr")).unwrap();
+        let child = Command::new(BIN)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&t.sock)
+            .arg("--workspace")
+            .arg(&t.ws)
+            .arg("--audit-log")
+            .arg(&t.audit)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", t.base.join("home"))
+            .env("XDG_RUNTIME_DIR", t.base.join("run"))
+            .env("XDG_STATE_HOME", t.base.join("state"))
+            .env("XDG_CONFIG_HOME", t.base.join("config"))
+            .current_dir(&t.base)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn writegate");
+        let mut d = Daemon { child };
+        let start = Instant::now();
+        loop {
+            if let Some(st) = d.child.try_wait().unwrap() {
+                panic!(
+                    "daemon exited early ({st:?}): {}",
+                    fs::read_to_string(t.base.join("daemon.stderr")).unwrap_or_default()
+                );
+            }
+            if UnixStream::connect(&t.sock).is_ok() {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "socket never answered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        d
+    }
+
+    /// A `/proc/<pid>/status` field in KiB (VmRSS, VmHWM).
+    fn status_kib(&self, key: &str) -> u64 {
+        let s = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in /proc/pid/status"))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A socket connection sending one request at a time. Request lines are
+/// assembled into one reusable buffer from pre-serialised pieces, so the
+/// client costs one memcpy and one `write(2)` per request.
+struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    buf: Vec<u8>,
+    resp: String,
+    id: u64,
+}
+
+impl Client {
+    fn connect(sock: &Path) -> Client {
+        let s = UnixStream::connect(sock).unwrap();
+        let mut c = Client {
+            reader: BufReader::new(s.try_clone().unwrap()),
+            writer: s,
+            buf: Vec::new(),
+            resp: String::new(),
+            id: 0,
+        };
+        let init = serde_json::to_vec(&json!({"protocolVersion": 1, "clientCapabilities": {}}))
+            .unwrap();
+        c.call("initialize", &[&init]);
+        c
+    }
+
+    /// Sends `{"jsonrpc","id","method","params": <pieces concatenated>}` and
+    /// returns the `result`; panics on an error answer.
+    fn call(&mut self, method: &str, params: &[&[u8]]) -> Value {
+        self.id += 1;
+        self.buf.clear();
+        write!(
+            self.buf,
+            r#"{{"jsonrpc":"2.0","id":{},"method":"{method}","params":"#,
+            self.id
+        )
+        .unwrap();
+        for p in params {
+            self.buf.extend_from_slice(p);
+        }
+        self.buf.extend_from_slice(b"}\n");
+        self.writer.write_all(&self.buf).unwrap();
+        self.resp.clear();
+        let n = self.reader.read_line(&mut self.resp).unwrap();
+        assert!(n > 0, "daemon closed the connection");
+        let mut v: Value = serde_json::from_str(&self.resp).unwrap();
+        assert_eq!(v["id"], json!(self.id), "response for another request");
+        match v.get_mut("result") {
+            Some(r) => r.take(),
+            None => panic!("{method} failed: {}", self.resp.trim_end()),
+        }
+    }
+}
+
+/// The `params` of an `fs/write_text_file` as pieces: prefix with the path,
+/// the JSON-escaped content, and `}`.
+fn write_params_prefix(path: &Path, session: &str) -> Vec<u8> {
+    let mut v = br#"{"sessionId":"#.to_vec();
+    v.extend_from_slice(&serde_json::to_vec(session).unwrap());
+    v.extend_from_slice(br#","path":"#);
+    v.extend_from_slice(&serde_json::to_vec(path).unwrap());
+    v.extend_from_slice(br#","content":"#);
+    v
+}
+
+/// ASCII text of exactly `size` bytes: numbered lines ending in `\n`.
+fn text_of(size: usize, salt: &str) -> String {
+    let mut s = String::with_capacity(size + 80);
+    let mut n = 0u64;
+    while s.len() < size {
+        n += 1;
+        s.push_str(&format!(
+            "{salt} line {n:07}: the quick brown fox jumps over the lazy dog\n"
+        ));
+    }
+    s.truncate(size - 1);
+    s.push('\n');
+    s
+}
+
+/// The bare durable sequence with std only: exclusive 0600 temp file in the
+/// target's directory, write_all, fsync, rename over the target, open the
+/// directory and fsync it.
+fn bare_write(dir: &Path, leaf: &str, bytes: &[u8], tag: &str, seq: &mut u64) {
+    *seq += 1;
+    let tmp = dir.join(format!(".{leaf}.{tag}.{}.{seq}.tmp", std::process::id()));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    fs::rename(&tmp, dir.join(leaf)).unwrap();
+    File::open(dir).unwrap().sync_all().unwrap();
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn scale() -> f64 {
+    std::env::var("WG_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0)
+}
+
+fn scaled(n: usize) -> usize {
+    ((n as f64 * scale()).round() as usize).max(1)
+}
+
+fn fmt_size(size: usize) -> String {
+    if size >= MIB {
+        format!("{} MiB", size / MIB)
+    } else {
+        format!("{} KiB", size / KIB)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The throughput bench.
+// ---------------------------------------------------------------------------
+
+/// One case: a size, a number of connections, writes per round (total over
+/// all connections), rounds.
+struct Case {
+    size: usize,
+    conns: usize,
+    per_round: usize,
+    rounds: usize,
+}
+
+/// Median-of-rounds figures for one side.
+struct Side {
+    us_per_write: f64,
+    min_us: f64,
+    max_us: f64,
+}
+
+struct Outcome {
+    case_size: usize,
+    conns: usize,
+    writes: usize,
+    bare: Side,
+    daemon: Side,
+    ratio: f64,
+}
+
+fn side(mut per_round: Vec<f64>) -> Side {
+    let min_us = per_round.iter().cloned().fold(f64::INFINITY, f64::min);
+    let max_us = per_round.iter().cloned().fold(0.0, f64::max);
+    Side {
+        us_per_write: median(&mut per_round),
+        min_us,
+        max_us,
+    }
+}
+
+/// Leaves of the files connection/thread `c` of `conns` writes.
+fn files_of(c: usize, conns: usize) -> Vec<String> {
+    (0..FILES)
+        .filter(|i| i % conns == c)
+        .map(|i| format!("f{i:02}.txt"))
+        .collect()
+}
+
+/// Runs `per_thread` bare writes on each of `threads` threads (thread `c`
+/// cycling over its own files); returns wall time.
+fn run_bare(t: &Tree, content: &[u8], threads: usize, per_thread: usize, round: usize) -> Duration {
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        for c in 0..threads {
+            let barrier = &barrier;
+            let files = files_of(c, threads);
+            let ws = &t.ws;
+            s.spawn(move || {
+                let mut seq = 0u64;
+                let tag = format!("bare{round}-{c}");
+                barrier.wait();
+                for k in 0..per_thread {
+                    bare_write(ws, &files[k % files.len()], content, &tag, &mut seq);
+                }
+            });
+        }
+        barrier.wait();
+        let start = Instant::now();
+        // scope joins all threads before returning
+        start
+    })
+    .elapsed()
+}
+
+/// Runs `per_thread` daemon writes on each of the first `threads` clients
+/// (client `c` cycling over its own files); returns wall time.
+fn run_daemon(
+    clients: &mut [Client],
+    prefixes: &[Vec<Vec<u8>>],
+    content_json: &[u8],
+    per_thread: usize,
+) -> Duration {
+    let threads = clients.len();
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        for (c, client) in clients.iter_mut().enumerate() {
+            let barrier = &barrier;
+            let prefixes = &prefixes[c];
+            s.spawn(move || {
+                barrier.wait();
+                for k in 0..per_thread {
+                    let pre = &prefixes[k % prefixes.len()];
+                    client.call("fs/write_text_file", &[pre, content_json, b"}"]);
+                }
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    })
+    .elapsed()
+}
+
+fn run_case(t: &Tree, clients: &mut [Client], case: &Case) -> Outcome {
+    let content = text_of(case.size, &format!("s{}", case.size));
+    let content_json = serde_json::to_vec(&content).unwrap();
+    let prefixes: Vec<Vec<Vec<u8>>> = (0..case.conns)
+        .map(|c| {
+            files_of(c, case.conns)
+                .iter()
+                .map(|leaf| write_params_prefix(&t.ws.join(leaf), &format!("bench{c}")))
+                .collect()
+        })
+        .collect();
+    let per_thread = case.per_round.div_ceil(case.conns);
+    let writes = per_thread * case.conns;
+    let clients = &mut clients[..case.conns];
+    // Warm-up: every file exists with this size on both sides' first round.
+    run_bare(t, content.as_bytes(), case.conns, FILES / case.conns, 99);
+    run_daemon(clients, &prefixes, &content_json, FILES / case.conns);
+    let (mut bare, mut daemon) = (Vec::new(), Vec::new());
+    for round in 0..case.rounds {
+        let mut b = || {
+            let d = run_bare(t, content.as_bytes(), case.conns, per_thread, round);
+            bare.push(d.as_secs_f64() * 1e6 / writes as f64);
+        };
+        if round % 2 == 0 {
+            b();
+            let d = run_daemon(clients, &prefixes, &content_json, per_thread);
+            daemon.push(d.as_secs_f64() * 1e6 / writes as f64);
+        } else {
+            let d = run_daemon(clients, &prefixes, &content_json, per_thread);
+            daemon.push(d.as_secs_f64() * 1e6 / writes as f64);
+            b();
+        }
+    }
+    let bare = side(bare);
+    let daemon = side(daemon);
+    let ratio = daemon.us_per_write / bare.us_per_write;
+    Outcome {
+        case_size: case.size,
+        conns: case.conns,
+        writes: writes * case.rounds,
+        bare,
+        daemon,
+        ratio,
+    }
+}
+
+fn print_header() {
+    println!(
+        "| size | conns | writes/side | bare µs/write | daemon µs/write | bare writes/s | daemon writes/s | bare MiB/s | daemon MiB/s | daemon/bare |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+}
+
+fn print_outcome(o: &Outcome) {
+    let wps = |us: f64| 1e6 / us;
+    let mibs = |us: f64| wps(us) * o.case_size as f64 / MIB as f64;
+    println!(
+        "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.1} | {:.1} | {:.2} | {:.2} | {:.3} |",
+        fmt_size(o.case_size),
+        o.conns,
+        o.writes,
+        o.bare.us_per_write,
+        o.bare.min_us,
+        o.bare.max_us,
+        o.daemon.us_per_write,
+        o.daemon.min_us,
+        o.daemon.max_us,
+        wps(o.bare.us_per_write),
+        wps(o.daemon.us_per_write),
+        mibs(o.bare.us_per_write),
+        mibs(o.daemon.us_per_write),
+        o.ratio
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not supported.
+    let t = Tree::new("throughput");
+    println!("writegate throughput bench");
+    println!("binary:     {BIN}");
+    println!("temp dir:   {}", t.base.display());
+    println!("filesystem: {}", filesystem_of(&t.base));
+    println!(
+        "cpus: {}; scale: {} (WG_BENCH_SCALE)",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        scale()
+    );
+    if filesystem_of(&t.base).starts_with("tmpfs") {
+        println!("WARNING: tmpfs: fsync costs nothing here; figures are not representative");
+    }
+
+    let daemon = Daemon::start(&t);
+    let mut clients: Vec<Client> = (0..CONNS).map(|_| Client::connect(&t.sock)).collect();
+    let idle_rss = daemon.status_kib("VmRSS");
+    let idle_hwm = daemon.status_kib("VmHWM");
+    println!(
+        "daemon pid {}: idle after start + initialize ({CONNS} connections): VmRSS {idle_rss} KiB ({:.2} MiB), VmHWM {idle_hwm} KiB",
+        daemon.child.id(),
+        idle_rss as f64 / 1024.0
+    );
+    println!();
+
+    let small = |size, conns, per_round| Case {
+        size,
+        conns,
+        per_round: scaled(per_round),
+        rounds: 8,
+    };
+    let cases_small = [
+        small(KIB, 1, 40),
+        small(KIB, CONNS, 160),
+        small(4 * KIB, 1, 40),
+        small(4 * KIB, CONNS, 160),
+    ];
+    let big = [
+        Case {
+            size: 5 * MIB,
+            conns: 1,
+            per_round: scaled(4),
+            rounds: 6,
+        },
+        Case {
+            size: 5 * MIB,
+            conns: CONNS,
+            per_round: scaled(16),
+            rounds: 4,
+        },
+    ];
+
+    let started = Instant::now();
+    print_header();
+    let mut outcomes = Vec::new();
+    for c in &cases_small {
+        let o = run_case(&t, &mut clients, c);
+        print_outcome(&o);
+        outcomes.push(o);
+    }
+    let rss_after_small = daemon.status_kib("VmRSS");
+    let hwm_after_small = daemon.status_kib("VmHWM");
+    let o = run_case(&t, &mut clients, &big[0]);
+    print_outcome(&o);
+    outcomes.push(o);
+    let hwm_after_big1 = daemon.status_kib("VmHWM");
+    let o = run_case(&t, &mut clients, &big[1]);
+    print_outcome(&o);
+    outcomes.push(o);
+    let hwm_after_big8 = daemon.status_kib("VmHWM");
+    let rss_end = daemon.status_kib("VmRSS");
+    println!("(µs/write: median of per-round means, range of round means in parentheses)");
+    println!();
+    println!("memory of the daemon:");
+    println!(
+        "  idle after start + initialize:     VmRSS {idle_rss} KiB ({:.2} MiB)",
+        idle_rss as f64 / 1024.0
+    );
+    println!(
+        "  after the 1 KiB and 4 KiB runs:    VmRSS {rss_after_small} KiB, VmHWM {hwm_after_small} KiB"
+    );
+    println!(
+        "  peak after 5 MiB x 1 connection:   VmHWM {hwm_after_big1} KiB ({:.1} MiB, {:.1}x the write)",
+        hwm_after_big1 as f64 / 1024.0,
+        hwm_after_big1 as f64 * 1024.0 / (5 * MIB) as f64
+    );
+    println!(
+        "  peak after 5 MiB x {CONNS} connections:  VmHWM {hwm_after_big8} KiB ({:.1} MiB)",
+        hwm_after_big8 as f64 / 1024.0
+    );
+    println!("  at the end:                        VmRSS {rss_end} KiB");
+    println!();
+    let one_kib = outcomes
+        .iter()
+        .find(|o| o.case_size == KIB && o.conns == 1)
+        .unwrap();
+    println!(
+        "target: 1 KiB on one connection within 1.15x of the bare sequence: ratio {:.3} -> {}",
+        one_kib.ratio,
+        if one_kib.ratio <= 1.15 { "met" } else { "NOT met" }
+    );
+    println!(
+        "target: idle RSS < 10 MiB: {:.2} MiB -> {}",
+        idle_rss as f64 / 1024.0,
+        if idle_rss < 10 * 1024 { "met" } else { "NOT met" }
+    );
+    println!("measured in {:.1} s", started.elapsed().as_secs_f64());
+    drop(clients);
+    drop(daemon);
+}
