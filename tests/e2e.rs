@@ -153,6 +153,7 @@ fn write_creates_private_file_with_exact_bytes_and_one_audit_event() {
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&p).unwrap(), content.as_bytes());
     assert_eq!(mode_of(&p), 0o600);
+    assert_eq!(mode_of(&s.audit), 0o600, "the audit log is created 0600");
     assert!(temps(&s.ws).is_empty());
 
     let raw = fs::read_to_string(&s.audit).unwrap();
@@ -1146,6 +1147,67 @@ fn shutdown_sigterm_on_idle_stdio_daemon_exits_zero() {
     rustix::process::kill_process(d.pid(), rustix::process::Signal::TERM).unwrap();
     let status = d.wait_exit();
     assert!(status.success(), "{status:?}\n{}", d.stderr_text());
+}
+
+#[test]
+fn shutdown_sigint_with_stdio_and_socket_together() {
+    let s = Setup::new();
+    let mut d = s.daemon(DaemonOpts {
+        stdio: true,
+        socket: true,
+        wait_ready: true,
+        ..Default::default()
+    });
+    let mut over_stdio = d.stdio_client();
+    let mut over_socket = d.connect();
+    let r = over_stdio.call(1, "fs/write_text_file", write_params(&s.ws.join("a.txt"), "a"));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let r = over_socket.call(1, "fs/write_text_file", write_params(&s.ws.join("b.txt"), "b"));
+    assert_eq!(r["result"], json!({}), "{r}");
+    rustix::process::kill_process(d.pid(), rustix::process::Signal::INT).unwrap();
+    let status = d.wait_exit();
+    assert!(status.success(), "{status:?}\n{}", d.stderr_text());
+    assert!(!s.sock.exists(), "the socket file is removed");
+    assert_eq!(fs::read(s.ws.join("a.txt")).unwrap(), b"a");
+    assert_eq!(fs::read(s.ws.join("b.txt")).unwrap(), b"b");
+}
+
+#[test]
+fn startup_removes_temp_files_of_dead_processes_only() {
+    let s = Setup::new();
+    // A pid that surely names no live process: a child that has exited.
+    let mut gone = Command::new("/bin/sh").args(["-c", "exit 0"]).spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let live = std::process::id();
+    fs::create_dir(s.ws.join("sub")).unwrap();
+    let stale = [
+        s.ws.join(format!(".a.txt.{dead}.0123456789ab.tmp")),
+        s.ws.join(format!("sub/.b.txt.{dead}.abcdefabcdef.tmp")),
+    ];
+    let kept = [
+        s.ws.join(format!(".c.txt.{live}.0123456789ab.tmp")), // a live writer's
+        s.ws.join(format!(".d.txt.{dead}.not-hex-here.tmp")), // not our naming
+        s.ws.join(format!("e.txt.{dead}.0123456789ab.tmp")),  // no leading dot
+        s.ws.join("f.txt"),
+    ];
+    for p in stale.iter().chain(kept.iter()) {
+        fs::write(p, "x").unwrap();
+    }
+    let d = s.socket_daemon(&[]);
+    let start = Instant::now();
+    while stale.iter().any(|p| p.exists()) {
+        assert!(start.elapsed() < TIMEOUT, "stale temps never removed:\n{}", d.stderr_text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Serve something, so the daemon is well past its start-up scan.
+    let mut c = d.connect();
+    let r = c.call(1, "fs/write_text_file", write_params(&s.ws.join("g.txt"), "g"));
+    assert_eq!(r["result"], json!({}), "{r}");
+    for p in &kept {
+        assert!(p.exists(), "{p:?} must be kept");
+    }
+    assert!(d.stderr_text().contains(".a.txt."), "the removal is logged");
 }
 
 // ---------------------------------------------------------------------------
