@@ -1160,9 +1160,17 @@ fn shutdown_sigint_with_stdio_and_socket_together() {
     });
     let mut over_stdio = d.stdio_client();
     let mut over_socket = d.connect();
-    let r = over_stdio.call(1, "fs/write_text_file", write_params(&s.ws.join("a.txt"), "a"));
+    let r = over_stdio.call(
+        1,
+        "fs/write_text_file",
+        write_params(&s.ws.join("a.txt"), "a"),
+    );
     assert_eq!(r["result"], json!({}), "{r}");
-    let r = over_socket.call(1, "fs/write_text_file", write_params(&s.ws.join("b.txt"), "b"));
+    let r = over_socket.call(
+        1,
+        "fs/write_text_file",
+        write_params(&s.ws.join("b.txt"), "b"),
+    );
     assert_eq!(r["result"], json!({}), "{r}");
     rustix::process::kill_process(d.pid(), rustix::process::Signal::INT).unwrap();
     let status = d.wait_exit();
@@ -1176,7 +1184,10 @@ fn shutdown_sigint_with_stdio_and_socket_together() {
 fn startup_removes_temp_files_of_dead_processes_only() {
     let s = Setup::new();
     // A pid that surely names no live process: a child that has exited.
-    let mut gone = Command::new("/bin/sh").args(["-c", "exit 0"]).spawn().unwrap();
+    let mut gone = Command::new("/bin/sh")
+        .args(["-c", "exit 0"])
+        .spawn()
+        .unwrap();
     let dead = gone.id();
     gone.wait().unwrap();
     let live = std::process::id();
@@ -1197,12 +1208,20 @@ fn startup_removes_temp_files_of_dead_processes_only() {
     let d = s.socket_daemon(&[]);
     let start = Instant::now();
     while stale.iter().any(|p| p.exists()) {
-        assert!(start.elapsed() < TIMEOUT, "stale temps never removed:\n{}", d.stderr_text());
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "stale temps never removed:\n{}",
+            d.stderr_text()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     // Serve something, so the daemon is well past its start-up scan.
     let mut c = d.connect();
-    let r = c.call(1, "fs/write_text_file", write_params(&s.ws.join("g.txt"), "g"));
+    let r = c.call(
+        1,
+        "fs/write_text_file",
+        write_params(&s.ws.join("g.txt"), "g"),
+    );
     assert_eq!(r["result"], json!({}), "{r}");
     for p in &kept {
         assert!(p.exists(), "{p:?} must be kept");
@@ -1365,9 +1384,7 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
             "the daemon must close without answering: {stdout}"
         );
     } else {
-        eprintln!(
-            "note: no system python3; checking the peer-UID refusal with the CLI only"
-        );
+        eprintln!("note: no system python3; checking the peer-UID refusal with the CLI only");
     }
 
     // The CLI run as nobody cannot write through the daemon either.

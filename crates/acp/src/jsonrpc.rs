@@ -111,17 +111,17 @@ pub fn classify(line: &[u8]) -> Incoming {
 /// else is a parse error with `id: null`.
 fn parse_failure(line: &[u8], e: &serde_json::Error) -> Incoming {
     let msg = e.to_string();
-    if msg.contains("surrogate") {
-        if let Some(id) = id_despite_surrogates(line) {
-            return Incoming::Error(error(
-                &id,
-                INVALID_PARAMS,
-                "invalid params",
-                Some(json!(
-                    "content is not valid Unicode: it holds a lone surrogate (\\ud800-\\udfff escape); send valid UTF-16 pairs"
-                )),
-            ));
-        }
+    if msg.contains("surrogate")
+        && let Some(id) = id_despite_surrogates(line)
+    {
+        return Incoming::Error(error(
+            &id,
+            INVALID_PARAMS,
+            "invalid params",
+            Some(json!(
+                "content is not valid Unicode: it holds a lone surrogate (\\ud800-\\udfff escape); send valid UTF-16 pairs"
+            )),
+        ));
     }
     Incoming::Error(error(
         &RequestId::Null,
@@ -143,12 +143,12 @@ fn id_despite_surrogates(line: &[u8]) -> Option<RequestId> {
         if bytes[i] == b'\\' && i + 1 < bytes.len() {
             if bytes[i + 1] == b'u' && i + 6 <= bytes.len() {
                 let hex = &text[i + 2..i + 6];
-                if let Ok(cp) = u32::from_str_radix(hex, 16) {
-                    if (0xD800..=0xDFFF).contains(&cp) {
-                        out.push_str("\\uFFFD");
-                        i += 6;
-                        continue;
-                    }
+                if let Ok(cp) = u32::from_str_radix(hex, 16)
+                    && (0xD800..=0xDFFF).contains(&cp)
+                {
+                    out.push_str("\\uFFFD");
+                    i += 6;
+                    continue;
                 }
             }
             out.push_str(&text[i..i + 2]);

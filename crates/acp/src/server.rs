@@ -153,10 +153,10 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
     if let (Some(p), Some(ino)) = (&opts.socket, socket_ino) {
         use std::os::unix::fs::MetadataExt;
         // Remove the socket only if it is still ours.
-        if let Ok(m) = std::fs::symlink_metadata(p) {
-            if (m.dev(), m.ino()) == ino {
-                let _ = writegate_fs::remove_socket_file(p);
-            }
+        if let Ok(m) = std::fs::symlink_metadata(p)
+            && (m.dev(), m.ino()) == ino
+        {
+            let _ = writegate_fs::remove_socket_file(p);
         }
     }
     tracing::info!("stopped");

@@ -100,6 +100,10 @@ struct Target {
     seen: Option<(u64, u64)>,
 }
 
+/// Computes the new bytes from the canonical target and the existing file
+/// (read inside the path lock).
+type Planner<'a> = dyn FnMut(&Path, Option<&Existing>) -> Result<Plan, Failure> + 'a;
+
 /// A plan's output: the complete new bytes, or nothing to write (dry run).
 struct Plan {
     bytes: Vec<u8>,
@@ -243,8 +247,8 @@ impl Service {
             read_limit,
             &mut |canonical, existing| {
                 let display = display_path(canonical, &root);
-                if let Some(e) = existing {
-                    if e.truncated {
+                if let Some(e) = existing
+                    && e.truncated {
                         return Err(Refusal::new(
                             ErrorKind::FileTooLarge,
                             format!(
@@ -254,7 +258,6 @@ impl Service {
                         )
                         .into());
                     }
-                }
                 if let Some(want) = &p.expected_hash {
                     let have = existing.map(|e| sha256_tagged(&e.bytes));
                     if have.as_deref() != Some(want.as_str()) {
@@ -499,7 +502,7 @@ impl Service {
         marker: Option<&'static str>,
         content_len: Option<u64>,
         read_limit: Option<u64>,
-        plan: &mut dyn FnMut(&Path, Option<&Existing>) -> Result<Plan, Failure>,
+        plan: &mut Planner<'_>,
     ) -> Result<Committed, Failure> {
         let cfg = self.config();
         if !self.audit.healthy() {
@@ -517,10 +520,10 @@ impl Service {
             )
             .into());
         }
-        if let Some(len) = content_len {
-            if len > cfg.max_write_bytes {
-                return Err(too_large(len, cfg.max_write_bytes));
-            }
+        if let Some(len) = content_len
+            && len > cfg.max_write_bytes
+        {
+            return Err(too_large(len, cfg.max_write_bytes));
         }
         let target = self.target(ctx, raw, marker)?;
         rec.path_hash = path_hash(&target.canonical);
@@ -553,14 +556,14 @@ impl Service {
         let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
         let existing =
             writegate_fs::read_existing(&dir, leaf, read_limit).map_err(Refusal::from)?;
-        if let (Some(seen), Some(e)) = (target.seen, existing.as_ref()) {
-            if seen != (e.dev, e.ino) {
-                return Err(Refusal::new(
-                    ErrorKind::SymlinkEscape,
-                    "the file was replaced while it was being checked; retry",
-                )
-                .into());
-            }
+        if let (Some(seen), Some(e)) = (target.seen, existing.as_ref())
+            && seen != (e.dev, e.ino)
+        {
+            return Err(Refusal::new(
+                ErrorKind::SymlinkEscape,
+                "the file was replaced while it was being checked; retry",
+            )
+            .into());
         }
         if let Some(e) = existing.as_ref().filter(|e| !e.truncated) {
             rec.bytes_before = Some(e.len);
@@ -790,8 +793,15 @@ mod tests {
             other => panic!("expected generation_closed, got {other:?}"),
         }
         assert_eq!(std::fs::read(&file).unwrap(), b"old\n");
-        let names: Vec<_> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("f.txt")], "no temp file left");
+        let names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("f.txt")],
+            "no temp file left"
+        );
         let events = audit_lines(state.path());
         assert_eq!(events.len(), 1);
         assert_eq!(events[0]["type"], "fs.denied");
@@ -836,7 +846,10 @@ mod tests {
         }
         let text = std::fs::read_to_string(&file).unwrap();
         for i in 0..16 {
-            assert!(text.contains(&format!("line {i}\n")), "line {i} lost: {text}");
+            assert!(
+                text.contains(&format!("line {i}\n")),
+                "line {i} lost: {text}"
+            );
         }
         assert_eq!(text.lines().count(), 16);
         assert_eq!(svc.live_locks(), 0);
