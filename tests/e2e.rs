@@ -308,6 +308,145 @@ fn write_with_missing_parent_is_path_not_found_with_uri() {
 }
 
 #[test]
+fn receipt_lists_the_writes_of_the_session() {
+    let s = Setup::new();
+    let mut d = s.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+    let a = s.ws.join("a.txt");
+    fs::write(&a, "old\n").unwrap();
+    let mine =
+        |path: &Path, content: &str| json!({"sessionId": "mine", "path": path, "content": content});
+    assert_eq!(
+        c.call(1, "fs/write_text_file", mine(&a, "new content\n"))["result"],
+        json!({})
+    );
+    assert_eq!(
+        c.call(2, "fs/write_text_file", mine(&s.ws.join("b.txt"), "b"))["result"],
+        json!({})
+    );
+    assert_eq!(
+        c.call(
+            3,
+            "fs/write_text_file",
+            write_params(&s.ws.join("other.txt"), "o")
+        )["result"],
+        json!({})
+    );
+    let r = c.call(4, "_writegate/receipt", json!({"sessionId": "mine"}));
+    let files = r["result"]["files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(files.len(), 2, "{r}");
+    let f = files
+        .iter()
+        .find(|f| f["path"] == json!(a))
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(f["created"], false, "{r}");
+    assert_eq!(f["bytesBefore"], 4, "{r}");
+    assert_eq!(f["bytesAfter"], 12, "{r}");
+    assert!(
+        f["hashAfter"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("sha256:")),
+        "{r}"
+    );
+    let b = files
+        .iter()
+        .find(|f| f["path"] == json!(s.ws.join("b.txt")))
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(b["created"], true, "{r}");
+    let r = c.call(
+        5,
+        "_writegate/receipt",
+        json!({"sessionId": "nobody-wrote"}),
+    );
+    assert_eq!(r["result"]["files"], json!([]), "{r}");
+}
+
+#[test]
+fn symlinks_inside_are_followed_and_escapes_refused() {
+    let s = Setup::new();
+    let outside = s.base.join("outside");
+    fs::create_dir(&outside).unwrap();
+    fs::create_dir(s.ws.join("real")).unwrap();
+    std::os::unix::fs::symlink(&outside, s.ws.join("out-link")).unwrap();
+    std::os::unix::fs::symlink(s.ws.join("real"), s.ws.join("in-link")).unwrap();
+    fs::write(s.ws.join("real/target.txt"), "old\n").unwrap();
+    std::os::unix::fs::symlink("real/target.txt", s.ws.join("file-link")).unwrap();
+    let mut d = s.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+
+    let r = c.call(
+        1,
+        "fs/write_text_file",
+        write_params(&s.ws.join("out-link/x.txt"), "x"),
+    );
+    assert_eq!(r["error"]["data"]["errorKind"], "symlink_escape", "{r}");
+    assert_eq!(r["error"]["data"]["status"], 400, "{r}");
+    assert_eq!(
+        fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
+
+    let r = c.call(
+        2,
+        "fs/write_text_file",
+        write_params(&s.ws.join("in-link/y.txt"), "y"),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert_eq!(fs::read(s.ws.join("real/y.txt")).unwrap(), b"y");
+
+    // A link to a file inside: the target is written and the link stays a link.
+    let r = c.call(
+        3,
+        "fs/write_text_file",
+        write_params(&s.ws.join("file-link"), "new\n"),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(
+        fs::symlink_metadata(s.ws.join("file-link"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(fs::read(s.ws.join("real/target.txt")).unwrap(), b"new\n");
+    assert!(temps(&s.ws).is_empty());
+}
+
+#[test]
+fn approval_gate_refuses_credentials_until_approved_once() {
+    let s = Setup::new();
+    let mut d = s.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+    let env = s.ws.join(".env");
+    let r = c.call(1, "fs/write_text_file", write_params(&env, "A=1\n"));
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert_eq!(r["error"]["data"]["errorKind"], "approval_required", "{r}");
+    assert_eq!(r["error"]["data"]["status"], 403, "{r}");
+    let command = r["error"]["data"]["command"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    assert!(command.ends_with("/.env"), "{command}");
+    assert!(!env.exists());
+
+    let r = c.call(
+        2,
+        "_writegate/approve",
+        json!({"sessionId": "s", "pattern": command, "scope": "once"}),
+    );
+    assert!(r["result"].is_object(), "{r}");
+    let r = c.call(3, "fs/write_text_file", write_params(&env, "A=1\n"));
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert_eq!(fs::read(&env).unwrap(), b"A=1\n");
+    // "once" is used up.
+    let r = c.call(4, "fs/write_text_file", write_params(&env, "A=2\n"));
+    assert_eq!(r["error"]["data"]["errorKind"], "approval_required", "{r}");
+    assert_eq!(fs::read(&env).unwrap(), b"A=1\n");
+}
+
+#[test]
 fn untrusted_workspace_refuses_writes() {
     let s = Setup::new();
     let mut d = s.stdio_daemon(&["--untrusted"]);
@@ -873,6 +1012,53 @@ fn concurrency_twenty_appends_to_one_file_from_four_connections_all_land() {
     assert!(temps(&s.ws).is_empty());
 }
 
+#[test]
+fn concurrency_whole_file_writes_to_one_file_never_tear() {
+    let s = Setup::new();
+    let d = s.socket_daemon(&[]);
+    let p = s.ws.join("contended.txt");
+    let handles: Vec<_> = (0..4)
+        .map(|conn| {
+            let mut c = d.connect();
+            let p = p.clone();
+            std::thread::spawn(move || {
+                for i in 0..10 {
+                    c.send(&req(
+                        i,
+                        "fs/write_text_file",
+                        write_params(&p, &big_content(conn, i)),
+                    ));
+                }
+                (0..10).map(|_| c.recv()).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for h in handles {
+        for r in h.join().unwrap() {
+            assert_eq!(r["result"], json!({}), "{}", truncate(&r.to_string()));
+        }
+    }
+    let text = fs::read_to_string(&p).unwrap();
+    let whole = (0..4).any(|conn| (0..10).any(|i| text == big_content(conn, i)));
+    assert!(
+        whole,
+        "the file is exactly one of the writes: {}",
+        truncate(&text)
+    );
+    assert_eq!(
+        fs::read_dir(&s.ws).unwrap().count(),
+        1,
+        "no temp files left"
+    );
+    let a = s.audit_events();
+    assert_eq!(a.len(), 40);
+    assert_eq!(
+        a.iter().filter(|e| e["created"] == true).count(),
+        1,
+        "created exactly once"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // 5. $/cancel_request
 // ---------------------------------------------------------------------------
@@ -956,6 +1142,8 @@ fn cancel_interleaved_with_thirty_writes_every_request_answered_once() {
         } else {
             assert_eq!(r["error"]["code"], -32800, "success or cancelled only: {r}");
             assert!(!p.exists(), "a cancelled write wrote nothing: {p:?}");
+            let named = i % 2 == 0 || (i + 3) % 5 == 4;
+            assert!(named, "request {i} was never cancelled but answered -32800");
         }
     }
     assert!(c.sync().is_empty(), "no extra responses");
@@ -1042,9 +1230,13 @@ fn shutdown_sigterm_mid_pipeline_leaves_no_torn_files() {
 
     let responses = responses.lock().unwrap();
     eprintln!(
-        "shutdown test: SIGTERM after {at_signal} answers; {} answers in all of {}",
+        "shutdown test: SIGTERM after {at_signal} answers; {} answers in all of {} ({} cancelled)",
         responses.len(),
-        CONNS * PER
+        CONNS * PER,
+        responses
+            .iter()
+            .filter(|(_, r)| r["error"]["code"] == -32800)
+            .count()
     );
     let mut seen = BTreeSet::new();
     for (conn, r) in responses.iter() {

@@ -18,7 +18,7 @@
 use serde_json::{Value, json};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -59,6 +59,8 @@ impl Tree {
         let _ = fs::remove_dir_all(&base);
         for d in ["ws", "home", "state", "config", "run"] {
             fs::create_dir_all(base.join(d)).unwrap();
+            // The daemon wants its socket's directory private.
+            fs::set_permissions(base.join(d), fs::Permissions::from_mode(0o700)).unwrap();
         }
         let base = fs::canonicalize(&base).unwrap();
         let mut sock = base.join("run/s.sock");

@@ -96,30 +96,33 @@ pub fn classify(line: &[u8]) -> Incoming {
         None => return invalid("method is missing"),
     };
     let params = obj.get("params").cloned().unwrap_or(Value::Null);
+    let Some(id) = id else {
+        // A notification is never answered, whatever its params.
+        return Incoming::Notification { method, params };
+    };
     if !matches!(params, Value::Object(_) | Value::Array(_) | Value::Null) {
-        return invalid("params must be an object or an array");
+        return Incoming::Error(error(
+            &id,
+            INVALID_REQUEST,
+            "invalid request",
+            Some(json!("params must be an object or an array")),
+        ));
     }
-    match id {
-        Some(id) => Incoming::Request { id, method, params },
-        None => Incoming::Notification { method, params },
-    }
+    Incoming::Request { id, method, params }
 }
 
 /// A line serde_json refused. Content holding a lone surrogate (`\ud800`)
 /// is not valid Unicode: SPEC 9 refuses it before anything is touched, as
-/// invalid params of the request when its id can still be read; anything
-/// else is a parse error with `id: null`.
+/// invalid params of the request when the line is otherwise valid JSON and
+/// its id can be read; anything else is a parse error with `id: null`.
 fn parse_failure(line: &[u8], e: &serde_json::Error) -> Incoming {
-    let msg = e.to_string();
-    if msg.contains("surrogate")
-        && let Some(id) = id_despite_surrogates(line)
-    {
+    if let Some(id) = id_despite_surrogates(line) {
         return Incoming::Error(error(
             &id,
             INVALID_PARAMS,
             "invalid params",
             Some(json!(
-                "content is not valid Unicode: it holds a lone surrogate (\\ud800-\\udfff escape); send valid UTF-16 pairs"
+                "a string is not valid Unicode: it holds a lone surrogate (\\ud800-\\udfff escape); send valid UTF-16 pairs"
             )),
         ));
     }
@@ -127,37 +130,43 @@ fn parse_failure(line: &[u8], e: &serde_json::Error) -> Incoming {
         &RequestId::Null,
         PARSE_ERROR,
         "parse error",
-        Some(json!(msg)),
+        Some(json!(e.to_string())),
     ))
 }
 
-/// Reads the id of a line whose only fault is lone-surrogate escapes by
-/// replacing every `\uD800`-`\uDFFF` escape with `\uFFFD` (for the id only;
-/// the content itself is refused).
+/// Reads the id of a line whose only fault is surrogate escapes: every
+/// `\uD800`-`\uDFFF` escape is replaced with `\uFFFD` (for reading the id
+/// only; the content itself is refused). `None` when the line holds no such
+/// escape or is still not valid JSON after the replacement.
 fn id_despite_surrogates(line: &[u8]) -> Option<RequestId> {
     let text = std::str::from_utf8(line).ok()?;
     let mut out = String::with_capacity(text.len());
+    let mut replaced = false;
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'\\' && i + 1 < bytes.len() {
-            if bytes[i + 1] == b'u' && i + 6 <= bytes.len() {
-                let hex = &text[i + 2..i + 6];
-                if let Ok(cp) = u32::from_str_radix(hex, 16)
-                    && (0xD800..=0xDFFF).contains(&cp)
-                {
-                    out.push_str("\\uFFFD");
-                    i += 6;
-                    continue;
-                }
+            if bytes[i + 1] == b'u'
+                && i + 6 <= bytes.len()
+                && let Some(hex) = text.get(i + 2..i + 6)
+                && let Ok(cp) = u32::from_str_radix(hex, 16)
+                && (0xD800..=0xDFFF).contains(&cp)
+            {
+                out.push_str("\\uFFFD");
+                replaced = true;
+                i += 6;
+                continue;
             }
-            out.push_str(&text[i..i + 2]);
+            out.push_str(text.get(i..i + 2)?);
             i += 2;
             continue;
         }
-        let ch = text[i..].chars().next()?;
+        let ch = text.get(i..)?.chars().next()?;
         out.push(ch);
         i += ch.len_utf8();
+    }
+    if !replaced {
+        return None;
     }
     let v: Value = serde_json::from_str(&out).ok()?;
     let id = v.as_object()?.get("id")?.clone();
@@ -285,6 +294,16 @@ mod tests {
         let line = br#"{"jsonrpc":"2.0","id":7,"method":"fs/write_text_file","params":{"content":"x\ud800y"}}"#;
         let (code, id) = err_code(&classify(line));
         assert_eq!((code, id), (INVALID_PARAMS, json!(7)));
+        for content in [r"ok\ud83d", r"\ud800", r"\udc00", r"\ude00\ud83d", r"\ud800\u0041"] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":"s","method":"fs/write_text_file","params":{{"content":"{content}"}}}}"#
+            );
+            let (code, id) = err_code(&classify(line.as_bytes()));
+            assert_eq!((code, id), (INVALID_PARAMS, json!("s")), "{content}");
+        }
+        // Another syntax error with a surrogate is still a parse error.
+        let (code, id) = err_code(&classify(br#"{"id":1,"x":"\ud800" nope}"#));
+        assert_eq!((code, id), (PARSE_ERROR, Value::Null));
         // A valid pair is fine.
         let ok = br#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"content":"\ud83d\ude00"}}"#;
         assert!(matches!(classify(ok), Incoming::Request { .. }));
