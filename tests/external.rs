@@ -679,20 +679,34 @@ fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_rem
     // the same root and its writes are refused.
     fs::write(&cfg, workspace_toml(&b, false)).unwrap();
     d.hup();
+    // A write caught in flight by the reload holds the old runtime and is
+    // refused with generation_closed (nothing written); later ones run on
+    // the fresh, untrusted runtime.
+    let mut expected = b"v1\n".to_vec();
+    let mut attempt = 0;
     poll("the trust change", || {
-        let r = c.call("fs/write_text_file", write_params(&target, "v1\n", None));
+        attempt += 1;
+        let content = format!("attempt {attempt}\n");
+        let r = c.call("fs/write_text_file", write_params(&target, &content, None));
         let events = audit.new_events();
         assert_eq!(events.len(), 1, "{events:?}");
         if r.get("result").is_some() {
+            expected = content.into_bytes();
+            assert_eq!(fs::read(&target).unwrap(), expected);
+            return None;
+        }
+        assert_eq!(fs::read(&target).unwrap(), expected, "refused: {r}");
+        assert_eq!(events[0]["type"], "fs.denied");
+        if r["error"]["data"]["errorKind"] == "generation_closed" {
+            assert_refused(&r, "generation_closed");
             return None;
         }
         assert_refused(&r, "untrusted_workspace");
-        assert_eq!(events[0]["type"], "fs.denied");
         assert_eq!(events[0]["errorKind"], "untrusted_workspace");
         assert_eq!(events[0]["workspace"], b_id, "same root, same id");
         Some(())
     });
-    assert_eq!(fs::read(&target).unwrap(), b"v1\n");
+    assert_eq!(fs::read(&target).unwrap(), expected);
 
     // B is removed: the connection's generation is closed for good.
     fs::write(&cfg, "").unwrap();
@@ -721,7 +735,7 @@ fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_rem
     assert_refused(&r, "generation_closed");
     assert_eq!(audit.one("fs.denied")["errorKind"], "generation_closed");
     assert_eq!(t.snapshot(), before);
-    assert_eq!(fs::read(&target).unwrap(), b"v1\n");
+    assert_eq!(fs::read(&target).unwrap(), expected);
 
     // B is no longer registered; the command-line workspace A is unaffected.
     let mut c2 = d.connect();

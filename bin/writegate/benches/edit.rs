@@ -123,6 +123,11 @@ fn filesystem_of(path: &Path) -> String {
     best.map(|b| b.1).unwrap_or_else(|| "unknown".into())
 }
 
+/// glibc allocator settings passed from the bench's environment to the
+/// daemon (the daemon's environment is otherwise cleared), to compare e.g.
+/// `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072`.
+const ALLOCATOR_ENV: [&str; 2] = ["GLIBC_TUNABLES", "MALLOC_ARENA_MAX"];
+
 /// A running `writegate serve --socket`; killed (by its pid) when dropped.
 struct Daemon {
     child: Child,
@@ -146,6 +151,11 @@ impl Daemon {
             .env("XDG_RUNTIME_DIR", t.base.join("run"))
             .env("XDG_STATE_HOME", t.base.join("state"))
             .env("XDG_CONFIG_HOME", t.base.join("config"))
+            .envs(
+                ALLOCATOR_ENV
+                    .iter()
+                    .filter_map(|k| Some((k, std::env::var(k).ok()?))),
+            )
             .current_dir(&t.base)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -750,10 +760,21 @@ fn main() {
     println!("temp dir:   {}", t.base.display());
     println!("filesystem: {}", filesystem_of(&t.base));
     println!(
+        "load average at start: {}",
+        fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    println!(
         "cpus: {}; scale: {} (WG_BENCH_SCALE)",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         scale()
     );
+    for k in ALLOCATOR_ENV {
+        if let Ok(v) = std::env::var(k) {
+            println!("daemon allocator setting: {k}={v}");
+        }
+    }
     if filesystem_of(&t.base).starts_with("tmpfs") {
         println!("WARNING: tmpfs: fsync costs nothing here; figures are not representative");
     }
@@ -789,4 +810,10 @@ fn main() {
         }
     }
     println!("measured in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "load average at end: {}",
+        fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
 }

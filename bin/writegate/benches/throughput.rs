@@ -23,6 +23,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_writegate");
@@ -108,6 +109,11 @@ fn filesystem_of(path: &Path) -> String {
     best.map(|b| b.1).unwrap_or_else(|| "unknown".into())
 }
 
+/// glibc allocator settings passed from the bench's environment to the
+/// daemon (the daemon's environment is otherwise cleared), to compare e.g.
+/// `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072`.
+const ALLOCATOR_ENV: [&str; 2] = ["GLIBC_TUNABLES", "MALLOC_ARENA_MAX"];
+
 /// A running `writegate serve --socket`; killed (by its pid) when dropped.
 struct Daemon {
     child: Child,
@@ -131,6 +137,11 @@ impl Daemon {
             .env("XDG_RUNTIME_DIR", t.base.join("run"))
             .env("XDG_STATE_HOME", t.base.join("state"))
             .env("XDG_CONFIG_HOME", t.base.join("config"))
+            .envs(
+                ALLOCATOR_ENV
+                    .iter()
+                    .filter_map(|k| Some((k, std::env::var(k).ok()?))),
+            )
             .current_dir(&t.base)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -314,6 +325,31 @@ fn fmt_size(size: usize) -> String {
 // The throughput bench.
 // ---------------------------------------------------------------------------
 
+/// `(on-CPU ns, run-queue wait ns)` of one schedstat file (user + kernel
+/// time; the wait is time runnable but not running).
+fn schedstat(path: &str) -> (u64, u64) {
+    let s = fs::read_to_string(path).unwrap_or_default();
+    let mut f = s.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
+    (f.next().unwrap_or(0), f.next().unwrap_or(0))
+}
+
+/// Sum of the schedstat of every thread of process `pid`.
+fn process_sched(pid: u32) -> (u64, u64) {
+    let mut total = (0, 0);
+    if let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for e in dir.flatten() {
+            let (c, w) = schedstat(&format!("{}/schedstat", e.path().display()));
+            total.0 += c;
+            total.1 += w;
+        }
+    }
+    total
+}
+
+/// CPU and run-queue wait accumulated by the bare threads (ns).
+static BARE_CPU: AtomicU64 = AtomicU64::new(0);
+static BARE_WAIT: AtomicU64 = AtomicU64::new(0);
+
 /// One case: a size, a number of connections, writes per round (total over
 /// all connections), rounds.
 struct Case {
@@ -337,6 +373,15 @@ struct Outcome {
     bare: Side,
     daemon: Side,
     ratio: f64,
+    /// Median of the per-round ratios (each round's two sides ran back to
+    /// back).
+    paired_ratio: f64,
+    /// µs per write over all rounds: bare threads' CPU and run-queue wait,
+    /// the daemon's (all its threads) CPU and run-queue wait.
+    bare_cpu_us: f64,
+    bare_wait_us: f64,
+    daemon_cpu_us: f64,
+    daemon_wait_us: f64,
 }
 
 fn side(mut per_round: Vec<f64>) -> Side {
@@ -370,9 +415,13 @@ fn run_bare(t: &Tree, content: &[u8], threads: usize, per_thread: usize, round: 
                 let mut seq = 0u64;
                 let tag = format!("bare{round}-{c}");
                 barrier.wait();
+                let (c0, w0) = schedstat("/proc/thread-self/schedstat");
                 for k in 0..per_thread {
                     bare_write(ws, &files[k % files.len()], content, &tag, &mut seq);
                 }
+                let (c1, w1) = schedstat("/proc/thread-self/schedstat");
+                BARE_CPU.fetch_add(c1 - c0, Ordering::Relaxed);
+                BARE_WAIT.fetch_add(w1 - w0, Ordering::Relaxed);
             });
         }
         barrier.wait();
@@ -410,7 +459,7 @@ fn run_daemon(
     .elapsed()
 }
 
-fn run_case(t: &Tree, clients: &mut [Client], case: &Case) -> Outcome {
+fn run_case(t: &Tree, pid: u32, clients: &mut [Client], case: &Case) -> Outcome {
     let content = text_of(case.size, &format!("s{}", case.size));
     let content_json = serde_json::to_vec(&content).unwrap();
     let prefixes: Vec<Vec<Vec<u8>>> = (0..case.conns)
@@ -428,21 +477,34 @@ fn run_case(t: &Tree, clients: &mut [Client], case: &Case) -> Outcome {
     run_bare(t, content.as_bytes(), case.conns, FILES / case.conns, 99);
     run_daemon(clients, &prefixes, &content_json, FILES / case.conns);
     let (mut bare, mut daemon) = (Vec::new(), Vec::new());
+    BARE_CPU.store(0, Ordering::Relaxed);
+    BARE_WAIT.store(0, Ordering::Relaxed);
+    let (mut d_cpu, mut d_wait) = (0u64, 0u64);
     for round in 0..case.rounds {
         let mut b = || {
             let d = run_bare(t, content.as_bytes(), case.conns, per_thread, round);
             bare.push(d.as_secs_f64() * 1e6 / writes as f64);
         };
+        let mut d = || {
+            let (c0, w0) = process_sched(pid);
+            let d = run_daemon(clients, &prefixes, &content_json, per_thread);
+            let (c1, w1) = process_sched(pid);
+            // A blocking thread that exited meanwhile takes its counts along.
+            d_cpu += c1.saturating_sub(c0);
+            d_wait += w1.saturating_sub(w0);
+            daemon.push(d.as_secs_f64() * 1e6 / writes as f64);
+        };
         if round % 2 == 0 {
             b();
-            let d = run_daemon(clients, &prefixes, &content_json, per_thread);
-            daemon.push(d.as_secs_f64() * 1e6 / writes as f64);
+            d();
         } else {
-            let d = run_daemon(clients, &prefixes, &content_json, per_thread);
-            daemon.push(d.as_secs_f64() * 1e6 / writes as f64);
+            d();
             b();
         }
     }
+    let total = (writes * case.rounds) as f64 * 1e3;
+    let mut paired: Vec<f64> = daemon.iter().zip(&bare).map(|(d, b)| d / b).collect();
+    let paired_ratio = median(&mut paired);
     let bare = side(bare);
     let daemon = side(daemon);
     let ratio = daemon.us_per_write / bare.us_per_write;
@@ -453,21 +515,90 @@ fn run_case(t: &Tree, clients: &mut [Client], case: &Case) -> Outcome {
         bare,
         daemon,
         ratio,
+        paired_ratio,
+        bare_cpu_us: BARE_CPU.load(Ordering::Relaxed) as f64 / total,
+        bare_wait_us: BARE_WAIT.load(Ordering::Relaxed) as f64 / total,
+        daemon_cpu_us: d_cpu as f64 / total,
+        daemon_wait_us: d_wait as f64 / total,
+    }
+}
+
+fn print_cpu(outcomes: &[Outcome]) {
+    println!(
+        "| size | conns | bare CPU µs/write | bare run-queue wait µs/write | daemon CPU µs/write | daemon run-queue wait µs/write |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for o in outcomes {
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            fmt_size(o.case_size),
+            o.conns,
+            o.bare_cpu_us,
+            o.bare_wait_us,
+            o.daemon_cpu_us,
+            o.daemon_wait_us
+        );
+    }
+    println!(
+        "(CPU = user + kernel time of the bare threads / of all daemon threads, from schedstat; the client side of the daemon runs is not counted)"
+    );
+}
+
+/// Round trips without fsync on one connection: `_writegate/receipt` of an
+/// empty session (answered on the async worker, no disk) and
+/// `_writegate/read_lines` of one line of a small file (blocking pool,
+/// resolve, open, read, sha256). Prints median µs and daemon CPU.
+fn round_trips(t: &Tree, pid: u32, client: &mut Client) {
+    let n = scaled(300);
+    let receipt = br#"{"sessionId":"probe-empty"}"#.to_vec();
+    let mut read = br#"{"sessionId":"probe","path":"#.to_vec();
+    read.extend_from_slice(&serde_json::to_vec(&t.ws.join("f00.txt")).unwrap());
+    read.extend_from_slice(br#","line":1,"limit":1}"#);
+    println!(
+        "| request (no fsync) | median µs | daemon CPU µs/request | daemon run-queue wait µs/request |"
+    );
+    println!("|---|---|---|---|");
+    for (name, method, params) in [
+        (
+            "_writegate/receipt (no disk, no blocking pool)",
+            "_writegate/receipt",
+            &receipt,
+        ),
+        (
+            "_writegate/read_lines of a 4 KiB file",
+            "_writegate/read_lines",
+            &read,
+        ),
+    ] {
+        let mut v = Vec::with_capacity(n);
+        let (c0, w0) = process_sched(pid);
+        for _ in 0..n {
+            let s = Instant::now();
+            client.call(method, &[params.as_slice()]);
+            v.push(s.elapsed().as_secs_f64() * 1e6);
+        }
+        let (c1, w1) = process_sched(pid);
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.0} |",
+            median(&mut v),
+            (c1 - c0) as f64 / n as f64 / 1e3,
+            (w1 - w0) as f64 / n as f64 / 1e3
+        );
     }
 }
 
 fn print_header() {
     println!(
-        "| size | conns | writes/side | bare µs/write | daemon µs/write | bare writes/s | daemon writes/s | bare MiB/s | daemon MiB/s | daemon/bare |"
+        "| size | conns | writes/side | bare µs/write | daemon µs/write | bare writes/s | daemon writes/s | bare MiB/s | daemon MiB/s | daemon/bare | per-round ratio, median |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
 }
 
 fn print_outcome(o: &Outcome) {
     let wps = |us: f64| 1e6 / us;
     let mibs = |us: f64| wps(us) * o.case_size as f64 / MIB as f64;
     println!(
-        "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.1} | {:.1} | {:.2} | {:.2} | {:.3} |",
+        "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.1} | {:.1} | {:.2} | {:.2} | {:.3} | {:.3} |",
         fmt_size(o.case_size),
         o.conns,
         o.writes,
@@ -481,7 +612,8 @@ fn print_outcome(o: &Outcome) {
         wps(o.daemon.us_per_write),
         mibs(o.bare.us_per_write),
         mibs(o.daemon.us_per_write),
-        o.ratio
+        o.ratio,
+        o.paired_ratio
     );
 }
 
@@ -493,16 +625,28 @@ fn main() {
     println!("temp dir:   {}", t.base.display());
     println!("filesystem: {}", filesystem_of(&t.base));
     println!(
+        "load average at start: {}",
+        fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    println!(
         "cpus: {}; scale: {} (WG_BENCH_SCALE)",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         scale()
     );
+    for k in ALLOCATOR_ENV {
+        if let Ok(v) = std::env::var(k) {
+            println!("daemon allocator setting: {k}={v}");
+        }
+    }
     if filesystem_of(&t.base).starts_with("tmpfs") {
         println!("WARNING: tmpfs: fsync costs nothing here; figures are not representative");
     }
 
     let daemon = Daemon::start(&t);
     let mut clients: Vec<Client> = (0..CONNS).map(|_| Client::connect(&t.sock)).collect();
+    let pid = daemon.child.id();
     let idle_rss = daemon.status_kib("VmRSS");
     let idle_hwm = daemon.status_kib("VmHWM");
     println!(
@@ -512,17 +656,17 @@ fn main() {
     );
     println!();
 
-    let small = |size, conns, per_round| Case {
+    let small = |size, conns, per_round, rounds| Case {
         size,
         conns,
         per_round: scaled(per_round),
-        rounds: 8,
+        rounds,
     };
     let cases_small = [
-        small(KIB, 1, 40),
-        small(KIB, CONNS, 160),
-        small(4 * KIB, 1, 40),
-        small(4 * KIB, CONNS, 160),
+        small(KIB, 1, 80, 10),
+        small(KIB, CONNS, 160, 8),
+        small(4 * KIB, 1, 80, 10),
+        small(4 * KIB, CONNS, 160, 8),
     ];
     let big = [
         Case {
@@ -543,22 +687,28 @@ fn main() {
     print_header();
     let mut outcomes = Vec::new();
     for c in &cases_small {
-        let o = run_case(&t, &mut clients, c);
+        let o = run_case(&t, pid, &mut clients, c);
         print_outcome(&o);
         outcomes.push(o);
     }
+    println!();
+    round_trips(&t, pid, &mut clients[0]);
+    println!();
+    print_header();
     let rss_after_small = daemon.status_kib("VmRSS");
     let hwm_after_small = daemon.status_kib("VmHWM");
-    let o = run_case(&t, &mut clients, &big[0]);
+    let o = run_case(&t, pid, &mut clients, &big[0]);
     print_outcome(&o);
     outcomes.push(o);
     let hwm_after_big1 = daemon.status_kib("VmHWM");
-    let o = run_case(&t, &mut clients, &big[1]);
+    let o = run_case(&t, pid, &mut clients, &big[1]);
     print_outcome(&o);
     outcomes.push(o);
     let hwm_after_big8 = daemon.status_kib("VmHWM");
     let rss_end = daemon.status_kib("VmRSS");
     println!("(µs/write: median of per-round means, range of round means in parentheses)");
+    println!();
+    print_cpu(&outcomes);
     println!();
     println!("memory of the daemon:");
     println!(
@@ -584,8 +734,9 @@ fn main() {
         .find(|o| o.case_size == KIB && o.conns == 1)
         .unwrap();
     println!(
-        "target: 1 KiB on one connection within 1.15x of the bare sequence: ratio {:.3} -> {}",
+        "target: 1 KiB on one connection within 1.15x of the bare sequence: ratio {:.3} (per-round median {:.3}) -> {}",
         one_kib.ratio,
+        one_kib.paired_ratio,
         if one_kib.ratio <= 1.15 {
             "met"
         } else {
@@ -602,6 +753,12 @@ fn main() {
         }
     );
     println!("measured in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "load average at end: {}",
+        fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
     drop(clients);
     drop(daemon);
 }

@@ -294,7 +294,13 @@ mod tests {
         let line = br#"{"jsonrpc":"2.0","id":7,"method":"fs/write_text_file","params":{"content":"x\ud800y"}}"#;
         let (code, id) = err_code(&classify(line));
         assert_eq!((code, id), (INVALID_PARAMS, json!(7)));
-        for content in [r"ok\ud83d", r"\ud800", r"\udc00", r"\ude00\ud83d", r"\ud800\u0041"] {
+        for content in [
+            r"ok\ud83d",
+            r"\ud800",
+            r"\udc00",
+            r"\ude00\ud83d",
+            r"\ud800\u0041",
+        ] {
             let line = format!(
                 r#"{{"jsonrpc":"2.0","id":"s","method":"fs/write_text_file","params":{{"content":"{content}"}}}}"#
             );

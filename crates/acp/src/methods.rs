@@ -48,37 +48,28 @@ pub fn initialize(conn: &Conn, id: &RequestId, params: &Value, first: bool) -> V
         let service = &conn.shared.service;
         let rt = match service.registry().find(name) {
             Some(rt) => rt,
-            None => {
-                let cfg = service.config();
-                if !cfg.allow_dynamic_workspaces || !name.starts_with('/') {
-                    return jsonrpc::error(
-                        id,
-                        INVALID_PARAMS,
-                        "invalid params",
-                        Some(json!(format!(
-                            "{name} is not a registered workspace (allow_dynamic_workspaces is off or the name is not an absolute path)"
-                        ))),
-                    );
-                }
-                let canonical = std::fs::canonicalize(name).ok();
-                let trusted = cfg
-                    .workspace
-                    .iter()
-                    .any(|w| w.trusted && std::fs::canonicalize(&w.root).ok() == canonical);
-                match service
-                    .registry()
-                    .register(std::path::Path::new(name), trusted)
-                {
+            None if name.starts_with('/') => {
+                match service.register_dynamic(std::path::Path::new(name)) {
                     Ok(rt) => rt,
                     Err(e) => {
                         return jsonrpc::error(
                             id,
                             INVALID_PARAMS,
                             "invalid params",
-                            Some(json!(e.to_string())),
+                            Some(json!(e)),
                         );
                     }
                 }
+            }
+            None => {
+                return jsonrpc::error(
+                    id,
+                    INVALID_PARAMS,
+                    "invalid params",
+                    Some(json!(format!(
+                        "{name} is neither a registered runtime id nor an absolute path"
+                    ))),
+                );
             }
         };
         conn.set_runtime(rt);

@@ -84,6 +84,10 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
         .registry()
         .primary()
         .ok_or_else(|| io::Error::other("no workspace registered: pass --workspace DIR"))?;
+    // Handlers first, so a signal sent as soon as the socket answers is ours.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
     let shared = Arc::new(Shared {
         service: service.clone(),
         shutdown: CancellationToken::new(),
@@ -128,9 +132,6 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
             }
         });
     }
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
     loop {
         tokio::select! {
             _ = shared.shutdown.cancelled() => break,

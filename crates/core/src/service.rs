@@ -90,14 +90,9 @@ pub struct Service {
     audit: AuditSink,
     approvals: Approvals,
     receipts: Mutex<HashMap<String, Vec<Receipt>>>,
-}
-
-/// Where a resolved request goes.
-struct Target {
-    canonical: PathBuf,
-    route: Route,
-    /// dev/ino the external check saw for an existing leaf.
-    seen: Option<(u64, u64)>,
+    /// Canonical roots registered by socket clients (`allow_dynamic_workspaces`),
+    /// kept across reloads while the option stays on.
+    dynamic: Mutex<Vec<PathBuf>>,
 }
 
 /// Computes the new bytes from the canonical target and the existing file
@@ -155,6 +150,7 @@ impl Service {
             audit,
             approvals: Approvals::load(approvals_file),
             receipts: Mutex::new(HashMap::new()),
+            dynamic: Mutex::new(Vec::new()),
         }
     }
 
@@ -173,6 +169,12 @@ impl Service {
     ) -> Result<crate::runtime::ReloadReport, crate::runtime::RegisterError> {
         let mut wanted: Vec<(PathBuf, bool)> = keep.to_vec();
         wanted.extend(config.workspace.iter().map(|w| (w.root.clone(), w.trusted)));
+        let mut dynamic = self.dynamic.lock().unwrap();
+        if config.allow_dynamic_workspaces {
+            wanted.extend(dynamic.iter().map(|r| (r.clone(), trusted_in(&config, r))));
+        } else {
+            dynamic.clear();
+        }
         let report = self.registry.reload(&wanted)?;
         *self.config.write().unwrap() = Arc::new(config);
         Ok(report)
@@ -181,6 +183,31 @@ impl Service {
     /// The workspace registry.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Registers a workspace named by a socket client's `initialize`
+    /// (SPEC 2): only with `allow_dynamic_workspaces`, trusted only when the
+    /// config's `[[workspace]]` list marks that root trusted. The root is
+    /// kept across reloads while the option stays on.
+    pub fn register_dynamic(&self, root: &Path) -> Result<Arc<Runtime>, String> {
+        let cfg = self.config();
+        if !cfg.allow_dynamic_workspaces {
+            return Err(format!(
+                "{} is not a registered workspace and allow_dynamic_workspaces is off",
+                root.display()
+            ));
+        }
+        let canonical =
+            std::fs::canonicalize(root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let rt = self
+            .registry
+            .register(&canonical, trusted_in(&cfg, &canonical))
+            .map_err(|e| e.to_string())?;
+        let mut dynamic = self.dynamic.lock().unwrap();
+        if !dynamic.contains(&rt.root) {
+            dynamic.push(rt.root.clone());
+        }
+        Ok(rt)
     }
 
     /// The audit sink (for tests and shutdown logs).
@@ -458,30 +485,29 @@ impl Service {
         Ok(())
     }
 
-    /// Resolves a path for a write or edit, choosing the route (SPEC 4).
+    /// Resolves a path for a write or edit, choosing the route (SPEC 4), and
+    /// returns the canonical target. The external route is noted in `rec`.
     fn target(
         &self,
         ctx: &OpCtx,
+        rec: &mut OpRecord,
         raw: &Path,
         marker: Option<&'static str>,
-    ) -> Result<Target, Failure> {
+    ) -> Result<PathBuf, Failure> {
         match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(&ctx.runtime.root)) {
-            Ok(r) => Ok(Target {
-                canonical: r.canonical,
-                route: Route::Workspace,
-                seen: None,
-            }),
+            Ok(r) => Ok(r.canonical),
             Err(ResolveError::OutsideWorkspace(msg)) => {
                 let enabled = ctx.external_writes && self.config().external_tool_writes;
                 match external_route(enabled, marker) {
                     Some(route) => {
+                        if let Route::External(source) = route {
+                            // Refusals of the external writer are its own events.
+                            rec.writer = "external";
+                            rec.source = Some(source);
+                        }
                         let ext = writegate_paths::resolve_external(&OsView, raw)
                             .map_err(Refusal::from)?;
-                        Ok(Target {
-                            canonical: ext.canonical,
-                            route,
-                            seen: ext.existing,
-                        })
+                        Ok(ext.canonical)
                     }
                     None => Err(Refusal::from(ResolveError::OutsideWorkspace(msg)).into()),
                 }
@@ -525,17 +551,13 @@ impl Service {
         {
             return Err(too_large(len, cfg.max_write_bytes));
         }
-        let target = self.target(ctx, raw, marker)?;
-        rec.path_hash = path_hash(&target.canonical);
-        if let Route::External(source) = target.route {
-            rec.writer = "external";
-            rec.source = Some(source);
-        }
+        let canonical = self.target(ctx, rec, raw, marker)?;
+        rec.path_hash = path_hash(&canonical);
         self.check_open(ctx)?;
         // The approval gate, before anything is written (SPEC 12).
         let mode = rec.mode.clone().unwrap_or_else(|| "write".to_string());
-        let command = synthetic_command(&mode, &target.canonical);
-        let level = rate(&cfg.policy, &command, &target.canonical);
+        let command = synthetic_command(&mode, &canonical);
+        let level = rate(&cfg.policy, &command, &canonical);
         if level > cfg.policy.auto_approve {
             let session = ctx.session_id.clone().unwrap_or_default();
             if !self.approvals.take(&command, &session, &ctx.runtime.id) {
@@ -549,27 +571,23 @@ impl Service {
                 .into());
             }
         }
-        let (parent, leaf) = split_target(&target.canonical)?;
-        let _guard = self.locks.lock(&target.canonical);
+        let (parent, leaf) = split_target(&canonical)?;
+        let _guard = self.locks.lock(&canonical);
         self.check_open(ctx)?;
         self.check_cancel(ctx)?;
         let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
         let existing =
             writegate_fs::read_existing(&dir, leaf, read_limit).map_err(Refusal::from)?;
-        if let (Some(seen), Some(e)) = (target.seen, existing.as_ref())
-            && seen != (e.dev, e.ino)
-        {
-            return Err(Refusal::new(
-                ErrorKind::SymlinkEscape,
-                "the file was replaced while it was being checked; retry",
-            )
-            .into());
-        }
+        // The leaf is read again inside the lock through the directory handle
+        // with O_NOFOLLOW: a leaf swapped for a symlink or another kind of
+        // file since the external check is refused there, and a regular file
+        // replaced by another write that committed while this one waited is
+        // simply the current content (SPEC 7.4: writes serialise, not fail).
         if let Some(e) = existing.as_ref().filter(|e| !e.truncated) {
             rec.bytes_before = Some(e.len);
             rec.hash_before = Some(sha256_tagged(&e.bytes));
         }
-        let planned = plan(&target.canonical, existing.as_ref())?;
+        let planned = plan(&canonical, existing.as_ref())?;
         if planned.bytes.len() as u64 > cfg.max_write_bytes {
             return Err(too_large(planned.bytes.len() as u64, cfg.max_write_bytes));
         }
@@ -606,7 +624,7 @@ impl Service {
             bytes_before,
             bytes_after: planned.bytes.len() as u64,
             hash_after,
-            canonical: target.canonical,
+            canonical: canonical,
         };
         if !planned.dry_run {
             self.add_receipt(ctx, &mode, &done);
@@ -679,6 +697,13 @@ fn encode_over(
     };
     let (bytes, _) = writegate_text::encode_whole(content, format.as_ref(), opts)?;
     Ok(bytes)
+}
+
+/// Whether the config's `[[workspace]]` list marks `canonical` trusted.
+fn trusted_in(cfg: &Config, canonical: &Path) -> bool {
+    cfg.workspace
+        .iter()
+        .any(|w| w.trusted && std::fs::canonicalize(&w.root).ok().as_deref() == Some(canonical))
 }
 
 fn too_large(len: u64, max: u64) -> Failure {

@@ -98,7 +98,12 @@ fn swapping_a_directory_for_a_symlink_never_redirects_a_write() {
     );
     assert_eq!(names(&outside), ["inner"]);
     assert!(names(&outside.join("inner")).is_empty());
-    assert_eq!(published, PUBLISHES);
+    // How many get through depends on scheduling (a loaded machine lets the
+    // swapper win more often); what matters is that some did and none escaped.
+    assert!(
+        published > 0,
+        "no publish got through; the test proved nothing"
+    );
     assert!(swaps.load(Ordering::Relaxed) > 0);
     assert_eq!(names(&dir), ["f.txt", "inner"]);
     assert_eq!(names(&inner), ["f.txt"]);
