@@ -34,10 +34,13 @@ pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);
 
-/// An open directory handle obtained by walking a canonical absolute path
-/// from `/` one component at a time with
-/// `openat(O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)` (intermediate components
-/// `O_PATH`, the final directory `O_RDONLY` so it can be fsynced).
+/// An open directory handle obtained by opening a canonical absolute path
+/// without following any symlink: on Linux one `openat2` with
+/// `RESOLVE_NO_SYMLINKS`, falling back (on any error, for a precise error
+/// kind, or on kernels without `openat2`) to a walk from `/` one component
+/// at a time with `openat(O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`
+/// (intermediate components `O_PATH`, the final directory `O_RDONLY` so it
+/// can be fsynced).
 ///
 /// Because the caller's path was canonical (every symlink resolved), meeting
 /// a symlink on the walk means a component was swapped after resolving: the
@@ -91,6 +94,23 @@ impl Dir {
             return Ok(Dir {
                 fd,
                 path: PathBuf::from("/"),
+                syncable: true,
+            });
+        }
+        // Fast path: one `openat2` with RESOLVE_NO_SYMLINKS (Linux 5.6+)
+        // refuses a symlink in any component, exactly like the walk below.
+        // Any error falls through to the walk, which classifies it precisely.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Ok(fd) = rustix::fs::openat2(
+            rustix::fs::CWD,
+            dir,
+            DIR_FLAGS,
+            Mode::empty(),
+            rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+        ) {
+            return Ok(Dir {
+                fd,
+                path: dir.to_path_buf(),
                 syncable: true,
             });
         }

@@ -211,33 +211,49 @@ fn walk_inside(
     input: &Path,
     root: &Path,
 ) -> Result<Loc, ResolveError> {
+    // The root is registered canonical: the walk starts there and checks
+    // the root and what lies below it. The root's ancestors are not re-checked
+    // here; the writer opens the canonical target's directory with no
+    // symlink allowed in any component (`writegate-fs`), so an ancestor
+    // swapped for a symlink is refused at write time, not followed.
     let root_depth = root
         .components()
         .filter(|c| matches!(c, Component::Normal(_)))
         .count();
-    let mut depth = 0usize;
-    let mut on_step = |p: &Path, exists: bool| -> Result<(), ResolveError> {
-        depth += 1;
-        if depth <= root_depth {
-            if !exists {
-                return Err(ResolveError::NotFound(format!(
-                    "the workspace root {} does not exist",
-                    root.display()
-                )));
-            }
-            if depth == root_depth && p != root {
-                return Err(ResolveError::SymlinkEscape(format!(
-                    "the workspace root {} now resolves to {}",
-                    root.display(),
-                    p.display()
-                )));
-            }
-            Ok(())
-        } else {
-            check_inside(p, exists, root, input)
+    let pieces: VecDeque<Piece> = lex
+        .names
+        .iter()
+        .skip(root_depth)
+        .cloned()
+        .map(Piece::Name)
+        .collect();
+    // One lstat of the root itself: it must still be a real directory.
+    match walker.view.lstat(root) {
+        Ok(st) if st.kind == FileKind::Dir => {}
+        Ok(st) if st.kind == FileKind::Symlink => {
+            return Err(ResolveError::SymlinkEscape(format!(
+                "the workspace root {} is now a symlink",
+                root.display()
+            )));
         }
+        Ok(_) => {
+            return Err(ResolveError::ParseError(format!(
+                "the workspace root {} is not a directory",
+                root.display()
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ResolveError::NotFound(format!(
+                "the workspace root {} does not exist",
+                root.display()
+            )));
+        }
+        Err(e) => return Err(io_error(&e, "lstat", root)),
+    }
+    let mut on_step = |p: &Path, exists: bool| -> Result<(), ResolveError> {
+        check_inside(p, exists, root, input)
     };
-    walker.walk(PathBuf::from("/"), lex.pieces(), &mut on_step)
+    walker.walk(root.to_path_buf(), pieces, &mut on_step)
 }
 
 /// Lexically outside every root: `OutsideWorkspace`, unless a `..`-free input
