@@ -9,6 +9,7 @@ use agent_client_protocol_schema::v1::{CancelRequestNotification, RequestId};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
@@ -97,35 +98,100 @@ fn id_key(id: &RequestId) -> String {
     serde_json::to_string(id).unwrap_or_default()
 }
 
+/// The write side of a connection. A response is written straight from the
+/// thread that produced it with one non-blocking `write(2)` on a duplicate
+/// of the socket's descriptor when nothing is queued (no hop back to the
+/// async runtime, which is most of a small write's overhead); whatever does
+/// not fit, and every later response until the queue drains, goes through
+/// the connection's async writer task. Each line is written whole by one of
+/// the two paths, never interleaved. Without a descriptor (stdio) every
+/// response goes through the task.
+pub struct Outbox {
+    direct: Option<OwnedFd>,
+    /// True while the writer task holds queued bytes: direct writes wait
+    /// their turn in the queue.
+    backlog: Arc<Mutex<bool>>,
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+impl Outbox {
+    /// Sends one JSON-RPC message as one line.
+    pub fn send(&self, msg: &Value) {
+        let mut line = serde_json::to_vec(msg).unwrap_or_default();
+        line.push(b'\n');
+        let mut backlog = self.backlog.lock().unwrap();
+        if !*backlog && let Some(fd) = &self.direct {
+            let mut written = 0;
+            while written < line.len() {
+                match rustix::io::write(fd, &line[written..]) {
+                    Ok(n) => written += n,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(_) => break, // EAGAIN (full) or a broken peer: the task takes over
+                }
+            }
+            if written == line.len() {
+                return;
+            }
+            line.drain(..written);
+        }
+        *backlog = true;
+        let _ = self.tx.send(line);
+    }
+}
+
+/// Called by the writer task when its queue is empty: direct writes may
+/// resume. Checked under the lock so a line queued meanwhile keeps the
+/// backlog on. (The task holds only the flag, never a sender, so the queue
+/// closes when the last [`Outbox`] is dropped.)
+fn drained(backlog: &Mutex<bool>, rx: &mpsc::UnboundedReceiver<Vec<u8>>) {
+    let mut b = backlog.lock().unwrap();
+    if rx.is_empty() {
+        *b = false;
+    }
+}
+
 /// Serves one connection until end of input or daemon shutdown, then waits
 /// for its in-flight requests and flushes their responses. Returns when
 /// everything it owed has been written (or the peer is gone).
+///
+/// `direct`: a duplicate of the connection's (non-blocking) descriptor for
+/// direct response writes (see [`Outbox`]); `None` for stdio.
 pub async fn serve_connection<R, W>(
     shared: Arc<Shared>,
     primary: Arc<Runtime>,
     reader: R,
     writer: W,
     transport: Transport,
+    direct: Option<OwnedFd>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let max = shared.service.config().max_frame_bytes as usize;
-    let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
-    let writer_task = tokio::spawn(async move {
-        let mut w = BufWriter::new(writer);
-        while let Some(msg) = rx.recv().await {
-            let mut line = serde_json::to_vec(&msg).unwrap_or_default();
-            line.push(b'\n');
-            if w.write_all(&line).await.is_err() {
-                break;
-            }
-            if rx.is_empty() && w.flush().await.is_err() {
-                break;
-            }
-        }
-        let _ = w.flush().await;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let backlog = Arc::new(Mutex::new(false));
+    let out = Arc::new(Outbox {
+        direct,
+        backlog: backlog.clone(),
+        tx,
     });
+    let writer_task = {
+        tokio::spawn(async move {
+            let mut w = BufWriter::new(writer);
+            while let Some(line) = rx.recv().await {
+                if w.write_all(&line).await.is_err() {
+                    break;
+                }
+                if rx.is_empty() {
+                    if w.flush().await.is_err() {
+                        break;
+                    }
+                    drained(&backlog, &rx);
+                }
+            }
+            let _ = w.flush().await;
+        })
+    };
     let conn = Arc::new(Conn {
         shared: shared.clone(),
         transport,
@@ -147,7 +213,7 @@ pub async fn serve_connection<R, W>(
                 break;
             }
             Some(Ok(Frame::TooLong)) => {
-                let _ = tx.send(jsonrpc::error(
+                out.send(&jsonrpc::error(
                     &RequestId::Null,
                     jsonrpc::INVALID_REQUEST,
                     "frame too long",
@@ -156,7 +222,7 @@ pub async fn serve_connection<R, W>(
                     ))),
                 ));
             }
-            Some(Ok(Frame::Line(line))) => on_line(&conn, &line, &tx, &requests),
+            Some(Ok(Frame::Line(line))) => on_line(&conn, &line, &out, &requests),
         }
     }
     if shared.shutdown.is_cancelled() {
@@ -165,20 +231,14 @@ pub async fn serve_connection<R, W>(
     }
     requests.close();
     requests.wait().await;
-    drop(tx);
+    // The last sender goes with the outbox; the writer task then drains and ends.
+    drop(out);
     let _ = writer_task.await;
 }
 
-fn on_line(
-    conn: &Arc<Conn>,
-    line: &[u8],
-    tx: &mpsc::UnboundedSender<Value>,
-    requests: &TaskTracker,
-) {
+fn on_line(conn: &Arc<Conn>, line: &[u8], out: &Arc<Outbox>, requests: &TaskTracker) {
     match jsonrpc::classify(line) {
-        Incoming::Error(v) => {
-            let _ = tx.send(v);
-        }
+        Incoming::Error(v) => out.send(&v),
         Incoming::Ignored => {}
         Incoming::Notification { method, params } => {
             if method == "$/cancel_request" {
@@ -191,7 +251,7 @@ fn on_line(
         Incoming::Request { id, method, params } => {
             let first = conn.take_first();
             if method == "initialize" {
-                let _ = tx.send(methods::initialize(conn, &id, &params, first));
+                out.send(&methods::initialize(conn, &id, &params, first));
                 return;
             }
             let flag = Arc::new(AtomicBool::new(conn.shared.shutdown.is_cancelled()));
@@ -200,11 +260,12 @@ fn on_line(
                 .unwrap()
                 .insert(id_key(&id), flag.clone());
             let conn = conn.clone();
-            let tx = tx.clone();
-            requests.spawn(async move {
-                let response = methods::dispatch(&conn, &id, &method, params, flag).await;
+            let out = out.clone();
+            // Straight onto a blocking thread, which also writes the answer.
+            requests.spawn_blocking(move || {
+                let response = methods::dispatch(&conn, &id, &method, params, flag);
                 conn.inflight.lock().unwrap().remove(&id_key(&id));
-                let _ = tx.send(response);
+                out.send(&response);
             });
         }
     }

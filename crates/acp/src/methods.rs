@@ -190,8 +190,9 @@ fn edit_mode(s: &str) -> Result<EditMode, Failure> {
     })
 }
 
-/// Answers one request (everything but `initialize`).
-pub async fn dispatch(
+/// Answers one request (everything but `initialize`). Runs on a blocking
+/// thread: the operations do file IO.
+pub fn dispatch(
     conn: &Arc<Conn>,
     id: &RequestId,
     method: &str,
@@ -200,7 +201,7 @@ pub async fn dispatch(
 ) -> Value {
     let service = conn.shared.service.clone();
     let mut uri = String::new();
-    let result: Result<Value, Unanswered> = async {
+    let result: Result<Value, Unanswered> = (|| {
         let ctx = |session: &str| OpCtx {
             runtime: conn.runtime(),
             session_id: Some(session.to_string()),
@@ -218,7 +219,7 @@ pub async fn dispatch(
                     content: p.content,
                     meta: p.meta,
                 };
-                Ok(blocking(&cancel, move || service.write_text_file(&ctx, &wp)).await?)
+                Ok(run(&cancel, || service.write_text_file(&ctx, &wp))?)
             }
             "_writegate/edit_text_file" => {
                 let p: EditWire = parse(params)?;
@@ -248,7 +249,7 @@ pub async fn dispatch(
                     dry_run: p.dry_run,
                     meta: meta_object(p.meta),
                 };
-                Ok(blocking(&cancel, move || service.edit_text_file(&ctx, &ep)).await?)
+                Ok(run(&cancel, || service.edit_text_file(&ctx, &ep))?)
             }
             "fs/read_text_file" => {
                 if !service.config().read_text_file {
@@ -263,7 +264,7 @@ pub async fn dispatch(
                     line: p.line.map(u64::from),
                     limit: p.limit.map(u64::from),
                 };
-                Ok(blocking(&cancel, move || service.read_text_file(&ctx, &rp)).await?)
+                Ok(run(&cancel, || service.read_text_file(&ctx, &rp))?)
             }
             "_writegate/read_lines" => {
                 let p: ReadLinesWire = parse(params)?;
@@ -275,7 +276,7 @@ pub async fn dispatch(
                     line: p.line,
                     limit: p.limit,
                 };
-                Ok(blocking(&cancel, move || service.read_lines(&ctx, &rp)).await?)
+                Ok(run(&cancel, || service.read_lines(&ctx, &rp))?)
             }
             "_writegate/receipt" => {
                 let p: ReceiptWire = parse(params)?;
@@ -288,8 +289,7 @@ pub async fn dispatch(
             }
             _ => Err(Unanswered::MethodNotFound),
         }
-    }
-    .await;
+    })();
     match result {
         Ok(v) => jsonrpc::success(id, v),
         Err(Unanswered::MethodNotFound) => jsonrpc::error(
@@ -302,19 +302,21 @@ pub async fn dispatch(
     }
 }
 
-/// Runs an operation on a blocking thread unless it was cancelled before it
-/// began (then `-32800`, and no audit event: it never reached routing).
-async fn blocking<F>(cancel: &AtomicBool, op: F) -> Result<Value, Failure>
+/// Runs an operation unless it was cancelled before it began (then
+/// `-32800`, and no audit event: it never reached routing). A panic in the
+/// operation becomes `internal_error`, so the request is still answered
+/// once; the publisher has removed its temp file on unwinding.
+fn run<F>(cancel: &AtomicBool, op: F) -> Result<Value, Failure>
 where
-    F: FnOnce() -> Result<Value, Failure> + Send + 'static,
+    F: FnOnce() -> Result<Value, Failure>,
 {
     if cancel.load(Ordering::SeqCst) {
         return Err(Failure::Cancelled);
     }
-    match tokio::task::spawn_blocking(op).await {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)) {
         Ok(r) => r,
-        Err(e) => {
-            tracing::error!(error = %e, "operation task failed");
+        Err(_) => {
+            tracing::error!("operation panicked");
             Err(writegate_core::Refusal::new(
                 writegate_core::ErrorKind::InternalError,
                 "the operation failed unexpectedly; nothing was written",

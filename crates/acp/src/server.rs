@@ -124,6 +124,7 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
                 tokio::io::stdin(),
                 tokio::io::stdout(),
                 Transport::Stdio,
+                None,
             )
             .await;
             tracing::debug!("stdio connection ended");
@@ -200,11 +201,16 @@ async fn accept_loop(
                 continue;
             }
         }
+        // A duplicate descriptor for direct, non-blocking response writes.
+        let direct = {
+            use std::os::fd::AsFd;
+            stream.as_fd().try_clone_to_owned().ok()
+        };
         let (r, w) = stream.into_split();
         let shared = shared.clone();
         let primary = primary.clone();
         conns.spawn(async move {
-            serve_connection(shared, primary, r, w, Transport::Socket).await;
+            serve_connection(shared, primary, r, w, Transport::Socket, direct).await;
         });
     }
 }

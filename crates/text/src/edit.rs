@@ -4,8 +4,14 @@
 //! Every in-place edit works on the original file's code units (bytes, or 16/32-bit
 //! units after the BOM), replaces one unit range `a..b` with newly encoded units, and
 //! copies everything else unchanged, so bytes outside the edit (invalid ones
-//! included) survive byte-identical. The guard then re-splits the new bytes and
+//! included) survive byte-identical. The guard then re-reads the new bytes and
 //! checks exactly that before anything is returned.
+//!
+//! Cost: the engine never holds a list of the file's lines. It counts line breaks
+//! (vectorised for byte encodings), walks lines only as far as the edit needs, and
+//! builds the new bytes in one allocation of their exact size (prefix, new middle,
+//! suffix). For a UTF-8 or legacy file its working memory beyond the new bytes is
+//! a few small buffers, whatever the line lengths.
 
 use std::time::Duration;
 
@@ -13,8 +19,8 @@ use crate::error::TextError;
 use crate::escape::{cut, show};
 use crate::format::{Format, WriteOptions, decode, detect, encode_whole};
 use crate::lines::{
-    Ending, Line, convert_breaks, count_breaks, dominant, line_index_at, split_bytes, split_units,
-    strip_one_break,
+    Ending, EndingCounts, Line, LineLocator, convert_breaks, count_endings, count_lines,
+    count_units, ends_with_break, iter_bytes, iter_lines, line_total, strip_one_break,
 };
 use crate::repr::{Repr, Unit, is_indent, with_repr};
 
@@ -100,7 +106,7 @@ pub struct EditOutcome {
 /// True when the file is binary for SPEC 8.3: it holds a NUL byte and its encoding is
 /// not UTF-16/32.
 pub fn is_binary(bytes: &[u8], format: &Format) -> bool {
-    !format.encoding.is_wide() && bytes.contains(&0)
+    !format.encoding.is_wide() && memchr::memchr(0, bytes).is_some()
 }
 
 /// Applies one edit (SPEC 8) to a file's bytes. Pure: the caller reads the file,
@@ -218,7 +224,7 @@ pub fn indentation_words(indent: &str) -> String {
 
 /// Number of line breaks in `s` under the SPEC 8.1 model.
 fn breaks_in(s: &str) -> usize {
-    count_breaks(&split_bytes(s.as_bytes()))
+    count_endings(s.as_bytes()).breaks()
 }
 
 /// How many lines new text spans when shown: its breaks plus one, except that a
@@ -285,7 +291,7 @@ fn write_mode(
         None => None,
     };
     let (bytes, format) = encode_whole(req.content, existing.as_ref(), opts)?;
-    let lines = split_units(req.content.as_bytes()).len();
+    let lines = count_lines(req.content.as_bytes());
     let verb = if original.is_some() {
         "wrote"
     } else {
@@ -326,20 +332,19 @@ fn write_mode(
 fn create_by_append(req: &EditRequest, opts: &WriteOptions) -> Result<EditOutcome, TextError> {
     let (bytes, format) = encode_whole(req.content, None, opts)?;
     let text = decode(&bytes, &format);
-    let lines = split_bytes(text.as_bytes());
-    let now_reads: Vec<String> = lines
-        .iter()
+    let lines = count_lines(text.as_bytes());
+    let now_reads: Vec<String> = iter_bytes(text.as_bytes())
         .take(3)
         .map(|l| show(&text[l.text()]))
         .collect();
     let message = format!(
         "created {} with the appended content ({}){}",
         req.display_path,
-        plural(lines.len(), "line"),
-        if lines.is_empty() {
+        plural(lines, "line"),
+        if lines == 0 {
             String::new()
         } else {
-            format!("; {}", now_clause(1, lines.len(), &now_reads))
+            format!("; {}", now_clause(1, lines, &now_reads))
         }
     );
     let diff = req
@@ -348,7 +353,7 @@ fn create_by_append(req: &EditRequest, opts: &WriteOptions) -> Result<EditOutcom
     Ok(EditOutcome {
         bytes,
         format,
-        line: (!lines.is_empty()).then_some(1),
+        line: (lines != 0).then_some(1),
         moved_from: None,
         kept_indentation: None,
         now_reads,
@@ -368,7 +373,7 @@ enum Tok<U> {
 /// character the file's encoding cannot hold (so it can occur nowhere).
 fn tokenize<R: Repr>(r: &R, find: &str) -> Result<Option<Vec<Tok<R::U>>>, TextError> {
     let mut toks = Vec::new();
-    for l in split_bytes(find.as_bytes()) {
+    for l in iter_bytes(find.as_bytes()) {
         let text = &find[l.text()];
         if !text.is_empty() {
             match r.encode(text) {
@@ -392,11 +397,26 @@ fn is_lf<U: Unit>(u: U) -> bool {
     u.into() == 0x0A
 }
 
-/// All start positions of `pat` in `hay`, overlapping ones included (KMP).
-fn occurrences<U: Unit>(hay: &[U], pat: &[U]) -> Vec<usize> {
+/// The start positions of `pat` in `hay`, overlapping ones included, in increasing
+/// order and found lazily (no list): `memchr::memmem` for bytes, KMP for 16/32-bit
+/// units.
+fn occurrence_iter<'a, U: Unit>(
+    hay: &'a [U],
+    pat: &'a [U],
+) -> Box<dyn Iterator<Item = usize> + 'a> {
     let m = pat.len();
     if m == 0 || m > hay.len() {
-        return Vec::new();
+        return Box::new(std::iter::empty());
+    }
+    if let (Some(hay), Some(pat)) = (U::as_bytes(hay), U::as_bytes(pat)) {
+        let finder = memchr::memmem::Finder::new(pat);
+        let mut at = 0;
+        // Resuming one unit after each hit keeps overlapping occurrences.
+        return Box::new(std::iter::from_fn(move || {
+            let i = at + finder.find(hay.get(at..)?)?;
+            at = i + 1;
+            Some(i)
+        }));
     }
     let mut fail = vec![0usize; m];
     let mut k = 0;
@@ -409,21 +429,29 @@ fn occurrences<U: Unit>(hay: &[U], pat: &[U]) -> Vec<usize> {
         }
         fail[i] = k;
     }
-    let mut out = Vec::new();
-    k = 0;
-    for (i, &c) in hay.iter().enumerate() {
-        while k > 0 && c != pat[k] {
-            k = fail[k - 1];
+    let mut k = 0;
+    let mut units = hay.iter().enumerate();
+    Box::new(std::iter::from_fn(move || {
+        for (i, &c) in units.by_ref() {
+            while k > 0 && c != pat[k] {
+                k = fail[k - 1];
+            }
+            if c == pat[k] {
+                k += 1;
+            }
+            if k == m {
+                k = fail[k - 1];
+                return Some(i + 1 - m);
+            }
         }
-        if c == pat[k] {
-            k += 1;
-        }
-        if k == m {
-            out.push(i + 1 - m);
-            k = fail[k - 1];
-        }
-    }
-    out
+        None
+    }))
+}
+
+/// All start positions of `pat` in `hay`, overlapping ones included.
+#[cfg(test)]
+fn occurrences<U: Unit>(hay: &[U], pat: &[U]) -> Vec<usize> {
+    occurrence_iter(hay, pat).collect()
 }
 
 /// The end of a match of `toks` starting at `p`, if there is one. A break token
@@ -460,21 +488,37 @@ fn match_at<U: Unit>(hay: &[U], p: usize, toks: &[Tok<U>]) -> Option<usize> {
     Some(i)
 }
 
-/// Every (start, end) match of `toks` in `hay` (overlapping included), both ends on
-/// character boundaries when `bounds` is given.
-fn find_all<U: Unit>(hay: &[U], toks: &[Tok<U>], bounds: Option<&[bool]>) -> Vec<(usize, usize)> {
-    let candidates: Vec<usize> = match toks.first() {
-        None => return Vec::new(),
-        Some(Tok::Text(v)) => occurrences(hay, v),
-        Some(Tok::Break) => (0..hay.len())
-            .filter(|&p| is_cr(hay[p]) || (is_lf(hay[p]) && (p == 0 || !is_cr(hay[p - 1]))))
-            .collect(),
+/// Every (start, end) match of `toks` in `hay` (overlapping included), in increasing
+/// order of start and found lazily, both ends on character boundaries when `bounds`
+/// is given.
+fn matches<'a, U: Unit>(
+    hay: &'a [U],
+    toks: &'a [Tok<U>],
+    bounds: Option<&'a [bool]>,
+) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let candidates: Box<dyn Iterator<Item = usize> + 'a> = match toks.first() {
+        None => Box::new(std::iter::empty()),
+        Some(Tok::Text(v)) => occurrence_iter(hay, v),
+        // A break token starts at every ending: a `\r`, or a `\n` not after a `\r`.
+        Some(Tok::Break) => match U::as_bytes(hay) {
+            Some(h) => Box::new(
+                memchr::memchr2_iter(b'\r', b'\n', h)
+                    .filter(move |&p| h[p] == b'\r' || p == 0 || h[p - 1] != b'\r'),
+            ),
+            None => Box::new((0..hay.len()).filter(move |&p| {
+                is_cr(hay[p]) || (is_lf(hay[p]) && (p == 0 || !is_cr(hay[p - 1])))
+            })),
+        },
     };
     candidates
-        .into_iter()
-        .filter_map(|p| match_at(hay, p, toks).map(|e| (p, e)))
-        .filter(|&(s, e)| bounds.is_none_or(|b| b[s] && b[e]))
-        .collect()
+        .filter_map(move |p| match_at(hay, p, toks).map(|e| (p, e)))
+        .filter(move |&(s, e)| bounds.is_none_or(|b| b[s] && b[e]))
+}
+
+/// [`matches`], collected.
+#[cfg(test)]
+fn find_all<U: Unit>(hay: &[U], toks: &[Tok<U>], bounds: Option<&[bool]>) -> Vec<(usize, usize)> {
+    matches(hay, toks, bounds).collect()
 }
 
 /// What an in-place edit does: replace `units[a..b]` with `ins`. `delta` is the change
@@ -515,26 +559,63 @@ enum What {
     },
 }
 
-/// The file as the engine sees it.
+/// The file as the engine sees it: its units, its line count and dominant ending,
+/// found by counting. Lines are found by walking only as far as needed; no list of
+/// the file's lines is ever built.
 struct Doc<'a, R: Repr> {
     r: &'a R,
     units: &'a [R::U],
-    lines: Vec<Line>,
+    /// Number of lines (SPEC 8.1).
+    total: usize,
     /// The ending new line breaks take: the dominant one, `\n` when there is none.
     nl: Ending,
 }
 
 impl<R: Repr> Doc<'_, R> {
     fn total(&self) -> usize {
-        self.lines.len()
+        self.total
     }
 
     fn encode(&self, s: &str) -> Result<Vec<R::U>, TextError> {
         self.r.encode(s)
     }
 
-    fn line_text(&self, idx: usize) -> String {
-        self.r.decode(&self.units[self.lines[idx].text()])
+    /// Lines `first` and `last` (0-based, `first <= last < total`), in one walk.
+    fn lines_at(&self, first: usize, last: usize) -> Result<(Line, Line), TextError> {
+        let mut walk = iter_lines(self.units);
+        let f = walk.nth(first);
+        let l = if last > first {
+            walk.nth(last - first - 1)
+        } else {
+            f
+        };
+        match (f, l) {
+            (Some(f), Some(l)) if first <= last => Ok((f, l)),
+            _ => Err(TextError::Guard(format!(
+                "line {} is not in the file's {} lines",
+                last.max(first) + 1,
+                self.total
+            ))),
+        }
+    }
+
+    /// Line `i` (0-based, `i < total`).
+    fn line(&self, i: usize) -> Result<Line, TextError> {
+        Ok(self.lines_at(i, i)?.0)
+    }
+
+    /// Whether the last line has an ending (false for an empty file).
+    fn last_has_ending(&self) -> bool {
+        ends_with_break(self.units)
+    }
+
+    /// Line indexes of increasing positions.
+    fn locator(&self) -> LineLocator<'_, R::U> {
+        LineLocator::new(self.units, self.total)
+    }
+
+    fn line_text(&self, line: &Line) -> String {
+        self.r.decode(&self.units[line.text()])
     }
 
     fn bounds(&self) -> Option<Vec<bool>> {
@@ -561,13 +642,12 @@ fn edit_existing<R: Repr>(
             format.encoding.name()
         )));
     }
-    let lines = split_units(&units);
-    let nl = dominant(&lines).unwrap_or(Ending::Lf);
+    let counts = count_units(&units);
     let doc = Doc {
         r,
         units: &units,
-        lines,
-        nl,
+        total: line_total(&units, &counts),
+        nl: counts.dominant().unwrap_or(Ending::Lf),
     };
     let mut plan = match req.mode {
         EditMode::Replace if req.line.is_some() => plan_lines(&doc, req)?,
@@ -579,18 +659,26 @@ fn edit_existing<R: Repr>(
     };
     avoid_joins(&units, &mut plan, &doc.encode("\r\n")?);
 
-    let mut new_units = Vec::with_capacity(units.len() - (plan.b - plan.a) + plan.ins.len());
-    new_units.extend_from_slice(&units[..plan.a]);
-    new_units.extend_from_slice(&plan.ins);
-    new_units.extend_from_slice(&units[plan.b..]);
-    let mut new_bytes = Vec::with_capacity(bytes.len() + plan.ins.len() * 4);
+    if plan.a > plan.b || plan.b > units.len() {
+        return Err(TextError::Guard(format!(
+            "the edit range {}..{} is not within the file's {} units",
+            plan.a,
+            plan.b,
+            units.len()
+        )));
+    }
+    // The new bytes in one allocation of their exact size: BOM, the units before
+    // the edit, the new units, the units after it.
+    let new_units = units.len() - (plan.b - plan.a) + plan.ins.len();
+    let mut new_bytes = Vec::with_capacity(bom_len + new_units * std::mem::size_of::<R::U>());
     new_bytes.extend_from_slice(bom);
-    r.write(&new_units, &mut new_bytes);
-    drop(new_units);
+    r.write(&units[..plan.a], &mut new_bytes);
+    r.write(&plan.ins, &mut new_bytes);
+    r.write(&units[plan.b..], &mut new_bytes);
 
-    // SPEC 8.5: split the new bytes again and compare with the original.
+    // SPEC 8.5: read the new bytes again and compare with the original.
     let (re_units, re_tail) = r.units(&new_bytes[bom_len..]);
-    guard(
+    let new_counts = guard(
         &units,
         &re_units,
         re_tail,
@@ -600,12 +688,13 @@ fn edit_existing<R: Repr>(
         plan.delta,
     )?;
 
-    let new_lines = split_units(&re_units);
-    let shown = |i: usize| show(&r.decode(&re_units[new_lines[i].text()]));
+    let new_total = line_total(&re_units, &new_counts);
+    let shown = |l: Line| show(&r.decode(&re_units[l.text()]));
     let now_reads: Vec<String> = match plan.what {
         What::Delete { .. } => Vec::new(),
-        _ => (plan.show_from..plan.show_from + plan.show_count.min(3))
-            .filter(|&i| i < new_lines.len())
+        _ => iter_lines(&re_units)
+            .skip(plan.show_from)
+            .take(plan.show_count.min(3))
             .map(shown)
             .collect(),
     };
@@ -657,9 +746,9 @@ fn edit_existing<R: Repr>(
             )
         }
         What::Delete { first, last } => {
-            let after = match new_lines.get(plan.show_from) {
-                Some(_) => format!("line {first} now: \"{}\"", shown(plan.show_from)),
-                None => format!("the file now has {}", plural(new_lines.len(), "line")),
+            let after = match iter_lines(&re_units).nth(plan.show_from) {
+                Some(l) => format!("line {first} now: \"{}\"", shown(l)),
+                None => format!("the file now has {}", plural(new_total, "line")),
             };
             (
                 format!("deleted {} of {path}; {after}", line_span(first, last)),
@@ -682,7 +771,7 @@ fn edit_existing<R: Repr>(
     let new_format = Format {
         encoding: format.encoding,
         bom: format.bom,
-        dominant: dominant(&new_lines),
+        dominant: new_counts.dominant(),
     };
     let diff = req.want_diff.then(|| {
         unified_diff(
@@ -737,20 +826,20 @@ fn plan_find<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, Tex
     }
     let toks = tokenize(doc.r, find)?.ok_or_else(not_found)?;
     let bounds = doc.bounds();
-    let matches = find_all(doc.units, &toks, bounds.as_deref());
-    let (s, e) = match matches.len() {
-        0 => return Err(not_found()),
-        1 => matches[0],
-        count => {
-            return Err(TextError::AmbiguousTextMatch {
-                count,
-                lines: matches
-                    .iter()
-                    .map(|&(s, _)| line_index_at(&doc.lines, s) + 1)
-                    .collect(),
-            });
-        }
-    };
+    let mut found = matches(doc.units, &toks, bounds.as_deref());
+    let (s, e) = found.next().ok_or_else(not_found)?;
+    if let Some((s2, _)) = found.next() {
+        let mut at = doc.locator();
+        let lines: Vec<usize> = [s, s2]
+            .into_iter()
+            .chain(found.map(|(s, _)| s))
+            .map(|p| at.index_at(p) + 1)
+            .collect();
+        return Err(TextError::AmbiguousTextMatch {
+            count: lines.len(),
+            lines,
+        });
+    }
     let content = convert_breaks(req.content, doc.nl);
     let removed = toks.iter().filter(|t| **t == Tok::Break).count();
     Ok(Plan {
@@ -758,7 +847,7 @@ fn plan_find<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, Tex
         b: e,
         ins: doc.encode(&content)?,
         delta: breaks_in(req.content) as isize - removed as isize,
-        show_from: line_index_at(&doc.lines, s),
+        show_from: doc.locator().index_at(s),
         show_count: shown_lines(req.content),
         what: What::Find,
     })
@@ -776,21 +865,23 @@ fn plan_lines<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, Te
     }
     let single = asked_end == asked;
     let (mut first, mut last) = (idx(asked), idx(asked_end));
+    let (mut first_line, mut last_line) = doc.lines_at(first, last)?;
     let mut moved = false;
     if let Some(find) = req.find {
         if find.is_empty() {
             return Err(TextError::TextNotFound(String::new()));
         }
+        let asked_line = first_line;
         let mismatch = || TextError::LineMismatch {
             line: asked,
-            holds: cut(&doc.line_text(first)),
+            holds: cut(&doc.line_text(&asked_line)),
         };
         let toks = tokenize(doc.r, find)?;
         let bounds = doc.bounds();
-        let span = doc.lines[first].start..doc.lines[last].text_end;
+        let span = first_line.start..last_line.text_end;
         let contained = toks.as_ref().is_some_and(|t| {
             let sub = bounds.as_ref().map(|b| &b[span.start..=span.end]);
-            !find_all(&doc.units[span.clone()], t, sub).is_empty()
+            matches(&doc.units[span.clone()], t, sub).next().is_some()
         });
         if !contained {
             // SPEC 8.4 reconciliation: only for a single line, only when exactly one
@@ -799,16 +890,19 @@ fn plan_lines<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, Te
                 Some(t) if single && !t.contains(&Tok::Break) => t,
                 _ => return Err(mismatch()),
             };
-            let mut holders: Vec<usize> = find_all(doc.units, &toks, bounds.as_deref())
-                .iter()
-                .map(|&(s, _)| line_index_at(&doc.lines, s))
-                .collect();
-            holders.dedup();
-            if holders.len() != 1 {
+            // Matches come in increasing order, so their lines do too: the first
+            // holder, and any other line after it, settle the question.
+            let mut at = doc.locator();
+            let mut holders =
+                matches(doc.units, &toks, bounds.as_deref()).map(|(s, _)| at.index_at(s));
+            let holder = holders.next().ok_or_else(mismatch)?;
+            if holders.any(|h| h != holder) {
                 return Err(mismatch());
             }
-            first = holders[0];
+            first = holder;
             last = first;
+            first_line = doc.line(first)?;
+            last_line = first_line;
             moved = true;
         }
     }
@@ -817,7 +911,7 @@ fn plan_lines<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, Te
     let mut kept = None;
     if single {
         // SPEC 8.4 keep indentation.
-        let old = &doc.units[doc.lines[first].text()];
+        let old = &doc.units[first_line.text()];
         let indent = old.iter().take_while(|&&u| is_indent(u)).count();
         if indent > 0
             && !content.is_empty()
@@ -831,8 +925,8 @@ fn plan_lines<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, Te
     ins.extend(doc.encode(&convert_breaks(content, doc.nl))?);
     let line_no = first as u64 + 1;
     Ok(Plan {
-        a: doc.lines[first].start,
-        b: doc.lines[last].text_end,
+        a: first_line.start,
+        b: last_line.text_end,
         ins,
         delta: breaks_in(content) as isize - (last - first) as isize,
         show_from: first,
@@ -860,13 +954,13 @@ fn plan_insert<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, T
     let end = doc.units.len();
     let (pos, ins, delta) = if at <= total as u64 {
         (
-            doc.lines[idx(at)].start,
+            doc.line(idx(at))?.start,
             [text, nl].concat(),
             count as isize,
         )
     } else if total == 0 {
         (end, text, count as isize - 1)
-    } else if doc.lines[total - 1].ending.is_some() {
+    } else if doc.last_has_ending() {
         (end, [text, nl].concat(), count as isize)
     } else {
         // The old last line takes the dominant ending; the new last line has none.
@@ -899,16 +993,17 @@ fn plan_delete<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, T
     }
     let (li, ei) = (idx(l), idx(e));
     let removed = (ei - li + 1) as isize;
-    let (a, b, delta) = if ei == total - 1 && doc.lines[ei].ending.is_none() {
+    let (a, b, delta) = if ei == total - 1 && !doc.last_has_ending() {
         if li == 0 {
             (0, doc.units.len(), -(total as isize - 1))
         } else {
             // Keep the file without a final line break: the line before the range
             // loses its ending along with the range.
-            (doc.lines[li - 1].text_end, doc.units.len(), -removed)
+            (doc.line(li - 1)?.text_end, doc.units.len(), -removed)
         }
     } else {
-        (doc.lines[li].start, doc.lines[ei].end, -removed)
+        let (first, last) = doc.lines_at(li, ei)?;
+        (first.start, last.end, -removed)
     };
     Ok(Plan {
         a,
@@ -926,16 +1021,15 @@ fn plan_append<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, T
     let (ins, show_from) = if end == 0 {
         (doc.encode(req.content)?, 0)
     } else {
-        let last = doc.lines[doc.total() - 1];
-        let from = if last.ending.is_some() {
+        let from = if doc.last_has_ending() {
             doc.total()
         } else {
             doc.total() - 1
         };
         (doc.encode(&convert_breaks(req.content, doc.nl))?, from)
     };
-    let mut bytes = Vec::new();
-    doc.r.write(&ins, &mut bytes);
+    // Every encoding writes a unit as exactly its size in bytes.
+    let bytes = ins.len() * std::mem::size_of::<R::U>();
     Ok(Plan {
         a: end,
         b: end,
@@ -947,18 +1041,28 @@ fn plan_append<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, T
         } else {
             shown_lines(req.content)
         },
-        what: What::Append { bytes: bytes.len() },
+        what: What::Append { bytes },
     })
 }
 
 /// The guard of SPEC 8.5. `orig` are the original units, `new` the units re-read from
 /// the new bytes (`new_tail` stray bytes after them); the edit replaced `orig[a..b]`
-/// with `n` units and meant to change the line-break count by `delta`.
+/// with `n` units and meant to change the line-break count by `delta`. On success,
+/// returns the line breaks of `new` by kind.
 ///
 /// Checks: the units before `a` and after the edit are identical; every original line
 /// wholly before the edit and wholly after it is, after re-splitting, the same line
 /// (text and ending, shifted by the size change); the line-break count changed by
 /// exactly `delta`.
+///
+/// It needs no line lists. The line model is local: a unit ends a line break exactly
+/// when it is `\n`, or a `\r` whose next unit is not `\n`. So when the units before
+/// `a` and after the edit are identical, a line wholly before the edit can change
+/// only if the lone `\r` ending it at `a - 1` is now followed by a `\n` at `a`; and a
+/// line wholly after it (or starting where the new units end on a break) only if a
+/// `\r` just before it now joins the `\n` it starts with. Both are a `\r` and a `\n`
+/// meeting at a boundary of the edit, which is checked directly; the counts are
+/// taken over both whole texts (linear time, constant memory).
 fn guard<U: Unit>(
     orig: &[U],
     new: &[U],
@@ -967,7 +1071,7 @@ fn guard<U: Unit>(
     b: usize,
     n: usize,
     delta: isize,
-) -> Result<(), TextError> {
+) -> Result<EndingCounts, TextError> {
     let fail = |why: String| Err(TextError::Guard(why));
     if new_tail != 0 {
         return fail("the new bytes end inside a code unit".into());
@@ -981,6 +1085,8 @@ fn guard<U: Unit>(
     if new[a + n..] != orig[b..] {
         return fail("the text after the edit changed".into());
     }
+    // A `\r` and a `\n` joining into one ending at either boundary of the edit. (With
+    // nothing removed and nothing added, the texts are identical.)
     let joins = |p: usize| p > 0 && p < new.len() && is_cr(new[p - 1]) && is_lf(new[p]);
     if (n > 0 && joins(a)) || ((n > 0 || b > a) && joins(a + n)) {
         return fail(
@@ -988,49 +1094,15 @@ fn guard<U: Unit>(
                 .into(),
         );
     }
-    let old_lines = split_units(orig);
-    let new_lines = split_units(new);
-    let pre = old_lines
-        .iter()
-        .take_while(|l| l.ending.is_some() && l.end <= a)
-        .count();
-    for (i, old) in old_lines.iter().take(pre).enumerate() {
-        if new_lines.get(i) != Some(old) {
-            return fail(format!("line {} before the edit changed", i + 1));
-        }
-    }
-    let ins_ends_line = a + n == 0 || (n > 0 && (is_lf(new[a + n - 1]) || is_cr(new[a + n - 1])));
-    let suf = old_lines
-        .iter()
-        .rev()
-        .take_while(|l| l.start > b || (l.start == b && ins_ends_line))
-        .count();
-    if suf > new_lines.len() {
-        return fail("lines after the edit are missing".into());
-    }
-    let shift = (a + n) as isize - b as isize;
-    let moved = |x: usize| (x as isize + shift) as usize;
-    for j in 1..=suf {
-        let o = old_lines[old_lines.len() - j];
-        let m = new_lines[new_lines.len() - j];
-        if m.start != moved(o.start)
-            || m.text_end != moved(o.text_end)
-            || m.end != moved(o.end)
-            || m.ending != o.ending
-        {
-            return fail(format!(
-                "line {} after the edit changed",
-                old_lines.len() - j + 1
-            ));
-        }
-    }
-    let got = count_breaks(&new_lines) as isize - count_breaks(&old_lines) as isize;
+    let old_counts = count_units(orig);
+    let new_counts = count_units(new);
+    let got = new_counts.breaks() as isize - old_counts.breaks() as isize;
     if got != delta {
         return fail(format!(
             "the edit changed the number of line breaks by {got}, expected {delta}"
         ));
     }
-    Ok(())
+    Ok(new_counts)
 }
 
 #[cfg(test)]
@@ -1076,6 +1148,134 @@ mod tests {
     fn guard_refuses_a_stray_tail() {
         let o: Vec<u16> = vec![0x61];
         assert!(guard(&o, &o, 1, 0, 0, 0, 0).is_err());
+    }
+
+    /// The guard as first written, splitting both texts into line lists: the
+    /// reference the list-free guard must agree with.
+    #[allow(clippy::too_many_arguments)]
+    fn reference_guard<U: Unit>(
+        orig: &[U],
+        new: &[U],
+        new_tail: usize,
+        a: usize,
+        b: usize,
+        n: usize,
+        delta: isize,
+    ) -> Result<(), TextError> {
+        use crate::lines::{count_breaks, split_units};
+        let fail = |why: String| Err(TextError::Guard(why));
+        if new_tail != 0 {
+            return fail("the new bytes end inside a code unit".into());
+        }
+        if a > b || b > orig.len() || new.len() + b != orig.len() + a + n {
+            return fail("the new text does not have the expected length".into());
+        }
+        if new[..a] != orig[..a] {
+            return fail("the text before the edit changed".into());
+        }
+        if new[a + n..] != orig[b..] {
+            return fail("the text after the edit changed".into());
+        }
+        let joins = |p: usize| p > 0 && p < new.len() && is_cr(new[p - 1]) && is_lf(new[p]);
+        if (n > 0 && joins(a)) || ((n > 0 || b > a) && joins(a + n)) {
+            return fail(
+                "the edit would join a lone \\r and a following \\n into one \\r\\n ending, changing a line it does not touch"
+                    .into(),
+            );
+        }
+        let old_lines = split_units(orig);
+        let new_lines = split_units(new);
+        let pre = old_lines
+            .iter()
+            .take_while(|l| l.ending.is_some() && l.end <= a)
+            .count();
+        for (i, old) in old_lines.iter().take(pre).enumerate() {
+            if new_lines.get(i) != Some(old) {
+                return fail(format!("line {} before the edit changed", i + 1));
+            }
+        }
+        let ins_ends_line =
+            a + n == 0 || (n > 0 && (is_lf(new[a + n - 1]) || is_cr(new[a + n - 1])));
+        let suf = old_lines
+            .iter()
+            .rev()
+            .take_while(|l| l.start > b || (l.start == b && ins_ends_line))
+            .count();
+        if suf > new_lines.len() {
+            return fail("lines after the edit are missing".into());
+        }
+        let shift = (a + n) as isize - b as isize;
+        let moved = |x: usize| (x as isize + shift) as usize;
+        for j in 1..=suf {
+            let o = old_lines[old_lines.len() - j];
+            let m = new_lines[new_lines.len() - j];
+            if m.start != moved(o.start)
+                || m.text_end != moved(o.text_end)
+                || m.end != moved(o.end)
+                || m.ending != o.ending
+            {
+                return fail(format!(
+                    "line {} after the edit changed",
+                    old_lines.len() - j + 1
+                ));
+            }
+        }
+        let got = count_breaks(&new_lines) as isize - count_breaks(&old_lines) as isize;
+        if got != delta {
+            return fail(format!(
+                "the edit changed the number of line breaks by {got}, expected {delta}"
+            ));
+        }
+        Ok(())
+    }
+
+    fn breaky(max: usize) -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let unit = prop_oneof![
+            3 => Just(b'\n'),
+            3 => Just(b'\r'),
+            3 => Just(b'a'),
+        ];
+        prop::collection::vec(unit, 0..max)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 2048,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any replacement of `orig[a..b]`, sometimes with a damaged prefix or suffix,
+        /// a stray tail or a wrong expected count: both guards decide alike, with the
+        /// same reason.
+        #[test]
+        fn guard_agrees_with_the_line_list_guard(
+            orig in breaky(24),
+            ins in breaky(5),
+            cut in (0usize..25, 0usize..25),
+            damage in proptest::option::weighted(0.15, (0usize..40, proptest::sample::select(vec![b'\n', b'\r', b'a']))),
+            tail in proptest::option::weighted(0.05, 1usize..3),
+            off in proptest::sample::select(vec![0isize, 0, 0, 1, -1]),
+        ) {
+            let (a, b) = (cut.0.min(cut.1).min(orig.len()), cut.0.max(cut.1).min(orig.len()));
+            let mut new = [&orig[..a], &ins[..], &orig[b..]].concat();
+            if let Some((at, byte)) = damage
+                && !new.is_empty()
+            {
+                let at = at % new.len();
+                new[at] = byte;
+            }
+            let truth = count_units(&new).breaks() as isize - count_units(&orig).breaks() as isize;
+            let tail = tail.unwrap_or(0);
+            let delta = truth + off;
+            let got = guard(&orig, &new, tail, a, b, ins.len(), delta).map(|_| ());
+            let want = reference_guard(&orig, &new, tail, a, b, ins.len(), delta);
+            proptest::prop_assert_eq!(&got, &want);
+            // Also at units of 16 bits.
+            let wide = |v: &[u8]| v.iter().map(|&x| u16::from(x)).collect::<Vec<u16>>();
+            let got = guard(&wide(&orig), &wide(&new), tail, a, b, ins.len(), delta).map(|_| ());
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

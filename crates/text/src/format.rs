@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use chardetng::{EncodingDetector, Iso2022JpDetection, Utf8Detection};
 
 use crate::error::TextError;
-use crate::lines::{Ending, convert_breaks, dominant, split_bytes, split_units};
+use crate::lines::{Ending, convert_breaks, count_endings, push_converted};
 use crate::repr::{Repr, encode_legacy, with_repr};
 
 /// A file's character encoding (SPEC 9).
@@ -219,8 +219,7 @@ pub fn sniff_bom(bytes: &[u8]) -> Option<(Encoding, usize)> {
 }
 
 fn dominant_of<R: Repr>(r: &R, body: &[u8]) -> Option<Ending> {
-    let (units, _tail) = r.units(body);
-    dominant(&split_units(&units))
+    r.count_endings(body).dominant()
 }
 
 /// Detects an existing file's format (SPEC 9): a BOM decides first (see
@@ -244,7 +243,7 @@ pub fn detect(bytes: &[u8]) -> Result<Format, TextError> {
         return Ok(Format {
             encoding: Encoding::Utf8,
             bom: false,
-            dominant: dominant(&split_bytes(bytes)),
+            dominant: count_endings(bytes).dominant(),
         });
     }
     let mut detector = EncodingDetector::new(Iso2022JpDetection::Deny);
@@ -267,7 +266,7 @@ pub fn detect(bytes: &[u8]) -> Result<Format, TextError> {
     Ok(Format {
         encoding,
         bom: false,
-        dominant: dominant(&split_bytes(bytes)),
+        dominant: count_endings(bytes).dominant(),
     })
 }
 
@@ -297,9 +296,8 @@ pub struct WriteOptions {
 /// `UnsupportedEncoding` for an encoding that cannot be written (`replacement`).
 pub fn encode_text(s: &str, encoding: Encoding) -> Result<Vec<u8>, TextError> {
     with_repr!(encoding, |r| {
-        let units = r.encode(s)?;
         let mut out = Vec::with_capacity(s.len());
-        r.write(&units, &mut out);
+        r.encode_into(s, &mut out)?;
         Ok(out)
     })
 }
@@ -353,24 +351,41 @@ pub fn encode_whole(
             .and_then(|f| f.dominant)
             .filter(|e| *e != Ending::Lf),
     };
-    let text: Cow<str> = match ending {
-        Some(e) => Cow::Owned(convert_breaks(content, e)),
-        None => Cow::Borrowed(content),
-    };
-    let text: &str = if bom {
-        text.strip_prefix('\u{FEFF}').unwrap_or(&text)
+    // A leading U+FEFF is not a line break, so it can be stripped before the breaks
+    // are converted.
+    let content = if bom {
+        content.strip_prefix('\u{FEFF}').unwrap_or(content)
     } else {
-        &text
+        content
     };
-    let mut out = Vec::with_capacity(text.len() + 4);
-    if bom {
-        out.extend_from_slice(encoding.bom_bytes());
-    }
-    out.extend(encode_text(text, encoding)?);
+    let bom_bytes = if bom { encoding.bom_bytes() } else { &[] };
+    let (out, dominant) = if encoding == Encoding::Utf8 {
+        // The text is the output: convert straight into it, then count its endings.
+        let mut out = Vec::new();
+        match ending {
+            Some(e) => push_converted(content, e, bom_bytes, &mut out),
+            None => {
+                out.reserve_exact(bom_bytes.len() + content.len());
+                out.extend_from_slice(bom_bytes);
+                out.extend_from_slice(content.as_bytes());
+            }
+        }
+        let dominant = count_endings(&out[bom_bytes.len()..]).dominant();
+        (out, dominant)
+    } else {
+        let text: Cow<str> = match ending {
+            Some(e) => Cow::Owned(convert_breaks(content, e)),
+            None => Cow::Borrowed(content),
+        };
+        let mut out = Vec::with_capacity(text.len() + 4);
+        out.extend_from_slice(bom_bytes);
+        with_repr!(encoding, |r| r.encode_into(&text, &mut out))?;
+        (out, count_endings(text.as_bytes()).dominant())
+    };
     let format = Format {
         encoding,
         bom,
-        dominant: dominant(&split_bytes(text.as_bytes())),
+        dominant,
     };
     Ok((out, format))
 }

@@ -1,6 +1,15 @@
 //! The line model of SPEC 8.1: a text split into lines, each a text and an ending.
+//!
+//! Lines can be listed ([`split_bytes`], [`split_units`]), walked without storing a
+//! list ([`iter_bytes`], [`iter_units`]), or only counted ([`count_endings`]). The
+//! model is local: a unit ends a line break exactly when it is `\n`, or a `\r` not
+//! directly followed by `\n`; so breaks can be counted over any range of a text by
+//! looking one unit past either end of it, and byte texts are scanned with `memchr`.
 
+use std::iter::FusedIterator;
 use std::ops::Range;
+
+use crate::repr::Unit;
 
 /// A line ending (SPEC 8.1): `\n`, `\r\n`, or a lone `\r`. A missing ending (only
 /// possible on the last line) is `None` in an `Option<Ending>`.
@@ -79,79 +88,296 @@ impl Line {
 const CR: u32 = 0x0D;
 const LF: u32 = 0x0A;
 
+fn is_break<U: Copy + Into<u32>>(u: U) -> bool {
+    let v: u32 = u.into();
+    v == CR || v == LF
+}
+
+/// Index of the first `\r` or `\n` at or after `from`, looked at unit by unit.
+fn next_break_scalar<U: Copy + Into<u32>>(units: &[U], from: usize) -> Option<usize> {
+    units
+        .get(from..)?
+        .iter()
+        .position(|&u| is_break(u))
+        .map(|i| from + i)
+}
+
+/// [`next_break_scalar`] over bytes, vectorised.
+fn next_break_bytes(bytes: &[u8], from: usize) -> Option<usize> {
+    memchr::memchr2(b'\r', b'\n', bytes.get(from..)?).map(|i| from + i)
+}
+
+/// [`next_break_scalar`] for any code unit, vectorised for bytes.
+fn next_break<U: Unit>(units: &[U], from: usize) -> Option<usize> {
+    match U::as_bytes(units) {
+        Some(bytes) => next_break_bytes(bytes, from),
+        None => next_break_scalar(units, from),
+    }
+}
+
+/// The lines of a code-unit sequence (SPEC 8.1), one at a time, without storing a
+/// list: exactly the lines [`split_units`] returns, in the same order. Made by
+/// [`iter_bytes`] (vectorised) or [`iter_units`].
+#[derive(Clone)]
+pub struct LineIter<'a, U> {
+    units: &'a [U],
+    pos: usize,
+    next_break: fn(&[U], usize) -> Option<usize>,
+}
+
+impl<U: Copy + Into<u32>> Iterator for LineIter<'_, U> {
+    type Item = Line;
+
+    fn next(&mut self) -> Option<Line> {
+        let n = self.units.len();
+        let start = self.pos;
+        if start >= n {
+            return None;
+        }
+        let line = match (self.next_break)(self.units, start) {
+            Some(i) => {
+                let ending = if self.units[i].into() == LF {
+                    Ending::Lf
+                } else if self.units.get(i + 1).is_some_and(|&u| u.into() == LF) {
+                    Ending::CrLf
+                } else {
+                    Ending::Cr
+                };
+                Line {
+                    start,
+                    text_end: i,
+                    end: i + ending.len(),
+                    ending: Some(ending),
+                }
+            }
+            None => Line {
+                start,
+                text_end: n,
+                end: n,
+                ending: None,
+            },
+        };
+        self.pos = line.end;
+        Some(line)
+    }
+}
+
+impl<U: Copy + Into<u32>> FusedIterator for LineIter<'_, U> {}
+
+/// The lines of `units` one at a time (see [`LineIter`]), scanned unit by unit;
+/// works for bytes, UTF-16 units and UTF-32 units alike.
+pub fn iter_units<U: Copy + Into<u32>>(units: &[U]) -> LineIter<'_, U> {
+    LineIter {
+        units,
+        pos: 0,
+        next_break: next_break_scalar,
+    }
+}
+
+/// The lines of `bytes` one at a time (see [`LineIter`]), scanned with `memchr`.
+pub fn iter_bytes(bytes: &[u8]) -> LineIter<'_, u8> {
+    LineIter {
+        units: bytes,
+        pos: 0,
+        next_break: next_break_bytes,
+    }
+}
+
+/// The lines of any code-unit sequence, vectorised for bytes.
+pub(crate) fn iter_lines<U: Unit>(units: &[U]) -> LineIter<'_, U> {
+    LineIter {
+        units,
+        pos: 0,
+        next_break: next_break::<U>,
+    }
+}
+
 /// Splits a sequence of code units into lines (SPEC 8.1). A line ends at `\n`,
 /// `\r\n` or a lone `\r` (compared as unit values 0x0A / 0x0D, so this works for
 /// bytes, UTF-16 units and UTF-32 units alike). An empty input has no lines; a final
 /// line break does not start an extra empty line (`"a\n"` is one line); the last
 /// line may have no ending. Joining every `start..end` gives back the input exactly.
 /// Never fails, never panics.
+///
+/// This stores one [`Line`] per line; to walk lines or count them without a list,
+/// use [`iter_units`] / [`iter_bytes`] / [`count_endings`].
 pub fn split_units<U: Copy + Into<u32>>(units: &[U]) -> Vec<Line> {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut i = 0;
-    let n = units.len();
-    while i < n {
-        let u: u32 = units[i].into();
-        if u == LF || u == CR {
-            let (ending, len) = if u == CR {
-                if i + 1 < n && units[i + 1].into() == LF {
-                    (Ending::CrLf, 2)
-                } else {
-                    (Ending::Cr, 1)
-                }
-            } else {
-                (Ending::Lf, 1)
-            };
-            lines.push(Line {
-                start,
-                text_end: i,
-                end: i + len,
-                ending: Some(ending),
-            });
-            i += len;
-            start = i;
-        } else {
-            i += 1;
-        }
-    }
-    if start < n {
-        lines.push(Line {
-            start,
-            text_end: n,
-            end: n,
-            ending: None,
-        });
-    }
-    lines
+    iter_units(units).collect()
 }
 
 /// [`split_units`] over bytes: the SPEC 8.1 split for UTF-8 and single-byte (or
 /// ASCII-compatible multi-byte) legacy files. Indexes are byte offsets.
 pub fn split_bytes(bytes: &[u8]) -> Vec<Line> {
-    split_units(bytes)
+    iter_bytes(bytes).collect()
+}
+
+/// How many line breaks of each kind a text (or a range of it) holds, under the
+/// SPEC 8.1 model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndingCounts {
+    /// `\n` endings (not preceded by `\r`).
+    pub lf: usize,
+    /// `\r\n` endings.
+    pub crlf: usize,
+    /// Lone `\r` endings.
+    pub cr: usize,
+}
+
+impl EndingCounts {
+    /// Number of line breaks of any kind.
+    pub fn breaks(&self) -> usize {
+        self.lf + self.crlf + self.cr
+    }
+
+    /// Number of code units the endings take (`\r\n` is two).
+    pub fn units(&self) -> usize {
+        self.lf + 2 * self.crlf + self.cr
+    }
+
+    /// The dominant ending (SPEC 8.2): the most frequent; ties go to `Lf`, then
+    /// `CrLf`, then `Cr`. `None` when there is no line break.
+    pub fn dominant(&self) -> Option<Ending> {
+        let (lf, crlf, cr) = (self.lf, self.crlf, self.cr);
+        if lf == 0 && crlf == 0 && cr == 0 {
+            None
+        } else if lf >= crlf && lf >= cr {
+            Some(Ending::Lf)
+        } else if crlf >= cr {
+            Some(Ending::CrLf)
+        } else {
+            Some(Ending::Cr)
+        }
+    }
+}
+
+/// Counts the line breaks of `bytes` by kind, without splitting it into lines
+/// (vectorised). `count_endings(b).dominant()` is `dominant(&split_bytes(b))`.
+pub fn count_endings(bytes: &[u8]) -> EndingCounts {
+    count_range_bytes(bytes, 0, bytes.len())
+}
+
+/// The breaks whose last unit lies in `lo..hi` (`lo <= hi <= units.len()`), unit by
+/// unit. Whether a `\r` at `hi - 1` is lone, and whether a `\n` at `lo` completes a
+/// `\r\n`, is decided by the units just outside the range. Counts over adjacent
+/// ranges therefore add up to the count over their union.
+fn count_range_scalar<U: Copy + Into<u32>>(units: &[U], lo: usize, hi: usize) -> EndingCounts {
+    let mut c = EndingCounts::default();
+    let mut prev_cr = lo > 0 && units[lo - 1].into() == CR;
+    for (q, &u) in units[lo..hi].iter().enumerate() {
+        let v: u32 = u.into();
+        if v == LF {
+            if prev_cr {
+                c.crlf += 1;
+            } else {
+                c.lf += 1;
+            }
+        } else if v == CR && units.get(lo + q + 1).is_none_or(|&n| n.into() != LF) {
+            c.cr += 1;
+        }
+        prev_cr = v == CR;
+    }
+    c
+}
+
+/// [`count_range_scalar`] over bytes, vectorised.
+fn count_range_bytes(b: &[u8], lo: usize, hi: usize) -> EndingCounts {
+    let r = &b[lo..hi];
+    let lfs = memchr::memchr_iter(b'\n', r).count();
+    let crs = memchr::memchr_iter(b'\r', r).count();
+    // `\r` units in the range directly followed by `\n` (that `\n` possibly at `hi`).
+    let last = hi.min(b.len().saturating_sub(1));
+    let cr_lf: usize = if crs == 0 || lo >= last {
+        0
+    } else {
+        b[lo..last]
+            .iter()
+            .zip(&b[lo + 1..=last])
+            .map(|(&x, &y)| usize::from((x == b'\r') & (y == b'\n')))
+            .sum()
+    };
+    // `\n` units in the range directly preceded by `\r`: the same pairs, less one
+    // whose `\n` is at `hi`, plus one whose `\r` is at `lo - 1`.
+    let mut lf_after_cr = cr_lf;
+    if hi > lo && b[hi - 1] == b'\r' && b.get(hi) == Some(&b'\n') {
+        lf_after_cr -= 1;
+    }
+    if lo > 0 && lo < hi && b[lo - 1] == b'\r' && b[lo] == b'\n' {
+        lf_after_cr += 1;
+    }
+    EndingCounts {
+        lf: lfs - lf_after_cr,
+        crlf: lf_after_cr,
+        cr: crs - cr_lf,
+    }
+}
+
+/// The breaks whose last unit lies in `lo..hi` of any code-unit sequence (see
+/// [`count_range_scalar`]), vectorised for bytes. `lo <= hi <= units.len()`.
+pub(crate) fn count_range<U: Unit>(units: &[U], lo: usize, hi: usize) -> EndingCounts {
+    match U::as_bytes(units) {
+        Some(bytes) => count_range_bytes(bytes, lo, hi),
+        None => count_range_scalar(units, lo, hi),
+    }
+}
+
+/// All line breaks of `units`, by kind.
+pub(crate) fn count_units<U: Unit>(units: &[U]) -> EndingCounts {
+    count_range(units, 0, units.len())
+}
+
+/// Line breaks by kind of a stream of unit values (for encodings whose units are
+/// not stored as a slice).
+pub(crate) fn count_stream(units: impl Iterator<Item = u32>) -> EndingCounts {
+    let mut c = EndingCounts::default();
+    let mut prev_cr = false;
+    for v in units {
+        if v == LF {
+            if prev_cr {
+                c.crlf += 1;
+            } else {
+                c.lf += 1;
+            }
+        } else if prev_cr {
+            c.cr += 1;
+        }
+        prev_cr = v == CR;
+    }
+    if prev_cr {
+        c.cr += 1;
+    }
+    c
+}
+
+/// Number of lines (SPEC 8.1) of `units` whose breaks are `counts`: one per break,
+/// plus a last line without an ending when the units do not end with a break.
+pub(crate) fn line_total<U: Copy + Into<u32>>(units: &[U], counts: &EndingCounts) -> usize {
+    counts.breaks() + usize::from(units.last().is_some_and(|&u| !is_break(u)))
+}
+
+/// Number of lines (SPEC 8.1) of `bytes`, counted without splitting:
+/// `split_bytes(b).len()`.
+pub fn count_lines(bytes: &[u8]) -> usize {
+    line_total(bytes, &count_endings(bytes))
+}
+
+/// True when the last line of `units` has an ending (`false` for no units).
+pub(crate) fn ends_with_break<U: Copy + Into<u32>>(units: &[U]) -> bool {
+    units.last().is_some_and(|&u| is_break(u))
 }
 
 /// The dominant ending of `lines` (SPEC 8.2): the most frequent ending; ties go to
 /// `Lf`, then `CrLf`, then `Cr`. `None` when no line has an ending.
 pub fn dominant(lines: &[Line]) -> Option<Ending> {
-    let (mut lf, mut crlf, mut cr) = (0usize, 0usize, 0usize);
+    let mut c = EndingCounts::default();
     for l in lines {
         match l.ending {
-            Some(Ending::Lf) => lf += 1,
-            Some(Ending::CrLf) => crlf += 1,
-            Some(Ending::Cr) => cr += 1,
+            Some(Ending::Lf) => c.lf += 1,
+            Some(Ending::CrLf) => c.crlf += 1,
+            Some(Ending::Cr) => c.cr += 1,
             None => {}
         }
     }
-    if lf == 0 && crlf == 0 && cr == 0 {
-        None
-    } else if lf >= crlf && lf >= cr {
-        Some(Ending::Lf)
-    } else if crlf >= cr {
-        Some(Ending::CrLf)
-    } else {
-        Some(Ending::Cr)
-    }
+    c.dominant()
 }
 
 /// Number of line breaks (lines that have an ending) in `lines`.
@@ -179,18 +405,92 @@ pub fn line_index_at(lines: &[Line], pos: usize) -> usize {
     }
 }
 
+/// Index (0-based) of the line holding unit `pos` for a run of non-decreasing
+/// positions, without a line list: [`line_index_at`] over the split of `units`,
+/// counting only the breaks between one position and the next.
+pub(crate) struct LineLocator<'a, U> {
+    units: &'a [U],
+    total: usize,
+    pos: usize,
+    breaks: usize,
+}
+
+impl<'a, U: Unit> LineLocator<'a, U> {
+    /// A locator over `units`, which hold `total` lines.
+    pub(crate) fn new(units: &'a [U], total: usize) -> Self {
+        LineLocator {
+            units,
+            total,
+            pos: 0,
+            breaks: 0,
+        }
+    }
+
+    /// The index of the line holding `pos` (the last line for a `pos` at or past the
+    /// end; 0 when there are no lines).
+    pub(crate) fn index_at(&mut self, pos: usize) -> usize {
+        let pos = pos.min(self.units.len());
+        if pos < self.pos {
+            self.pos = 0;
+            self.breaks = 0;
+        }
+        // The line holding `pos` is the number of breaks that end at or before it,
+        // i.e. whose last unit is before it.
+        self.breaks += count_range(self.units, self.pos, pos).breaks();
+        self.pos = pos;
+        self.breaks.min(self.total.saturating_sub(1))
+    }
+}
+
 /// Replaces every line break of `s` (`\n`, `\r\n`, lone `\r`) by `ending`. A `\r\n`
 /// is one break, so the result never holds `\r\r\n` unless `s` had `\r` before `\r\n`
 /// (which is two breaks and becomes two endings).
 pub fn convert_breaks(s: &str, ending: Ending) -> String {
-    let mut out = String::with_capacity(s.len() + s.len() / 16);
-    for l in split_bytes(s.as_bytes()) {
-        out.push_str(&s[l.text()]);
-        if l.ending.is_some() {
-            out.push_str(ending.as_str());
-        }
+    let c = count_endings(s.as_bytes());
+    if c.breaks() == kind_count(&c, ending) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() - c.units() + c.breaks() * ending.len());
+    for piece in converted_pieces(s, ending) {
+        out.push_str(piece);
     }
     out
+}
+
+fn kind_count(c: &EndingCounts, ending: Ending) -> usize {
+    match ending {
+        Ending::Lf => c.lf,
+        Ending::CrLf => c.crlf,
+        Ending::Cr => c.cr,
+    }
+}
+
+/// The pieces of [`convert_breaks`]`(s, ending)`, in order: each line's text, then
+/// `ending` for each line that had one.
+pub(crate) fn converted_pieces(s: &str, ending: Ending) -> impl Iterator<Item = &str> {
+    iter_bytes(s.as_bytes()).flat_map(move |l| {
+        let nl = if l.ending.is_some() {
+            ending.as_str()
+        } else {
+            ""
+        };
+        [&s[l.text()], nl]
+    })
+}
+
+/// Appends `prefix` and then the bytes of [`convert_breaks`]`(s, ending)` to `out`,
+/// reserving exactly the room they take.
+pub(crate) fn push_converted(s: &str, ending: Ending, prefix: &[u8], out: &mut Vec<u8>) {
+    let c = count_endings(s.as_bytes());
+    out.reserve_exact(prefix.len() + s.len() - c.units() + c.breaks() * ending.len());
+    out.extend_from_slice(prefix);
+    if c.breaks() == kind_count(&c, ending) {
+        out.extend_from_slice(s.as_bytes());
+    } else {
+        for piece in converted_pieces(s, ending) {
+            out.extend_from_slice(piece.as_bytes());
+        }
+    }
 }
 
 /// `s` without one trailing line break (`\r\n`, `\n` or `\r`), if it has one
@@ -282,5 +582,112 @@ mod tests {
         assert_eq!(line_index_at(&lines, 6), 1);
         assert_eq!(line_index_at(&lines, 7), 2);
         assert_eq!(line_index_at(&lines, 99), 2);
+    }
+
+    /// The split as first written (a plain loop), the reference for the scanners.
+    fn reference_split<U: Copy + Into<u32>>(units: &[U]) -> Vec<Line> {
+        let mut lines = Vec::new();
+        let (mut start, mut i, n) = (0, 0, units.len());
+        while i < n {
+            let u: u32 = units[i].into();
+            if u == LF || u == CR {
+                let (ending, len) = if u == CR {
+                    if i + 1 < n && units[i + 1].into() == LF {
+                        (Ending::CrLf, 2)
+                    } else {
+                        (Ending::Cr, 1)
+                    }
+                } else {
+                    (Ending::Lf, 1)
+                };
+                lines.push(Line {
+                    start,
+                    text_end: i,
+                    end: i + len,
+                    ending: Some(ending),
+                });
+                i += len;
+                start = i;
+            } else {
+                i += 1;
+            }
+        }
+        if start < n {
+            lines.push(Line {
+                start,
+                text_end: n,
+                end: n,
+                ending: None,
+            });
+        }
+        lines
+    }
+
+    fn counts_of(lines: &[Line]) -> EndingCounts {
+        let mut c = EndingCounts::default();
+        for l in lines {
+            match l.ending {
+                Some(Ending::Lf) => c.lf += 1,
+                Some(Ending::CrLf) => c.crlf += 1,
+                Some(Ending::Cr) => c.cr += 1,
+                None => {}
+            }
+        }
+        c
+    }
+
+    /// Break-heavy bytes, long enough to cross the vectorised scanners' blocks.
+    fn breaky() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let unit = prop_oneof![
+            3 => Just(b'\n'),
+            3 => Just(b'\r'),
+            1 => Just(0xFFu8),
+            4 => Just(b'a'),
+        ];
+        prop::collection::vec(unit, 0..300)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn scanners_match_the_reference_split(bytes in breaky(), cut in 0usize..301, cut2 in 0usize..301) {
+            let want = reference_split(&bytes);
+            proptest::prop_assert_eq!(&split_bytes(&bytes), &want);
+            proptest::prop_assert_eq!(&split_units(&bytes), &want);
+            proptest::prop_assert_eq!(&iter_lines(&bytes).collect::<Vec<_>>(), &want);
+            let wide: Vec<u16> = bytes.iter().map(|&b| u16::from(b)).collect();
+            proptest::prop_assert_eq!(&iter_lines(&wide).collect::<Vec<_>>(), &want);
+            let c = count_endings(&bytes);
+            proptest::prop_assert_eq!(c, counts_of(&want));
+            proptest::prop_assert_eq!(count_units(&wide), c);
+            proptest::prop_assert_eq!(count_stream(wide.iter().map(|&u| u32::from(u))), c);
+            proptest::prop_assert_eq!(c.dominant(), dominant(&want));
+            proptest::prop_assert_eq!(count_lines(&bytes), want.len());
+            proptest::prop_assert_eq!(ends_with_break(&bytes), want.last().is_some_and(|l| l.ending.is_some()));
+            // Counting over a range: the breaks whose last unit lies in it.
+            let (lo, hi) = (cut.min(cut2).min(bytes.len()), cut.max(cut2).min(bytes.len()));
+            let in_range: Vec<Line> = want.iter().copied().filter(|l| l.ending.is_some() && l.end > lo && l.end <= hi).collect();
+            proptest::prop_assert_eq!(count_range(&bytes, lo, hi), counts_of(&in_range));
+            proptest::prop_assert_eq!(count_range(&wide, lo, hi), counts_of(&in_range));
+            // Line lookup without a list, in increasing and then decreasing order.
+            let mut loc = LineLocator::new(&bytes, want.len());
+            for p in [lo, hi, hi + 1, lo] {
+                proptest::prop_assert_eq!(loc.index_at(p), line_index_at(&want, p), "pos {}", p);
+            }
+        }
+
+        #[test]
+        fn convert_breaks_matches_the_reference(bytes in breaky(), which in 0usize..3) {
+            let s = String::from_utf8_lossy(&bytes).into_owned();
+            let ending = [Ending::Lf, Ending::CrLf, Ending::Cr][which];
+            let mut want = String::new();
+            for l in reference_split(s.as_bytes()) {
+                want.push_str(&s[l.text()]);
+                if l.ending.is_some() {
+                    want.push_str(ending.as_str());
+                }
+            }
+            proptest::prop_assert_eq!(convert_breaks(&s, ending), want);
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! Reading with the line model (SPEC 3: `_writegate/read_lines`, `fs/read_text_file`).
 
+use std::borrow::Cow;
+
 use crate::edit::is_binary;
 use crate::error::TextError;
-use crate::format::{Format, decode, detect};
-use crate::lines::{Line, split_bytes};
+use crate::format::{Encoding, Format, decode, detect};
+use crate::lines::{Line, count_lines, iter_bytes};
 
 /// The numbered lines of `_writegate/read_lines` (SPEC 3).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,17 +19,34 @@ pub struct NumberedLines {
     pub format: Format,
 }
 
-/// The window of `lines` starting at 1-based `line` (`None` or 0 means 1) holding at
-/// most `limit` lines (`None` means all, 0 means none). Empty when `line` is past
-/// the end.
-fn window(lines: &[Line], line: Option<u64>, limit: Option<u64>) -> (usize, &[Line]) {
+/// The window of the lines of `text` starting at 1-based `line` (`None` or 0 means
+/// line 1) holding at most `limit` lines (`None` means all, 0 means none), walked
+/// without a list of every line: the 0-based index of its first line, and its
+/// lines. Empty when `line` is past the end.
+fn window(
+    text: &str,
+    line: Option<u64>,
+    limit: Option<u64>,
+) -> (usize, impl Iterator<Item = Line> + '_) {
     let first = line.unwrap_or(1).max(1);
-    let start = usize::try_from(first - 1)
-        .unwrap_or(usize::MAX)
-        .min(lines.len());
+    let start = usize::try_from(first - 1).unwrap_or(usize::MAX);
     let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-    let end = start.saturating_add(take).min(lines.len());
-    (start, &lines[start..end])
+    (start, iter_bytes(text.as_bytes()).skip(start).take(take))
+}
+
+/// [`decode`] without a copy when the file is UTF-8 (its bytes after any BOM, with
+/// invalid sequences replaced as `decode` does, borrowed when there are none).
+fn decoded<'a>(bytes: &'a [u8], format: &Format) -> Cow<'a, str> {
+    if format.encoding.normalized() == Encoding::Utf8 {
+        let bom = format.encoding.bom_bytes();
+        let body = match bytes.strip_prefix(bom) {
+            Some(body) if format.bom => body,
+            _ => bytes,
+        };
+        String::from_utf8_lossy(body)
+    } else {
+        Cow::Owned(decode(bytes, format))
+    }
 }
 
 /// Numbers a file's lines for `_writegate/read_lines` (SPEC 3) with the SPEC 8.1
@@ -48,16 +67,14 @@ pub fn numbered_lines(
     // Decoding never adds or removes a line break (bad sequences become U+FFFD, and
     // CR / LF decode as themselves in every supported encoding), so the decoded text
     // splits into exactly the lines of the raw units.
-    let text = decode(bytes, &format);
-    let all = split_bytes(text.as_bytes());
-    let (start, win) = window(&all, line, limit);
+    let text = decoded(bytes, &format);
+    let (start, win) = window(&text, line, limit);
     Ok(NumberedLines {
         lines: win
-            .iter()
             .enumerate()
             .map(|(i, l)| ((start + i) as u64 + 1, text[l.text()].to_string()))
             .collect(),
-        total_lines: all.len(),
+        total_lines: count_lines(text.as_bytes()),
         format,
     })
 }
@@ -70,15 +87,17 @@ pub fn numbered_lines(
 /// Errors: `UnsupportedEncoding` (undetectable file, SPEC 9).
 pub fn read_text(bytes: &[u8], line: Option<u64>, limit: Option<u64>) -> Result<String, TextError> {
     let format = detect(bytes)?;
-    let text = decode(bytes, &format);
+    let text = decoded(bytes, &format);
     if line.unwrap_or(1) <= 1 && limit.is_none() {
-        return Ok(text);
+        return Ok(text.into_owned());
     }
-    let all = split_bytes(text.as_bytes());
-    let (_, win) = window(&all, line, limit);
-    Ok(match (win.first(), win.last()) {
-        (Some(f), Some(l)) => text[f.start..l.end].to_string(),
-        _ => String::new(),
+    let (_, mut win) = window(&text, line, limit);
+    Ok(match win.next() {
+        Some(f) => {
+            let end = win.last().map_or(f.end, |l| l.end);
+            text[f.start..end].to_string()
+        }
+        None => String::new(),
     })
 }
 

@@ -10,10 +10,21 @@ use std::borrow::Cow;
 use encoding_rs::{DecoderResult, EncoderResult};
 
 use crate::error::TextError;
+use crate::lines::{EndingCounts, count_stream, count_units};
 
 /// A code unit: a byte, a UTF-16 unit or a UTF-32 unit.
-pub(crate) trait Unit: Copy + Eq + Into<u32> + std::fmt::Debug + 'static {}
-impl Unit for u8 {}
+pub(crate) trait Unit: Copy + Eq + Into<u32> + std::fmt::Debug + 'static {
+    /// `units` as bytes when a unit is a byte, so scans can take the vectorised
+    /// `memchr` paths; `None` for 16/32-bit units (scanned unit by unit).
+    fn as_bytes(_units: &[Self]) -> Option<&[u8]> {
+        None
+    }
+}
+impl Unit for u8 {
+    fn as_bytes(units: &[u8]) -> Option<&[u8]> {
+        Some(units)
+    }
+}
 impl Unit for u16 {}
 impl Unit for u32 {}
 
@@ -33,6 +44,18 @@ pub(crate) trait Repr {
     fn encode(&self, s: &str) -> Result<Vec<Self::U>, TextError>;
     /// Appends the bytes of `units` to `out`.
     fn write(&self, units: &[Self::U], out: &mut Vec<u8>);
+    /// Appends the bytes of `s` encoded (no BOM) to `out`: the bytes of
+    /// [`Repr::encode`] then [`Repr::write`], without the intermediate units where the
+    /// encoding allows. Errors as `encode`; `out` may then hold a partial prefix.
+    fn encode_into(&self, s: &str, out: &mut Vec<u8>) -> Result<(), TextError> {
+        let units = self.encode(s)?;
+        self.write(&units, out);
+        Ok(())
+    }
+    /// The line breaks of `body` by kind (a trailing partial unit is ignored).
+    fn count_endings(&self, body: &[u8]) -> EndingCounts {
+        count_units(&self.units(body).0)
+    }
     /// Decodes `units` for display, replacing what cannot be decoded by U+FFFD.
     fn decode(&self, units: &[Self::U]) -> String;
     /// For encodings where a unit index need not be a character boundary
@@ -55,6 +78,10 @@ impl Repr for Utf8Repr {
     }
     fn write(&self, units: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(units);
+    }
+    fn encode_into(&self, s: &str, out: &mut Vec<u8>) -> Result<(), TextError> {
+        out.extend_from_slice(s.as_bytes());
+        Ok(())
     }
     fn decode(&self, units: &[u8]) -> String {
         String::from_utf8_lossy(units).into_owned()
@@ -137,6 +164,16 @@ impl Repr for Utf16Repr {
             .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
             .collect()
     }
+    fn count_endings(&self, body: &[u8]) -> EndingCounts {
+        count_stream(body.chunks_exact(2).map(|c| {
+            let b = [c[0], c[1]];
+            u32::from(if self.be {
+                u16::from_be_bytes(b)
+            } else {
+                u16::from_le_bytes(b)
+            })
+        }))
+    }
 }
 
 /// UTF-32, little or big endian: 32-bit units; invalid values are kept as units.
@@ -179,6 +216,16 @@ impl Repr for Utf32Repr {
             .iter()
             .map(|&u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
             .collect()
+    }
+    fn count_endings(&self, body: &[u8]) -> EndingCounts {
+        count_stream(body.chunks_exact(4).map(|c| {
+            let b = [c[0], c[1], c[2], c[3]];
+            if self.be {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        }))
     }
 }
 
