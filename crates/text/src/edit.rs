@@ -17,12 +17,13 @@ use std::time::Duration;
 
 use crate::error::TextError;
 use crate::escape::{cut, show};
-use crate::format::{Format, WriteOptions, decode, detect, encode_whole};
+use crate::format::{Format, WriteOptions, decode, detect, detect_counted, encode_whole};
 use crate::lines::{
     Ending, EndingCounts, Line, LineLocator, convert_breaks, count_endings, count_lines,
-    count_units, ends_with_break, iter_bytes, iter_lines, line_total, strip_one_break,
+    count_range, count_units, ends_with_break, iter_bytes, iter_lines_from, line_total, skip_lines,
+    strip_one_break,
 };
-use crate::repr::{Repr, Unit, is_indent, with_repr};
+use crate::repr::{BodyUnits, Repr, Unit, is_indent, with_repr};
 
 /// The edit mode (SPEC 8.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,11 +137,13 @@ pub fn apply_edit(
             mode.name()
         ))),
         (_, Some(bytes)) => {
-            let format = detect(bytes)?;
+            let (format, counts) = detect_counted(bytes)?;
             if is_binary(bytes, &format) {
                 return Err(TextError::BinaryFile);
             }
-            with_repr!(format.encoding, |r| edit_existing(r, bytes, &format, req))
+            with_repr!(format.encoding, |r| edit_existing(
+                r, bytes, &format, &counts, req
+            ))
         }
     }
 }
@@ -580,16 +583,12 @@ impl<R: Repr> Doc<'_, R> {
         self.r.encode(s)
     }
 
-    /// Lines `first` and `last` (0-based, `first <= last < total`), in one walk.
+    /// Lines `first` and `last` (0-based, `first <= last < total`).
     fn lines_at(&self, first: usize, last: usize) -> Result<(Line, Line), TextError> {
-        let mut walk = iter_lines(self.units);
-        let f = walk.nth(first);
-        let l = if last > first {
-            walk.nth(last - first - 1)
-        } else {
-            f
-        };
-        match (f, l) {
+        let line_at = |start: usize| iter_lines_from(self.units, start).next();
+        let f = skip_lines(self.units, 0, first);
+        let l = f.and_then(|f| skip_lines(self.units, f, last.saturating_sub(first)));
+        match (f.and_then(line_at), l.and_then(line_at)) {
             (Some(f), Some(l)) if first <= last => Ok((f, l)),
             _ => Err(TextError::Guard(format!(
                 "line {} is not in the file's {} lines",
@@ -627,10 +626,13 @@ fn out_of_range(line: u64, total: usize) -> TextError {
     TextError::LineOutOfRange { line, total }
 }
 
+/// Edits an existing file whose format is `format` and whose body (the units after
+/// the BOM) holds the line breaks `counts`.
 fn edit_existing<R: Repr>(
     r: &R,
     bytes: &[u8],
     format: &Format,
+    counts: &EndingCounts,
     req: &EditRequest,
 ) -> Result<EditOutcome, TextError> {
     let bom_len = format.bom_len();
@@ -642,11 +644,10 @@ fn edit_existing<R: Repr>(
             format.encoding.name()
         )));
     }
-    let counts = count_units(&units);
     let doc = Doc {
         r,
         units: &units,
-        total: line_total(&units, &counts),
+        total: line_total(&units, counts),
         nl: counts.dominant().unwrap_or(Ending::Lf),
     };
     let mut plan = match req.mode {
@@ -675,12 +676,15 @@ fn edit_existing<R: Repr>(
     r.write(&units[..plan.a], &mut new_bytes);
     r.write(&plan.ins, &mut new_bytes);
     r.write(&units[plan.b..], &mut new_bytes);
+    // The units of a 16/32-bit file are a copy; the guard reads the original body
+    // in place instead, so that copy goes before the new bytes are read again.
+    drop(units);
 
     // SPEC 8.5: read the new bytes again and compare with the original.
     let (re_units, re_tail) = r.units(&new_bytes[bom_len..]);
-    let new_counts = guard(
-        &units,
-        &re_units,
+    guard(
+        &r.body_units(body),
+        &*re_units,
         re_tail,
         plan.a,
         plan.b,
@@ -688,12 +692,19 @@ fn edit_existing<R: Repr>(
         plan.delta,
     )?;
 
+    let new_counts = count_units(&re_units);
     let new_total = line_total(&re_units, &new_counts);
     let shown = |l: Line| show(&r.decode(&re_units[l.text()]));
+    let first_edited = skip_lines(&re_units, 0, plan.show_from);
+    let new_lines_from = |start: Option<usize>| {
+        start
+            .map(|s| iter_lines_from(&re_units, s))
+            .into_iter()
+            .flatten()
+    };
     let now_reads: Vec<String> = match plan.what {
         What::Delete { .. } => Vec::new(),
-        _ => iter_lines(&re_units)
-            .skip(plan.show_from)
+        _ => new_lines_from(first_edited)
             .take(plan.show_count.min(3))
             .map(shown)
             .collect(),
@@ -746,7 +757,7 @@ fn edit_existing<R: Repr>(
             )
         }
         What::Delete { first, last } => {
-            let after = match iter_lines(&re_units).nth(plan.show_from) {
+            let after = match new_lines_from(first_edited).next() {
                 Some(l) => format!("line {first} now: \"{}\"", shown(l)),
                 None => format!("the file now has {}", plural(new_total, "line")),
             };
@@ -1047,31 +1058,34 @@ fn plan_append<R: Repr>(doc: &Doc<R>, req: &EditRequest) -> Result<Plan<R::U>, T
 
 /// The guard of SPEC 8.5. `orig` are the original units, `new` the units re-read from
 /// the new bytes (`new_tail` stray bytes after them); the edit replaced `orig[a..b]`
-/// with `n` units and meant to change the line-break count by `delta`. On success,
-/// returns the line breaks of `new` by kind.
+/// with `n` units and meant to change the line-break count by `delta`.
 ///
 /// Checks: the units before `a` and after the edit are identical; every original line
 /// wholly before the edit and wholly after it is, after re-splitting, the same line
 /// (text and ending, shifted by the size change); the line-break count changed by
 /// exactly `delta`.
 ///
-/// It needs no line lists. The line model is local: a unit ends a line break exactly
-/// when it is `\n`, or a `\r` whose next unit is not `\n`. So when the units before
-/// `a` and after the edit are identical, a line wholly before the edit can change
-/// only if the lone `\r` ending it at `a - 1` is now followed by a `\n` at `a`; and a
-/// line wholly after it (or starting where the new units end on a break) only if a
-/// `\r` just before it now joins the `\n` it starts with. Both are a `\r` and a `\n`
-/// meeting at a boundary of the edit, which is checked directly; the counts are
-/// taken over both whole texts (linear time, constant memory).
-fn guard<U: Unit>(
-    orig: &[U],
-    new: &[U],
+/// It needs no line lists, because the line model is local: a unit ends a line break
+/// exactly when it is `\n`, or a `\r` whose next unit is not `\n`, and the kind of
+/// the break depends on the unit before. So once the units before `a` and after the
+/// edit are known to be identical:
+/// - a line wholly before the edit can change only if the lone `\r` ending it at
+///   `a - 1` now meets a `\n` at `a`, and a line wholly after it (or starting where
+///   the new units end on a break) only if a `\r` just before it now meets the `\n`
+///   it starts with: a `\r` and a `\n` joining at a boundary of the edit, which is
+///   checked directly;
+/// - the break counts of the two texts can differ only over the edit and one unit
+///   either side, so the change is counted there (in time and memory independent of
+///   the file's size).
+fn guard<O: UnitView + ?Sized, N: UnitView + ?Sized>(
+    orig: &O,
+    new: &N,
     new_tail: usize,
     a: usize,
     b: usize,
     n: usize,
     delta: isize,
-) -> Result<EndingCounts, TextError> {
+) -> Result<(), TextError> {
     let fail = |why: String| Err(TextError::Guard(why));
     if new_tail != 0 {
         return fail("the new bytes end inside a code unit".into());
@@ -1079,30 +1093,108 @@ fn guard<U: Unit>(
     if a > b || b > orig.len() || new.len() + b != orig.len() + a + n {
         return fail("the new text does not have the expected length".into());
     }
-    if new[..a] != orig[..a] {
+    if !same_units(orig, 0, new, 0, a) {
         return fail("the text before the edit changed".into());
     }
-    if new[a + n..] != orig[b..] {
+    if !same_units(orig, b, new, a + n, orig.len() - b) {
         return fail("the text after the edit changed".into());
     }
     // A `\r` and a `\n` joining into one ending at either boundary of the edit. (With
     // nothing removed and nothing added, the texts are identical.)
-    let joins = |p: usize| p > 0 && p < new.len() && is_cr(new[p - 1]) && is_lf(new[p]);
+    let joins = |p: usize| p > 0 && p < new.len() && new.at(p - 1) == CR && new.at(p) == LF;
     if (n > 0 && joins(a)) || ((n > 0 || b > a) && joins(a + n)) {
         return fail(
             "the edit would join a lone \\r and a following \\n into one \\r\\n ending, changing a line it does not touch"
                 .into(),
         );
     }
-    let old_counts = count_units(orig);
-    let new_counts = count_units(new);
-    let got = new_counts.breaks() as isize - old_counts.breaks() as isize;
+    // The breaks whose last unit lies in the edit or one unit either side: outside
+    // that window both texts agree unit for unit, neighbours included.
+    let lo = a.saturating_sub(1);
+    let before = breaks_within(orig, lo, (b + 1).min(orig.len()));
+    let after = breaks_within(new, lo, (a + n + 1).min(new.len()));
+    let got = after as isize - before as isize;
     if got != delta {
         return fail(format!(
             "the edit changed the number of line breaks by {got}, expected {delta}"
         ));
     }
-    Ok(new_counts)
+    Ok(())
+}
+
+const CR: u32 = 0x0D;
+const LF: u32 = 0x0A;
+
+/// What the guard reads of a text: its code units by index, and the units as bytes
+/// when a unit is a byte (so ranges compare with `memcmp` and breaks are counted
+/// vectorised).
+trait UnitView {
+    fn len(&self) -> usize;
+    fn at(&self, i: usize) -> u32;
+    fn byte_units(&self) -> Option<&[u8]>;
+}
+
+impl<U: Unit> UnitView for [U] {
+    fn len(&self) -> usize {
+        <[U]>::len(self)
+    }
+    fn at(&self, i: usize) -> u32 {
+        self[i].into()
+    }
+    fn byte_units(&self) -> Option<&[u8]> {
+        U::as_bytes(self)
+    }
+}
+
+impl<U: Unit> UnitView for Vec<U> {
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+    fn at(&self, i: usize) -> u32 {
+        self[i].into()
+    }
+    fn byte_units(&self) -> Option<&[u8]> {
+        U::as_bytes(self)
+    }
+}
+
+impl UnitView for BodyUnits<'_> {
+    fn len(&self) -> usize {
+        BodyUnits::len(self)
+    }
+    fn at(&self, i: usize) -> u32 {
+        BodyUnits::at(self, i)
+    }
+    fn byte_units(&self) -> Option<&[u8]> {
+        self.as_bytes()
+    }
+}
+
+/// Whether `len` units of `x` from `xi` equal those of `y` from `yi` (in range).
+fn same_units<X: UnitView + ?Sized, Y: UnitView + ?Sized>(
+    x: &X,
+    xi: usize,
+    y: &Y,
+    yi: usize,
+    len: usize,
+) -> bool {
+    match (x.byte_units(), y.byte_units()) {
+        (Some(x), Some(y)) => x[xi..xi + len] == y[yi..yi + len],
+        _ => (0..len).all(|k| x.at(xi + k) == y.at(yi + k)),
+    }
+}
+
+/// The line breaks whose last unit lies in `lo..hi` of `v` (see `count_range`).
+fn breaks_within<V: UnitView + ?Sized>(v: &V, lo: usize, hi: usize) -> usize {
+    match v.byte_units() {
+        Some(bytes) => count_range(bytes, lo, hi).breaks(),
+        None => (lo..hi)
+            .filter(|&q| {
+                let u = v.at(q);
+                u == LF || (u == CR && (q + 1 == v.len() || v.at(q + 1) != LF))
+            })
+            .count(),
+    }
 }
 
 #[cfg(test)]
@@ -1268,12 +1360,21 @@ mod tests {
             let truth = count_units(&new).breaks() as isize - count_units(&orig).breaks() as isize;
             let tail = tail.unwrap_or(0);
             let delta = truth + off;
-            let got = guard(&orig, &new, tail, a, b, ins.len(), delta).map(|_| ());
+            let got = guard(&orig, &new, tail, a, b, ins.len(), delta);
             let want = reference_guard(&orig, &new, tail, a, b, ins.len(), delta);
             proptest::prop_assert_eq!(&got, &want);
             // Also at units of 16 bits.
             let wide = |v: &[u8]| v.iter().map(|&x| u16::from(x)).collect::<Vec<u16>>();
-            let got = guard(&wide(&orig), &wide(&new), tail, a, b, ins.len(), delta).map(|_| ());
+            let got = guard(&wide(&orig), &wide(&new), tail, a, b, ins.len(), delta);
+            proptest::prop_assert_eq!(&got, &want);
+            // As the engine calls it: the original read in place from its bytes (here
+            // UTF-16BE and UTF-8), the new text as units.
+            let be: Vec<u8> = wide(&orig).iter().flat_map(|u| u.to_be_bytes()).collect();
+            let in_place = crate::repr::Utf16Repr { be: true }.body_units(&be);
+            let got = guard(&in_place, wide(&new).as_slice(), tail, a, b, ins.len(), delta);
+            proptest::prop_assert_eq!(&got, &want);
+            let in_place = crate::repr::Utf8Repr.body_units(&orig);
+            let got = guard(&in_place, new.as_slice(), tail, a, b, ins.len(), delta);
             proptest::prop_assert_eq!(got, want);
         }
     }

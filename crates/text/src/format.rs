@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use chardetng::{EncodingDetector, Iso2022JpDetection, Utf8Detection};
 
 use crate::error::TextError;
-use crate::lines::{Ending, convert_breaks, count_endings, push_converted};
+use crate::lines::{Ending, EndingCounts, convert_breaks, count_endings, push_converted};
 use crate::repr::{Repr, encode_legacy, with_repr};
 
 /// A file's character encoding (SPEC 9).
@@ -218,10 +218,6 @@ pub fn sniff_bom(bytes: &[u8]) -> Option<(Encoding, usize)> {
     }
 }
 
-fn dominant_of<R: Repr>(r: &R, body: &[u8]) -> Option<Ending> {
-    r.count_endings(body).dominant()
-}
-
 /// Detects an existing file's format (SPEC 9): a BOM decides first (see
 /// [`sniff_bom`]); otherwise valid UTF-8 is UTF-8 without BOM; otherwise chardetng
 /// guesses a legacy encoding, accepted only if decoding and re-encoding the whole
@@ -230,21 +226,30 @@ fn dominant_of<R: Repr>(r: &R, body: &[u8]) -> Option<Ending> {
 ///
 /// Errors: `UnsupportedEncoding` when no encoding reproduces the bytes.
 pub fn detect(bytes: &[u8]) -> Result<Format, TextError> {
+    detect_counted(bytes).map(|(format, _)| format)
+}
+
+/// [`detect`], with the line breaks of the body (the complete code units after any
+/// BOM) by kind, counted once for both.
+pub(crate) fn detect_counted(bytes: &[u8]) -> Result<(Format, EndingCounts), TextError> {
     if let Some((encoding, len)) = sniff_bom(bytes) {
         let body = &bytes[len..];
-        let dominant = with_repr!(encoding, |r| dominant_of(r, body));
-        return Ok(Format {
+        let counts = with_repr!(encoding, |r| r.count_endings(body));
+        let format = Format {
             encoding,
             bom: true,
-            dominant,
-        });
+            dominant: counts.dominant(),
+        };
+        return Ok((format, counts));
     }
+    let counts = count_endings(bytes);
     if std::str::from_utf8(bytes).is_ok() {
-        return Ok(Format {
+        let format = Format {
             encoding: Encoding::Utf8,
             bom: false,
-            dominant: count_endings(bytes).dominant(),
-        });
+            dominant: counts.dominant(),
+        };
+        return Ok((format, counts));
     }
     let mut detector = EncodingDetector::new(Iso2022JpDetection::Deny);
     detector.feed(bytes, true);
@@ -263,11 +268,12 @@ pub fn detect(bytes: &[u8]) -> Result<Format, TextError> {
             encoding.name()
         )));
     }
-    Ok(Format {
+    let format = Format {
         encoding,
         bom: false,
-        dominant: count_endings(bytes).dominant(),
-    })
+        dominant: counts.dominant(),
+    };
+    Ok((format, counts))
 }
 
 /// `lineEnding` of a write's `_meta` (SPEC 4 and 9).
@@ -402,9 +408,9 @@ pub fn decode(bytes: &[u8], format: &Format) -> String {
         bytes
     };
     with_repr!(format.encoding, |r| {
-        let (units, tail) = r.units(body);
-        let mut s = r.decode(&units);
-        if tail > 0 {
+        let mut s = r.decode_body(body);
+        if r.body_units(body).byte_len() < body.len() {
+            // A trailing partial code unit.
             s.push(char::REPLACEMENT_CHARACTER);
         }
         s

@@ -183,13 +183,43 @@ pub fn iter_bytes(bytes: &[u8]) -> LineIter<'_, u8> {
     }
 }
 
-/// The lines of any code-unit sequence, vectorised for bytes.
-pub(crate) fn iter_lines<U: Unit>(units: &[U]) -> LineIter<'_, U> {
+/// The lines of any code-unit sequence (vectorised for bytes) from the line starting
+/// at `start` on (`start` must be 0 or the end of a line break, as [`skip_lines`]
+/// returns).
+pub(crate) fn iter_lines_from<U: Unit>(units: &[U], start: usize) -> LineIter<'_, U> {
     LineIter {
         units,
-        pos: 0,
+        pos: start,
         next_break: next_break::<U>,
     }
+}
+
+/// Where the line `k` lines after the line starting at `start` starts, or `None`
+/// when there is no such line (`skip_lines(u, 0, k)` is the start of line `k`,
+/// 0-based). For bytes, whole blocks whose breaks are fewer than those left to skip
+/// are only counted (vectorised); the rest is walked break by break.
+pub(crate) fn skip_lines<U: Unit>(units: &[U], start: usize, k: usize) -> Option<usize> {
+    const BLOCK: usize = 1 << 14;
+    let (mut pos, mut k) = (start, k);
+    if let Some(bytes) = U::as_bytes(units) {
+        // `pos` need not stay a line start here: it only marks how far the breaks
+        // (by their last unit) have been counted.
+        while k > 0 && pos + BLOCK <= bytes.len() {
+            let c = count_range_bytes(bytes, pos, pos + BLOCK).breaks();
+            if c >= k {
+                break;
+            }
+            k -= c;
+            pos += BLOCK;
+        }
+    }
+    while k > 0 {
+        let q = next_break(units, pos)?;
+        let crlf = units[q].into() == CR && units.get(q + 1).is_some_and(|&u| u.into() == LF);
+        pos = q + if crlf { 2 } else { 1 };
+        k -= 1;
+    }
+    (pos < units.len()).then_some(pos)
 }
 
 /// Splits a sequence of code units into lines (SPEC 8.1). A line ends at `\n`,
@@ -286,14 +316,10 @@ fn count_range_bytes(b: &[u8], lo: usize, hi: usize) -> EndingCounts {
     let crs = memchr::memchr_iter(b'\r', r).count();
     // `\r` units in the range directly followed by `\n` (that `\n` possibly at `hi`).
     let last = hi.min(b.len().saturating_sub(1));
-    let cr_lf: usize = if crs == 0 || lo >= last {
+    let cr_lf = if crs == 0 || lo >= last {
         0
     } else {
-        b[lo..last]
-            .iter()
-            .zip(&b[lo + 1..=last])
-            .map(|(&x, &y)| usize::from((x == b'\r') & (y == b'\n')))
-            .sum()
+        count_cr_lf(&b[lo..last], &b[lo + 1..=last])
     };
     // `\n` units in the range directly preceded by `\r`: the same pairs, less one
     // whose `\n` is at `hi`, plus one whose `\r` is at `lo - 1`.
@@ -309,6 +335,22 @@ fn count_range_bytes(b: &[u8], lo: usize, hi: usize) -> EndingCounts {
         crlf: lf_after_cr,
         cr: crs - cr_lf,
     }
+}
+
+/// Number of indexes `i` with `cr[i] == b'\r'` and `lf[i] == b'\n'` (`lf` is `cr`
+/// shifted by one byte). Counted in blocks small enough for byte-wide sums, which
+/// the compiler vectorises.
+fn count_cr_lf(cr: &[u8], lf: &[u8]) -> usize {
+    const BLOCK: usize = 128;
+    cr.chunks(BLOCK)
+        .zip(lf.chunks(BLOCK))
+        .map(|(c, l)| {
+            let hits = c.iter().zip(l).fold(0u8, |n, (&x, &y)| {
+                n + (u8::from(x == b'\r') & u8::from(y == b'\n'))
+            });
+            usize::from(hits)
+        })
+        .sum()
 }
 
 /// The breaks whose last unit lies in `lo..hi` of any code-unit sequence (see
@@ -584,6 +626,52 @@ mod tests {
         assert_eq!(line_index_at(&lines, 99), 2);
     }
 
+    /// Skipping lines over texts long enough for whole counted blocks, including
+    /// blocks that end between a `\r` and its `\n` and lines longer than a block.
+    #[test]
+    fn skipping_lines_across_blocks() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..6 {
+            let mut bytes = Vec::new();
+            while bytes.len() < 200_000 {
+                let r = next();
+                let text = (r % if round % 2 == 0 { 60 } else { 40_000 }) as usize;
+                bytes.extend(std::iter::repeat_n(b'x', text));
+                bytes.extend_from_slice(match (r >> 32) % 4 {
+                    0 => &b"\n"[..],
+                    1 => b"\r",
+                    _ => b"\r\n",
+                });
+            }
+            // Breaks straddling block edges.
+            for edge in [1usize << 14, 2 << 14, 3 << 14] {
+                bytes[edge - 1] = b'\r';
+                bytes[edge] = b'\n';
+            }
+            if round >= 4 {
+                bytes.pop();
+            }
+            let want = reference_split(&bytes);
+            for k in (0..want.len() + 2)
+                .step_by(61)
+                .chain([want.len() - 1, want.len()])
+            {
+                assert_eq!(
+                    skip_lines(&bytes, 0, k),
+                    want.get(k).map(|l| l.start),
+                    "round {round}, k {k}"
+                );
+            }
+            assert_eq!(count_endings(&bytes), counts_of(&want));
+        }
+    }
+
     /// The split as first written (a plain loop), the reference for the scanners.
     fn reference_split<U: Copy + Into<u32>>(units: &[U]) -> Vec<Line> {
         let mut lines = Vec::new();
@@ -654,9 +742,9 @@ mod tests {
             let want = reference_split(&bytes);
             proptest::prop_assert_eq!(&split_bytes(&bytes), &want);
             proptest::prop_assert_eq!(&split_units(&bytes), &want);
-            proptest::prop_assert_eq!(&iter_lines(&bytes).collect::<Vec<_>>(), &want);
+            proptest::prop_assert_eq!(&iter_lines_from(&bytes, 0).collect::<Vec<_>>(), &want);
             let wide: Vec<u16> = bytes.iter().map(|&b| u16::from(b)).collect();
-            proptest::prop_assert_eq!(&iter_lines(&wide).collect::<Vec<_>>(), &want);
+            proptest::prop_assert_eq!(&iter_lines_from(&wide, 0).collect::<Vec<_>>(), &want);
             let c = count_endings(&bytes);
             proptest::prop_assert_eq!(c, counts_of(&want));
             proptest::prop_assert_eq!(count_units(&wide), c);
@@ -673,6 +761,22 @@ mod tests {
             let mut loc = LineLocator::new(&bytes, want.len());
             for p in [lo, hi, hi + 1, lo] {
                 proptest::prop_assert_eq!(loc.index_at(p), line_index_at(&want, p), "pos {}", p);
+            }
+        }
+
+        #[test]
+        fn skipping_lines_matches_the_reference(bytes in breaky(), from in 0usize..40) {
+            let want = reference_split(&bytes);
+            let wide: Vec<u32> = bytes.iter().map(|&b| u32::from(b)).collect();
+            let start = want.get(from).map_or(0, |l| l.start);
+            let base = if from < want.len() { from } else { 0 };
+            for k in 0..=want.len() + 1 {
+                let expect = want.get(base + k).map(|l| l.start);
+                proptest::prop_assert_eq!(skip_lines(&bytes, start, k), expect);
+                proptest::prop_assert_eq!(skip_lines(&wide, start, k), expect);
+                if let Some(p) = expect {
+                    proptest::prop_assert_eq!(iter_lines_from(&bytes, p).next(), want.get(base + k).copied());
+                }
             }
         }
 

@@ -5,7 +5,8 @@ use std::borrow::Cow;
 use crate::edit::is_binary;
 use crate::error::TextError;
 use crate::format::{Encoding, Format, decode, detect};
-use crate::lines::{Line, count_lines, iter_bytes};
+use crate::lines::{Line, count_lines, iter_lines_from, skip_lines};
+use crate::repr::utf8_lossy;
 
 /// The numbered lines of `_writegate/read_lines` (SPEC 3).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +32,9 @@ fn window(
     let first = line.unwrap_or(1).max(1);
     let start = usize::try_from(first - 1).unwrap_or(usize::MAX);
     let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-    (start, iter_bytes(text.as_bytes()).skip(start).take(take))
+    let at = skip_lines(text.as_bytes(), 0, start);
+    let lines = at.map(|at| iter_lines_from(text.as_bytes(), at));
+    (start, lines.into_iter().flatten().take(take))
 }
 
 /// [`decode`] without a copy when the file is UTF-8 (its bytes after any BOM, with
@@ -43,7 +46,7 @@ fn decoded<'a>(bytes: &'a [u8], format: &Format) -> Cow<'a, str> {
             Some(body) if format.bom => body,
             _ => bytes,
         };
-        String::from_utf8_lossy(body)
+        utf8_lossy(body)
     } else {
         Cow::Owned(decode(bytes, format))
     }

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use encoding_rs::{DecoderResult, EncoderResult};
 
 use crate::error::TextError;
-use crate::lines::{EndingCounts, count_stream, count_units};
+use crate::lines::{EndingCounts, count_endings, count_stream};
 
 /// A code unit: a byte, a UTF-16 unit or a UTF-32 unit.
 pub(crate) trait Unit: Copy + Eq + Into<u32> + std::fmt::Debug + 'static {
@@ -52,16 +52,104 @@ pub(crate) trait Repr {
         self.write(&units, out);
         Ok(())
     }
+    /// The complete units of `body` read in place, without a copy.
+    fn body_units<'a>(&self, body: &'a [u8]) -> BodyUnits<'a>;
     /// The line breaks of `body` by kind (a trailing partial unit is ignored).
     fn count_endings(&self, body: &[u8]) -> EndingCounts {
-        count_units(&self.units(body).0)
+        let units = self.body_units(body);
+        match units.as_bytes() {
+            Some(bytes) => count_endings(bytes),
+            None => count_stream(units.iter()),
+        }
     }
     /// Decodes `units` for display, replacing what cannot be decoded by U+FFFD.
     fn decode(&self, units: &[Self::U]) -> String;
+    /// [`Repr::decode`] of the complete units of `body` (a trailing partial unit is
+    /// ignored), without the intermediate units where the encoding allows.
+    fn decode_body(&self, body: &[u8]) -> String {
+        self.decode(&self.units(body).0)
+    }
     /// For encodings where a unit index need not be a character boundary
     /// (multi-byte legacy encodings): `b[i]` tells whether index `i` (0..=len) is one.
     fn boundaries(&self, _units: &[Self::U]) -> Option<Vec<bool>> {
         None
+    }
+}
+
+/// A file body read as code units in place: unit `i` is the `width` bytes from
+/// `i * width`, in the given byte order; a trailing partial unit is not part of it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BodyUnits<'a> {
+    bytes: &'a [u8],
+    width: usize,
+    be: bool,
+}
+
+impl<'a> BodyUnits<'a> {
+    fn new(bytes: &'a [u8], width: usize, be: bool) -> Self {
+        let whole = bytes.len() - bytes.len() % width;
+        BodyUnits {
+            bytes: &bytes[..whole],
+            width,
+            be,
+        }
+    }
+
+    /// Number of complete units.
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len() / self.width
+    }
+
+    /// The value of unit `i` (`i < len()`).
+    pub(crate) fn at(&self, i: usize) -> u32 {
+        unit_value(&self.bytes[i * self.width..(i + 1) * self.width], self.be)
+    }
+
+    /// Number of bytes the complete units take.
+    pub(crate) fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The units themselves when a unit is a byte.
+    pub(crate) fn as_bytes(&self) -> Option<&'a [u8]> {
+        (self.width == 1).then_some(self.bytes)
+    }
+
+    /// Every unit's value, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + 'a {
+        let be = self.be;
+        self.bytes
+            .chunks_exact(self.width)
+            .map(move |c| unit_value(c, be))
+    }
+}
+
+/// The value of one unit stored as `bytes` (1, 2 or 4 of them).
+fn unit_value(bytes: &[u8], be: bool) -> u32 {
+    match *bytes {
+        [b] => u32::from(b),
+        [x, y] => u32::from(if be {
+            u16::from_be_bytes([x, y])
+        } else {
+            u16::from_le_bytes([x, y])
+        }),
+        [w, x, y, z] => {
+            if be {
+                u32::from_be_bytes([w, x, y, z])
+            } else {
+                u32::from_le_bytes([w, x, y, z])
+            }
+        }
+        _ => 0,
+    }
+}
+
+/// `String::from_utf8_lossy`, checking first with the much faster `str::from_utf8`
+/// (the lossy decoder's scan is an order of magnitude slower on valid text).
+pub(crate) fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
@@ -83,8 +171,11 @@ impl Repr for Utf8Repr {
         out.extend_from_slice(s.as_bytes());
         Ok(())
     }
+    fn body_units<'a>(&self, body: &'a [u8]) -> BodyUnits<'a> {
+        BodyUnits::new(body, 1, false)
+    }
     fn decode(&self, units: &[u8]) -> String {
-        String::from_utf8_lossy(units).into_owned()
+        utf8_lossy(units).into_owned()
     }
 }
 
@@ -101,6 +192,9 @@ impl Repr for LegacyRepr {
     }
     fn write(&self, units: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(units);
+    }
+    fn body_units<'a>(&self, body: &'a [u8]) -> BodyUnits<'a> {
+        BodyUnits::new(body, 1, false)
     }
     fn decode(&self, units: &[u8]) -> String {
         self.0.decode_without_bom_handling(units).0.into_owned()
@@ -159,20 +253,30 @@ impl Repr for Utf16Repr {
             });
         }
     }
+    fn encode_into(&self, s: &str, out: &mut Vec<u8>) -> Result<(), TextError> {
+        for u in s.encode_utf16() {
+            out.extend_from_slice(&if self.be {
+                u.to_be_bytes()
+            } else {
+                u.to_le_bytes()
+            });
+        }
+        Ok(())
+    }
+    fn body_units<'a>(&self, body: &'a [u8]) -> BodyUnits<'a> {
+        BodyUnits::new(body, 2, self.be)
+    }
     fn decode(&self, units: &[u16]) -> String {
         char::decode_utf16(units.iter().copied())
             .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
             .collect()
     }
-    fn count_endings(&self, body: &[u8]) -> EndingCounts {
-        count_stream(body.chunks_exact(2).map(|c| {
-            let b = [c[0], c[1]];
-            u32::from(if self.be {
-                u16::from_be_bytes(b)
-            } else {
-                u16::from_le_bytes(b)
-            })
-        }))
+    fn decode_body(&self, body: &[u8]) -> String {
+        // The values of 16-bit units always fit in a u16.
+        let units = self.body_units(body).iter().map(|u| u as u16);
+        char::decode_utf16(units)
+            .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect()
     }
 }
 
@@ -211,21 +315,31 @@ impl Repr for Utf32Repr {
             });
         }
     }
+    fn encode_into(&self, s: &str, out: &mut Vec<u8>) -> Result<(), TextError> {
+        for c in s.chars() {
+            let u = c as u32;
+            out.extend_from_slice(&if self.be {
+                u.to_be_bytes()
+            } else {
+                u.to_le_bytes()
+            });
+        }
+        Ok(())
+    }
+    fn body_units<'a>(&self, body: &'a [u8]) -> BodyUnits<'a> {
+        BodyUnits::new(body, 4, self.be)
+    }
     fn decode(&self, units: &[u32]) -> String {
         units
             .iter()
             .map(|&u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
             .collect()
     }
-    fn count_endings(&self, body: &[u8]) -> EndingCounts {
-        count_stream(body.chunks_exact(4).map(|c| {
-            let b = [c[0], c[1], c[2], c[3]];
-            if self.be {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            }
-        }))
+    fn decode_body(&self, body: &[u8]) -> String {
+        self.body_units(body)
+            .iter()
+            .map(|u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect()
     }
 }
 
