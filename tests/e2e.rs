@@ -6,19 +6,25 @@
 //! home. Timeouts exist only so that a broken daemon fails a test instead of
 //! hanging it; nothing asserts on speed.
 //!
-//! Helpers (daemon spawning, line clients, audit reading) are at the bottom.
+//! The temp tree, daemon spawning, line clients and audit reading are in
+//! `common/mod.rs`; the helpers only these tests use are at the bottom.
 
+mod common;
+
+use common::{
+    BIN, Opts, TIMEOUT, Tree, mode_of, req, run_with_stdin, snapshot, temps, truncate, write_params,
+};
+use rustix::process::Signal;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,10 +34,10 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn handshake_over_stdio() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
-    let r = c.call(
+    let r = c.call_id(
         1,
         "initialize",
         json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}}}),
@@ -39,7 +45,7 @@ fn handshake_over_stdio() {
     check_initialize(&r, &s.ws, false);
     // Reading is off by default: the method does not exist.
     fs::write(s.ws.join("r.txt"), "x\n").unwrap();
-    let r = c.call(
+    let r = c.call_id(
         2,
         "fs/read_text_file",
         json!({"sessionId": "s", "path": s.ws.join("r.txt")}),
@@ -50,13 +56,13 @@ fn handshake_over_stdio() {
 
 #[test]
 fn handshake_over_socket_with_allow_read() {
-    let s = Setup::new();
+    let s = Tree::new();
     let d = s.socket_daemon(&["--allow-read"]);
     let mut c = d.connect();
-    let r = c.call("init", "initialize", json!({"protocolVersion": 1}));
+    let r = c.call_id("init", "initialize", json!({"protocolVersion": 1}));
     check_initialize(&r, &s.ws, true);
     fs::write(s.ws.join("r.txt"), "one\r\ntwo\n").unwrap();
-    let r = c.call(
+    let r = c.call_id(
         2,
         "fs/read_text_file",
         json!({"sessionId": "s", "path": s.ws.join("r.txt")}),
@@ -66,14 +72,14 @@ fn handshake_over_socket_with_allow_read() {
 
 #[test]
 fn handshake_socket_initialize_can_choose_another_registered_workspace() {
-    let s = Setup::new();
+    let s = Tree::new();
     let ws2 = s.base.join("ws2");
     fs::create_dir(&ws2).unwrap();
     let ws2_arg = ws2.to_str().unwrap().to_string();
     let d = s.socket_daemon(&["--workspace", &ws2_arg]);
 
     let mut c = d.connect();
-    let r = c.call(
+    let r = c.call_id(
         1,
         "initialize",
         json!({"protocolVersion": 1, "_meta": {"writegate/workspace": ws2}}),
@@ -83,7 +89,7 @@ fn handshake_socket_initialize_can_choose_another_registered_workspace() {
         json!(ws2),
         "{r}"
     );
-    let r = c.call(
+    let r = c.call_id(
         2,
         "fs/write_text_file",
         write_params(&ws2.join("in2.txt"), "two\n"),
@@ -91,7 +97,7 @@ fn handshake_socket_initialize_can_choose_another_registered_workspace() {
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(ws2.join("in2.txt")).unwrap(), b"two\n");
     // The primary is "outside" for a connection owned by ws2.
-    let r = c.call(
+    let r = c.call_id(
         3,
         "fs/write_text_file",
         write_params(&s.ws.join("in1.txt"), "one\n"),
@@ -106,7 +112,7 @@ fn handshake_socket_initialize_can_choose_another_registered_workspace() {
     let stranger = s.base.join("stranger");
     fs::create_dir(&stranger).unwrap();
     let mut c2 = d.connect();
-    let r = c2.call(
+    let r = c2.call_id(
         1,
         "initialize",
         json!({"protocolVersion": 1, "_meta": {"writegate/workspace": stranger}}),
@@ -115,7 +121,7 @@ fn handshake_socket_initialize_can_choose_another_registered_workspace() {
 
     // A connection without a choice belongs to the primary.
     let mut c3 = d.connect();
-    let r = c3.call(1, "initialize", json!({"protocolVersion": 1}));
+    let r = c3.call_id(1, "initialize", json!({"protocolVersion": 1}));
     assert_eq!(
         r["result"]["_meta"]["writegate"]["workspace"]["root"],
         json!(s.ws),
@@ -129,18 +135,18 @@ fn handshake_socket_initialize_can_choose_another_registered_workspace() {
 
 #[test]
 fn write_creates_private_file_with_exact_bytes_and_one_audit_event() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let ws_id = check_initialize(
-        &c.call(0, "initialize", json!({"protocolVersion": 1})),
+        &c.call_id(0, "initialize", json!({"protocolVersion": 1})),
         &s.ws,
         false,
     );
 
     let p = s.ws.join("hello.txt");
     let content = "h\u{e9}llo\nw\u{f6}rld \u{1F680}\n\tend without newline";
-    let r = c.call(
+    let r = c.call_id(
         1,
         "fs/write_text_file",
         json!({"sessionId": "sess-1", "path": p, "content": content}),
@@ -153,10 +159,14 @@ fn write_creates_private_file_with_exact_bytes_and_one_audit_event() {
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&p).unwrap(), content.as_bytes());
     assert_eq!(mode_of(&p), 0o600);
-    assert_eq!(mode_of(&s.audit), 0o600, "the audit log is created 0600");
+    assert_eq!(
+        mode_of(&s.audit_log),
+        0o600,
+        "the audit log is created 0600"
+    );
     assert!(temps(&s.ws).is_empty());
 
-    let raw = fs::read_to_string(&s.audit).unwrap();
+    let raw = fs::read_to_string(&s.audit_log).unwrap();
     assert!(
         !raw.contains("hello.txt"),
         "raw paths must not reach the audit log by default: {raw}"
@@ -197,14 +207,14 @@ fn write_creates_private_file_with_exact_bytes_and_one_audit_event() {
 
 #[test]
 fn overwrite_keeps_mode_and_records_before_and_after() {
-    let s = Setup::new();
+    let s = Tree::new();
     let p = s.ws.join("script.sh");
     fs::write(&p, "old\n").unwrap();
     fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
     let ino_before = fs::metadata(&p).unwrap().ino();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
-    let r = c.call(
+    let r = c.call_id(
         1,
         "fs/write_text_file",
         write_params(&p, "#!/bin/sh\necho new\n"),
@@ -229,12 +239,12 @@ fn overwrite_keeps_mode_and_records_before_and_after() {
 
 #[test]
 fn crlf_file_stays_crlf() {
-    let s = Setup::new();
+    let s = Tree::new();
     let p = s.ws.join("win.txt");
     fs::write(&p, "one\r\ntwo\r\n").unwrap();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
-    let r = c.call(
+    let r = c.call_id(
         1,
         "fs/write_text_file",
         write_params(&p, "uno\ndos\ntres\n"),
@@ -242,7 +252,7 @@ fn crlf_file_stays_crlf() {
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&p).unwrap(), b"uno\r\ndos\r\ntres\r\n");
     // Content that already has CRLF never becomes \r\r\n.
-    let r = c.call(2, "fs/write_text_file", write_params(&p, "a\r\nb\nc"));
+    let r = c.call_id(2, "fs/write_text_file", write_params(&p, "a\r\nb\nc"));
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&p).unwrap(), b"a\r\nb\r\nc");
     assert_eq!(s.audit_events().len(), 2);
@@ -250,13 +260,14 @@ fn crlf_file_stays_crlf() {
 
 #[test]
 fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes() {
-    let s = Setup::new();
+    let s = Tree::new();
     let outside = s.base.join("outside");
     let evil = s.base.join("ws-evil"); // shares a string prefix with ws
     fs::create_dir(&outside).unwrap();
     fs::create_dir(&evil).unwrap();
     fs::write(s.ws.join("keep.txt"), "keep\n").unwrap();
-    let before = tree(&s.base);
+    // All but the audit log (state/) and the daemon's stderr (logs/).
+    let before = snapshot(&s.base, &["state", "logs"]);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let targets = [
@@ -265,7 +276,7 @@ fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes(
         s.ws.join("../outside/y.txt"),
     ];
     for (i, t) in targets.iter().enumerate() {
-        let r = c.call(i as i64, "fs/write_text_file", write_params(t, "nope\n"));
+        let r = c.call_id(i as i64, "fs/write_text_file", write_params(t, "nope\n"));
         assert_eq!(r["error"]["code"], -32603, "{t:?}: {r}");
         assert_eq!(
             r["error"]["data"]["errorKind"], "path_outside_workspace",
@@ -273,10 +284,7 @@ fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes(
         );
         assert_eq!(r["error"]["data"]["status"], 400, "{t:?}: {r}");
     }
-    let mut after = tree(&s.base);
-    after.retain(|k, _| !k.starts_with("state") && !k.to_string_lossy().starts_with("daemon-"));
-    let mut before = before;
-    before.retain(|k, _| !k.starts_with("state") && !k.to_string_lossy().starts_with("daemon-"));
+    let after = snapshot(&s.base, &["state", "logs"]);
     assert_eq!(before, after, "the file tree must not change");
     let a = s.audit_events();
     assert_eq!(a.len(), 3, "{a:?}");
@@ -289,11 +297,11 @@ fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes(
 
 #[test]
 fn write_with_missing_parent_is_path_not_found_with_uri() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("missing/dir/a.txt");
-    let r = c.call(1, "fs/write_text_file", write_params(&p, "x"));
+    let r = c.call_id(1, "fs/write_text_file", write_params(&p, "x"));
     assert_eq!(r["error"]["code"], -32002, "{r}");
     assert_eq!(r["error"]["data"]["uri"], json!(p), "{r}");
     assert_eq!(r["error"]["data"]["errorKind"], "path_not_found", "{r}");
@@ -309,7 +317,7 @@ fn write_with_missing_parent_is_path_not_found_with_uri() {
 
 #[test]
 fn receipt_lists_the_writes_of_the_session() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let a = s.ws.join("a.txt");
@@ -317,22 +325,22 @@ fn receipt_lists_the_writes_of_the_session() {
     let mine =
         |path: &Path, content: &str| json!({"sessionId": "mine", "path": path, "content": content});
     assert_eq!(
-        c.call(1, "fs/write_text_file", mine(&a, "new content\n"))["result"],
+        c.call_id(1, "fs/write_text_file", mine(&a, "new content\n"))["result"],
         json!({})
     );
     assert_eq!(
-        c.call(2, "fs/write_text_file", mine(&s.ws.join("b.txt"), "b"))["result"],
+        c.call_id(2, "fs/write_text_file", mine(&s.ws.join("b.txt"), "b"))["result"],
         json!({})
     );
     assert_eq!(
-        c.call(
+        c.call_id(
             3,
             "fs/write_text_file",
             write_params(&s.ws.join("other.txt"), "o")
         )["result"],
         json!({})
     );
-    let r = c.call(4, "_writegate/receipt", json!({"sessionId": "mine"}));
+    let r = c.call_id(4, "_writegate/receipt", json!({"sessionId": "mine"}));
     let files = r["result"]["files"]
         .as_array()
         .unwrap_or_else(|| panic!("{r}"));
@@ -355,7 +363,7 @@ fn receipt_lists_the_writes_of_the_session() {
         .find(|f| f["path"] == json!(s.ws.join("b.txt")))
         .unwrap_or_else(|| panic!("{r}"));
     assert_eq!(b["created"], true, "{r}");
-    let r = c.call(
+    let r = c.call_id(
         5,
         "_writegate/receipt",
         json!({"sessionId": "nobody-wrote"}),
@@ -365,7 +373,7 @@ fn receipt_lists_the_writes_of_the_session() {
 
 #[test]
 fn symlinks_inside_are_followed_and_escapes_refused() {
-    let s = Setup::new();
+    let s = Tree::new();
     let outside = s.base.join("outside");
     fs::create_dir(&outside).unwrap();
     fs::create_dir(s.ws.join("real")).unwrap();
@@ -376,7 +384,7 @@ fn symlinks_inside_are_followed_and_escapes_refused() {
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
 
-    let r = c.call(
+    let r = c.call_id(
         1,
         "fs/write_text_file",
         write_params(&s.ws.join("out-link/x.txt"), "x"),
@@ -389,7 +397,7 @@ fn symlinks_inside_are_followed_and_escapes_refused() {
         "nothing written outside"
     );
 
-    let r = c.call(
+    let r = c.call_id(
         2,
         "fs/write_text_file",
         write_params(&s.ws.join("in-link/y.txt"), "y"),
@@ -398,7 +406,7 @@ fn symlinks_inside_are_followed_and_escapes_refused() {
     assert_eq!(fs::read(s.ws.join("real/y.txt")).unwrap(), b"y");
 
     // A link to a file inside: the target is written and the link stays a link.
-    let r = c.call(
+    let r = c.call_id(
         3,
         "fs/write_text_file",
         write_params(&s.ws.join("file-link"), "new\n"),
@@ -416,11 +424,11 @@ fn symlinks_inside_are_followed_and_escapes_refused() {
 
 #[test]
 fn approval_gate_refuses_credentials_until_approved_once() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let env = s.ws.join(".env");
-    let r = c.call(1, "fs/write_text_file", write_params(&env, "A=1\n"));
+    let r = c.call_id(1, "fs/write_text_file", write_params(&env, "A=1\n"));
     assert_eq!(r["error"]["code"], -32603, "{r}");
     assert_eq!(r["error"]["data"]["errorKind"], "approval_required", "{r}");
     assert_eq!(r["error"]["data"]["status"], 403, "{r}");
@@ -431,32 +439,32 @@ fn approval_gate_refuses_credentials_until_approved_once() {
     assert!(command.ends_with("/.env"), "{command}");
     assert!(!env.exists());
 
-    let r = c.call(
+    let r = c.call_id(
         2,
         "_writegate/approve",
         json!({"sessionId": "s", "pattern": command, "scope": "once"}),
     );
     assert!(r["result"].is_object(), "{r}");
-    let r = c.call(3, "fs/write_text_file", write_params(&env, "A=1\n"));
+    let r = c.call_id(3, "fs/write_text_file", write_params(&env, "A=1\n"));
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&env).unwrap(), b"A=1\n");
     // "once" is used up.
-    let r = c.call(4, "fs/write_text_file", write_params(&env, "A=2\n"));
+    let r = c.call_id(4, "fs/write_text_file", write_params(&env, "A=2\n"));
     assert_eq!(r["error"]["data"]["errorKind"], "approval_required", "{r}");
     assert_eq!(fs::read(&env).unwrap(), b"A=1\n");
 }
 
 #[test]
 fn untrusted_workspace_refuses_writes() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&["--untrusted"]);
     let mut c = d.stdio_client();
-    let r = c.call(1, "initialize", json!({"protocolVersion": 1}));
+    let r = c.call_id(1, "initialize", json!({"protocolVersion": 1}));
     assert_eq!(
         r["result"]["_meta"]["writegate"]["workspace"]["trusted"], false,
         "{r}"
     );
-    let r = c.call(
+    let r = c.call_id(
         2,
         "fs/write_text_file",
         write_params(&s.ws.join("a.txt"), "x"),
@@ -480,7 +488,7 @@ fn untrusted_workspace_refuses_writes() {
 
 #[test]
 fn framing_unparseable_line_is_parse_error_with_null_id() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\n");
@@ -492,7 +500,7 @@ fn framing_unparseable_line_is_parse_error_with_null_id() {
 
 #[test]
 fn framing_batch_gets_one_invalid_request_with_null_id() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("batched.txt");
@@ -510,10 +518,10 @@ fn framing_batch_gets_one_invalid_request_with_null_id() {
 
 #[test]
 fn framing_unknown_method_names_the_method() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
-    let r = c.call(3, "no/such_method", json!({}));
+    let r = c.call_id(3, "no/such_method", json!({}));
     assert_eq!(r["error"]["code"], -32601, "{r}");
     assert_eq!(r["id"], 3);
     assert!(
@@ -524,13 +532,13 @@ fn framing_unknown_method_names_the_method() {
 
 #[test]
 fn framing_unknown_notification_gets_no_response() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     c.send(&json!({"jsonrpc": "2.0", "method": "no/such_notification", "params": {"x": 1}}));
     c.send(&json!({"jsonrpc": "2.0", "method": "session/update"}));
     // A request sent after them is the only thing answered.
-    let r = c.call(9, "_writegate/receipt", json!({"sessionId": "s"}));
+    let r = c.call_id(9, "_writegate/receipt", json!({"sessionId": "s"}));
     assert_eq!(r["id"], 9, "{r}");
     assert!(r["result"].is_object(), "{r}");
     assert!(c.sync().is_empty());
@@ -538,7 +546,7 @@ fn framing_unknown_notification_gets_no_response() {
 
 #[test]
 fn framing_bad_params_are_invalid_params_with_reason() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("num.txt");
@@ -550,7 +558,7 @@ fn framing_bad_params_are_invalid_params_with_reason() {
         json!(null),
     ];
     for (i, params) in cases.iter().enumerate() {
-        let r = c.call(i as i64, "fs/write_text_file", params.clone());
+        let r = c.call_id(i as i64, "fs/write_text_file", params.clone());
         assert_eq!(r["error"]["code"], -32602, "{params}: {r}");
         let data = &r["error"]["data"];
         assert!(
@@ -567,7 +575,7 @@ fn framing_bad_params_are_invalid_params_with_reason() {
 
 #[test]
 fn framing_ids_are_echoed_exactly() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     for raw_id in [
@@ -597,7 +605,7 @@ fn framing_ids_are_echoed_exactly() {
 
 #[test]
 fn framing_float_or_huge_ids_are_invalid_requests() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("bad-id.txt");
@@ -625,7 +633,7 @@ fn framing_float_or_huge_ids_are_invalid_requests() {
 
 #[test]
 fn framing_crlf_endings_and_blank_lines_are_tolerated() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let a = req(
@@ -654,10 +662,10 @@ fn framing_crlf_endings_and_blank_lines_are_tolerated() {
 
 #[test]
 fn framing_line_over_max_frame_bytes_gets_one_error_and_connection_goes_on() {
-    let s = Setup::new();
-    let mut d = s.daemon(DaemonOpts {
+    let s = Tree::new();
+    let mut d = s.daemon(Opts {
         stdio: true,
-        env: vec![("WRITEGATE_MAX_FRAME_BYTES", "4096")],
+        env: &[("WRITEGATE_MAX_FRAME_BYTES", "4096")],
         ..Default::default()
     });
     let mut c = d.stdio_client();
@@ -677,7 +685,7 @@ fn framing_line_over_max_frame_bytes_gets_one_error_and_connection_goes_on() {
     assert_eq!(r["error"]["code"], -32600, "{r}");
     assert!(r["id"].is_null(), "{r}");
     // The next request on the same connection works.
-    let r = c.call(
+    let r = c.call_id(
         2,
         "fs/write_text_file",
         write_params(&s.ws.join("next.txt"), "next"),
@@ -728,7 +736,7 @@ fn framing_line_over_max_frame_bytes_gets_one_error_and_connection_goes_on() {
 
 #[test]
 fn framing_lone_surrogate_is_invalid_params_with_the_request_id() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("sur.txt");
@@ -777,18 +785,18 @@ fn framing_lone_surrogate_is_invalid_params_with_the_request_id() {
 
 #[test]
 fn framing_relative_path_is_invalid_params() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     for path in ["rel.txt", "./rel.txt", "", "ws/rel.txt"] {
-        let r = c.call(
+        let r = c.call_id(
             1,
             "fs/write_text_file",
             json!({"sessionId": "s", "path": path, "content": "x"}),
         );
         assert_eq!(r["error"]["code"], -32602, "{path:?}: {r}");
     }
-    let r = c.call(
+    let r = c.call_id(
         2,
         "_writegate/edit_text_file",
         json!({"sessionId": "s", "path": "rel.txt", "mode": "append", "content": "x"}),
@@ -799,7 +807,7 @@ fn framing_relative_path_is_invalid_params() {
 
 #[test]
 fn framing_invalid_utf8_is_parse_error_and_connection_survives() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("u.txt");
@@ -814,14 +822,14 @@ fn framing_invalid_utf8_is_parse_error_and_connection_survives() {
     assert_eq!(r["error"]["code"], -32700, "{r}");
     assert!(r["id"].is_null(), "{r}");
     assert!(!p.exists());
-    let r = c.call(2, "fs/write_text_file", write_params(&p, "fine"));
+    let r = c.call_id(2, "fs/write_text_file", write_params(&p, "fine"));
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&p).unwrap(), b"fine");
 }
 
 #[test]
 fn framing_no_bad_line_closes_the_connection() {
-    let s = Setup::new();
+    let s = Tree::new();
     let d = s.socket_daemon(&[]);
     let mut c = d.connect();
     // Each of these gets exactly one error answer.
@@ -862,7 +870,7 @@ fn framing_no_bad_line_closes_the_connection() {
         extra.is_empty(),
         "one answer per bad line, none for the others: {extra:?}"
     );
-    let r = c.call(
+    let r = c.call_id(
         100,
         "fs/write_text_file",
         write_params(&s.ws.join("after.txt"), "still here"),
@@ -872,7 +880,7 @@ fn framing_no_bad_line_closes_the_connection() {
     // The daemon itself is fine: a new connection works too.
     let mut c2 = d.connect();
     check_initialize(
-        &c2.call(1, "initialize", json!({"protocolVersion": 1})),
+        &c2.call_id(1, "initialize", json!({"protocolVersion": 1})),
         &s.ws,
         false,
     );
@@ -884,7 +892,7 @@ fn framing_no_bad_line_closes_the_connection() {
 
 #[test]
 fn concurrency_fifty_pipelined_writes_on_one_connection() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let mut all = Vec::new();
@@ -914,7 +922,7 @@ fn concurrency_fifty_pipelined_writes_on_one_connection() {
 
 #[test]
 fn concurrency_eight_socket_connections_of_twenty_five_writes() {
-    let s = Setup::new();
+    let s = Tree::new();
     let d = s.socket_daemon(&[]);
     let handles: Vec<_> = (0..8)
         .map(|conn| {
@@ -962,7 +970,7 @@ fn concurrency_eight_socket_connections_of_twenty_five_writes() {
 
 #[test]
 fn concurrency_twenty_appends_to_one_file_from_four_connections_all_land() {
-    let s = Setup::new();
+    let s = Tree::new();
     let d = s.socket_daemon(&[]);
     let p = s.ws.join("log.txt");
     let handles: Vec<_> = (0..4)
@@ -1014,7 +1022,7 @@ fn concurrency_twenty_appends_to_one_file_from_four_connections_all_land() {
 
 #[test]
 fn concurrency_whole_file_writes_to_one_file_never_tear() {
-    let s = Setup::new();
+    let s = Tree::new();
     let d = s.socket_daemon(&[]);
     let p = s.ws.join("contended.txt");
     let handles: Vec<_> = (0..4)
@@ -1065,10 +1073,10 @@ fn concurrency_whole_file_writes_to_one_file_never_tear() {
 
 #[test]
 fn cancel_of_unknown_or_answered_ids_is_harmless_and_unanswered() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
-    let r = c.call(
+    let r = c.call_id(
         1,
         "fs/write_text_file",
         write_params(&s.ws.join("a.txt"), "a"),
@@ -1084,7 +1092,7 @@ fn cancel_of_unknown_or_answered_ids_is_harmless_and_unanswered() {
         c.send(&json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": params}));
     }
     c.send(&json!({"jsonrpc": "2.0", "method": "$/cancel_request"}));
-    let r = c.call(
+    let r = c.call_id(
         2,
         "fs/write_text_file",
         write_params(&s.ws.join("b.txt"), "b"),
@@ -1100,7 +1108,7 @@ fn cancel_of_unknown_or_answered_ids_is_harmless_and_unanswered() {
 
 #[test]
 fn cancel_interleaved_with_thirty_writes_every_request_answered_once() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let mut all = Vec::new();
@@ -1168,7 +1176,7 @@ fn cancel_interleaved_with_thirty_writes_every_request_answered_once() {
 fn shutdown_sigterm_mid_pipeline_leaves_no_torn_files() {
     const CONNS: i64 = 4;
     const PER: i64 = 50;
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.socket_daemon(&[]);
     let answered = Arc::new(AtomicUsize::new(0));
     let responses = Arc::new(Mutex::new(Vec::<(i64, Value)>::new()));
@@ -1216,7 +1224,7 @@ fn shutdown_sigterm_mid_pipeline_leaves_no_torn_files() {
         std::thread::sleep(Duration::from_millis(2));
     }
     let at_signal = answered.load(Ordering::SeqCst);
-    rustix::process::kill_process(d.pid(), rustix::process::Signal::TERM).unwrap();
+    d.signal(Signal::TERM);
     let status = d.wait_exit();
     assert!(
         status.success(),
@@ -1294,7 +1302,7 @@ fn shutdown_sigterm_mid_pipeline_leaves_no_torn_files() {
 
 #[test]
 fn shutdown_stdin_eof_answers_everything_then_exits_zero() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let mut all = req(0, "initialize", json!({"protocolVersion": 1})).to_string();
@@ -1327,44 +1335,43 @@ fn shutdown_stdin_eof_answers_everything_then_exits_zero() {
 
 #[test]
 fn shutdown_sigterm_on_idle_stdio_daemon_exits_zero() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
-    let r = c.call(
+    let r = c.call_id(
         1,
         "fs/write_text_file",
         write_params(&s.ws.join("x.txt"), "x"),
     );
     assert_eq!(r["result"], json!({}));
-    rustix::process::kill_process(d.pid(), rustix::process::Signal::TERM).unwrap();
+    d.signal(Signal::TERM);
     let status = d.wait_exit();
     assert!(status.success(), "{status:?}\n{}", d.stderr_text());
 }
 
 #[test]
 fn shutdown_sigint_with_stdio_and_socket_together() {
-    let s = Setup::new();
-    let mut d = s.daemon(DaemonOpts {
+    let s = Tree::new();
+    let mut d = s.daemon(Opts {
         stdio: true,
         socket: true,
-        wait_ready: true,
         ..Default::default()
     });
     let mut over_stdio = d.stdio_client();
     let mut over_socket = d.connect();
-    let r = over_stdio.call(
+    let r = over_stdio.call_id(
         1,
         "fs/write_text_file",
         write_params(&s.ws.join("a.txt"), "a"),
     );
     assert_eq!(r["result"], json!({}), "{r}");
-    let r = over_socket.call(
+    let r = over_socket.call_id(
         1,
         "fs/write_text_file",
         write_params(&s.ws.join("b.txt"), "b"),
     );
     assert_eq!(r["result"], json!({}), "{r}");
-    rustix::process::kill_process(d.pid(), rustix::process::Signal::INT).unwrap();
+    d.signal(Signal::INT);
     let status = d.wait_exit();
     assert!(status.success(), "{status:?}\n{}", d.stderr_text());
     assert!(!s.sock.exists(), "the socket file is removed");
@@ -1374,7 +1381,7 @@ fn shutdown_sigint_with_stdio_and_socket_together() {
 
 #[test]
 fn startup_removes_temp_files_of_dead_processes_only() {
-    let s = Setup::new();
+    let s = Tree::new();
     // A pid that surely names no live process: a child that has exited.
     let mut gone = Command::new("/bin/sh")
         .args(["-c", "exit 0"])
@@ -1409,7 +1416,7 @@ fn startup_removes_temp_files_of_dead_processes_only() {
     }
     // Serve something, so the daemon is well past its start-up scan.
     let mut c = d.connect();
-    let r = c.call(
+    let r = c.call_id(
         1,
         "fs/write_text_file",
         write_params(&s.ws.join("g.txt"), "g"),
@@ -1427,7 +1434,7 @@ fn startup_removes_temp_files_of_dead_processes_only() {
 
 #[test]
 fn socket_file_is_0600_in_a_0700_directory_and_stdout_stays_empty() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut d = s.socket_daemon(&[]);
     assert_eq!(mode_of(&s.sock), 0o600, "socket mode");
     assert_eq!(
@@ -1436,13 +1443,13 @@ fn socket_file_is_0600_in_a_0700_directory_and_stdout_stays_empty() {
         "socket directory mode"
     );
     let mut c = d.connect();
-    let r = c.call(
+    let r = c.call_id(
         1,
         "fs/write_text_file",
         write_params(&s.ws.join("s.txt"), "s"),
     );
     assert_eq!(r["result"], json!({}), "{r}");
-    rustix::process::kill_process(d.pid(), rustix::process::Signal::TERM).unwrap();
+    d.signal(Signal::TERM);
     assert!(d.wait_exit().success());
     let out = fs::read(d.stdout_file.as_ref().unwrap()).unwrap();
     assert!(
@@ -1454,12 +1461,12 @@ fn socket_file_is_0600_in_a_0700_directory_and_stdout_stays_empty() {
 
 #[test]
 fn socket_second_daemon_on_the_same_path_refuses_to_start() {
-    let s = Setup::new();
+    let s = Tree::new();
     let d1 = s.socket_daemon(&[]);
     let ino = fs::symlink_metadata(&s.sock).unwrap().ino();
-    let mut d2 = s.daemon(DaemonOpts {
+    let mut d2 = s.daemon(Opts {
         socket: true,
-        wait_ready: false,
+        no_wait: true,
         ..Default::default()
     });
     let status = d2.wait_exit();
@@ -1468,7 +1475,7 @@ fn socket_second_daemon_on_the_same_path_refuses_to_start() {
     assert_eq!(fs::symlink_metadata(&s.sock).unwrap().ino(), ino);
     let mut c = d1.connect();
     check_initialize(
-        &c.call(1, "initialize", json!({"protocolVersion": 1})),
+        &c.call_id(1, "initialize", json!({"protocolVersion": 1})),
         &s.ws,
         false,
     );
@@ -1476,7 +1483,7 @@ fn socket_second_daemon_on_the_same_path_refuses_to_start() {
 
 #[test]
 fn socket_stale_file_is_replaced() {
-    let s = Setup::new();
+    let s = Tree::new();
     let dir = s.sock.parent().unwrap();
     fs::DirBuilder::new().mode(0o700).create(dir).unwrap();
     drop(UnixListener::bind(&s.sock).unwrap());
@@ -1488,7 +1495,7 @@ fn socket_stale_file_is_replaced() {
     let d = s.socket_daemon(&[]);
     let mut c = d.connect();
     check_initialize(
-        &c.call(1, "initialize", json!({"protocolVersion": 1})),
+        &c.call_id(1, "initialize", json!({"protocolVersion": 1})),
         &s.ws,
         false,
     );
@@ -1497,13 +1504,13 @@ fn socket_stale_file_is_replaced() {
 
 #[test]
 fn socket_path_holding_a_regular_file_is_not_replaced() {
-    let s = Setup::new();
+    let s = Tree::new();
     let dir = s.sock.parent().unwrap();
     fs::DirBuilder::new().mode(0o700).create(dir).unwrap();
     fs::write(&s.sock, "precious").unwrap();
-    let mut d = s.daemon(DaemonOpts {
+    let mut d = s.daemon(Opts {
         socket: true,
-        wait_ready: false,
+        no_wait: true,
         ..Default::default()
     });
     assert!(!d.wait_exit().success());
@@ -1519,7 +1526,7 @@ fn socket_peer_with_another_uid_is_closed_without_an_answer() {
         eprintln!("note: setpriv is missing; skipping the peer-UID test");
         return;
     };
-    let s = Setup::new();
+    let s = Tree::new();
     let d = s.socket_daemon(&[]);
     // Let `nobody` reach the socket, so that only the UID check refuses it.
     for dir in [
@@ -1606,7 +1613,7 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
     // Same-UID peers still work.
     let mut c = d.connect();
     check_initialize(
-        &c.call(1, "initialize", json!({"protocolVersion": 1})),
+        &c.call_id(1, "initialize", json!({"protocolVersion": 1})),
         &s.ws,
         false,
     );
@@ -1618,7 +1625,7 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
 
 #[test]
 fn cli_write_through_the_daemon() {
-    let s = Setup::new();
+    let s = Tree::new();
     let d = s.socket_daemon(&[]);
     let target = s.ws.join("cli.txt");
     let mut cmd = s.command();
@@ -1649,7 +1656,7 @@ fn cli_write_through_the_daemon() {
 
 #[test]
 fn cli_refused_write_exits_one_with_error_kind() {
-    let s = Setup::new();
+    let s = Tree::new();
     let _d = s.socket_daemon(&[]);
     let outside = s.base.join("outside.txt");
     let mut cmd = s.command();
@@ -1665,7 +1672,7 @@ fn cli_refused_write_exits_one_with_error_kind() {
 
 #[test]
 fn cli_unreachable_daemon_exits_two() {
-    let s = Setup::new();
+    let s = Tree::new();
     let mut cmd = s.command();
     cmd.arg("write")
         .arg(s.ws.join("x.txt"))
@@ -1679,7 +1686,7 @@ fn cli_unreachable_daemon_exits_two() {
 
 #[test]
 fn cli_edit_and_read_through_the_daemon() {
-    let s = Setup::new();
+    let s = Tree::new();
     let _d = s.socket_daemon(&[]);
     let p = s.ws.join("a.py");
     fs::write(&p, "def f():\r\n    return 1\r\n").unwrap();
@@ -1716,7 +1723,7 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
         eprintln!("note: setpriv is missing; skipping the permission test");
         return;
     };
-    let s = Setup::new();
+    let s = Tree::new();
     // Make the tree reachable by nobody and give it its own dirs.
     fs::set_permissions(&s.base, fs::Permissions::from_mode(0o755)).unwrap();
     for d in ["ws", "home", "state", "config", "run"] {
@@ -1740,18 +1747,18 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
         .args(["serve", "--stdio", "--workspace"])
         .arg(&s.ws)
         .arg("--audit-log")
-        .arg(&s.audit);
+        .arg(&s.audit_log);
     s.set_env(&mut cmd);
-    let mut d = s.spawn(cmd, true, None);
+    let mut d = s.spawn(cmd, true, false);
     let mut c = d.stdio_client();
 
     // The daemon really runs as nobody: what it creates belongs to nobody.
     let ok = s.ws.join("ok.txt");
-    let r = c.call(1, "fs/write_text_file", write_params(&ok, "fine\n"));
+    let r = c.call_id(1, "fs/write_text_file", write_params(&ok, "fine\n"));
     assert_eq!(r["result"], json!({}), "{r}\n{}", d.stderr_text());
     assert_eq!(fs::metadata(&ok).unwrap().uid(), 65534);
 
-    let before = tree(&s.ws);
+    let before = snapshot(&s.ws, &[]);
     let refused = [
         ("write", locked.join("f.txt")),
         ("write", locked.join("new.txt")),
@@ -1760,13 +1767,13 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
     ];
     for (i, (mode, p)) in refused.iter().enumerate() {
         let r = if *mode == "write" {
-            c.call(
+            c.call_id(
                 10 + i as i64,
                 "fs/write_text_file",
                 write_params(p, "overwritten\n"),
             )
         } else {
-            c.call(
+            c.call_id(
                 10 + i as i64,
                 "_writegate/edit_text_file",
                 json!({"sessionId": "s", "path": p, "mode": "append", "content": "more\n"}),
@@ -1779,7 +1786,11 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
         );
         assert_eq!(r["error"]["data"]["status"], 403, "{mode} {p:?}: {r}");
     }
-    assert_eq!(tree(&s.ws), before, "refused writes change nothing");
+    assert_eq!(
+        snapshot(&s.ws, &[]),
+        before,
+        "refused writes change nothing"
+    );
     assert_eq!(fs::read(locked.join("f.txt")).unwrap(), b"original\n");
     assert_eq!(fs::read(&secret).unwrap(), b"top secret\n");
     assert!(!locked.join("new.txt").exists());
@@ -1800,17 +1811,17 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
 #[test]
 fn size_five_mib_is_written_and_one_byte_more_is_file_too_large() {
     const MAX: usize = 5 * 1024 * 1024;
-    let s = Setup::new();
+    let s = Tree::new();
     let d = s.socket_daemon(&[]);
     let mut c = d.connect();
     let p = s.ws.join("five.txt");
-    let r = c.call(1, "fs/write_text_file", write_params(&p, &"a".repeat(MAX)));
+    let r = c.call_id(1, "fs/write_text_file", write_params(&p, &"a".repeat(MAX)));
     assert_eq!(r["result"], json!({}), "{}", truncate(&r.to_string()));
     assert_eq!(fs::metadata(&p).unwrap().len(), MAX as u64);
     assert!(fs::read(&p).unwrap().iter().all(|b| *b == b'a'));
 
     let q = s.ws.join("five-plus-one.txt");
-    let r = c.call(
+    let r = c.call_id(
         2,
         "fs/write_text_file",
         write_params(&q, &"a".repeat(MAX + 1)),
@@ -1820,7 +1831,7 @@ fn size_five_mib_is_written_and_one_byte_more_is_file_too_large() {
     assert_eq!(r["error"]["data"]["status"], 413, "{r}");
     assert!(!q.exists());
     // The cap is on UTF-8 bytes, not characters.
-    let r = c.call(
+    let r = c.call_id(
         3,
         "fs/write_text_file",
         write_params(&q, &"\u{e9}".repeat(MAX / 2 + 1)),
@@ -1828,7 +1839,7 @@ fn size_five_mib_is_written_and_one_byte_more_is_file_too_large() {
     assert_eq!(r["error"]["data"]["errorKind"], "file_too_large", "{r}");
     assert!(!q.exists());
     // Overwriting the big file with a too-large one leaves it as it was.
-    let r = c.call(
+    let r = c.call_id(
         4,
         "fs/write_text_file",
         write_params(&p, &"b".repeat(MAX + 1)),
@@ -1849,361 +1860,6 @@ fn size_five_mib_is_written_and_one_byte_more_is_file_too_large() {
 // ===========================================================================
 // Helpers
 // ===========================================================================
-
-const BIN: &str = env!("CARGO_BIN_EXE_writegate");
-/// Only so a broken daemon fails instead of hanging; nothing asserts speed.
-const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A temp tree: `ws/` (the workspace), `home/`, `state/`, `config/`, `run/`
-/// (XDG_RUNTIME_DIR; the daemon creates `run/wg/` for its socket), and the
-/// audit log `state/audit.jsonl`.
-struct Setup {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
-    ws: PathBuf,
-    audit: PathBuf,
-    sock: PathBuf,
-    spawned: AtomicUsize,
-}
-
-#[derive(Default)]
-struct DaemonOpts {
-    stdio: bool,
-    socket: bool,
-    args: Vec<String>,
-    env: Vec<(&'static str, &'static str)>,
-    /// Do not wait for the socket (for daemons expected to fail).
-    wait_ready: bool,
-}
-
-impl Setup {
-    fn new() -> Setup {
-        let tmp = tempfile::Builder::new()
-            .prefix("wg-e2e-")
-            .tempdir()
-            .unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        for d in ["ws", "home", "state", "config", "run"] {
-            fs::create_dir(base.join(d)).unwrap();
-        }
-        Setup {
-            ws: base.join("ws"),
-            audit: base.join("state/audit.jsonl"),
-            sock: base.join("run/wg/writegate.sock"),
-            base,
-            _tmp: tmp,
-            spawned: AtomicUsize::new(0),
-        }
-    }
-
-    /// Points every home-like variable into the temp tree.
-    fn set_env(&self, c: &mut Command) {
-        c.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.base.join("home"))
-            .env("XDG_RUNTIME_DIR", self.base.join("run"))
-            .env("XDG_STATE_HOME", self.base.join("state"))
-            .env("XDG_CONFIG_HOME", self.base.join("config"))
-            .current_dir(&self.base);
-    }
-
-    /// The binary with a clean environment (for the CLI subcommands).
-    fn command(&self) -> Command {
-        let mut c = Command::new(BIN);
-        self.set_env(&mut c);
-        c
-    }
-
-    fn stdio_daemon(&self, extra: &[&str]) -> Daemon {
-        self.daemon(DaemonOpts {
-            stdio: true,
-            args: extra.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        })
-    }
-
-    fn socket_daemon(&self, extra: &[&str]) -> Daemon {
-        self.daemon(DaemonOpts {
-            socket: true,
-            wait_ready: true,
-            args: extra.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        })
-    }
-
-    fn daemon(&self, o: DaemonOpts) -> Daemon {
-        let mut cmd = self.command();
-        cmd.arg("serve");
-        if o.stdio {
-            cmd.arg("--stdio");
-        }
-        if o.socket {
-            cmd.arg("--socket").arg(&self.sock);
-        }
-        cmd.arg("--workspace")
-            .arg(&self.ws)
-            .arg("--audit-log")
-            .arg(&self.audit);
-        cmd.args(&o.args);
-        for (k, v) in &o.env {
-            cmd.env(k, v);
-        }
-        let sock = (o.socket && o.wait_ready).then(|| self.sock.clone());
-        self.spawn(cmd, o.stdio, sock)
-    }
-
-    /// Spawns `cmd` with stderr (and, without stdio, stdout) going to files
-    /// in the temp tree; waits for `ready_socket` to answer.
-    fn spawn(&self, mut cmd: Command, stdio: bool, ready_socket: Option<PathBuf>) -> Daemon {
-        let n = self.spawned.fetch_add(1, Ordering::SeqCst);
-        let stderr_file = self.base.join(format!("daemon-{n}.stderr"));
-        cmd.stderr(fs::File::create(&stderr_file).unwrap());
-        let mut stdout_file = None;
-        if stdio {
-            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-        } else {
-            let f = self.base.join(format!("daemon-{n}.stdout"));
-            cmd.stdin(Stdio::null())
-                .stdout(fs::File::create(&f).unwrap());
-            stdout_file = Some(f);
-        }
-        let child = cmd.spawn().expect("spawn writegate");
-        let mut d = Daemon {
-            child,
-            stderr_file,
-            stdout_file,
-            sock: ready_socket.clone().unwrap_or_else(|| self.sock.clone()),
-        };
-        if let Some(sock) = ready_socket {
-            let start = Instant::now();
-            loop {
-                if let Some(st) = d.child.try_wait().unwrap() {
-                    panic!("daemon exited early with {st:?}:\n{}", d.stderr_text());
-                }
-                if UnixStream::connect(&sock).is_ok() {
-                    break;
-                }
-                assert!(
-                    start.elapsed() < TIMEOUT,
-                    "socket never answered:\n{}",
-                    d.stderr_text()
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        d
-    }
-
-    /// The audit log's events, one per line (none if the file is missing).
-    fn audit_events(&self) -> Vec<Value> {
-        match fs::read_to_string(&self.audit) {
-            Ok(t) => t
-                .lines()
-                .map(|l| {
-                    serde_json::from_str(l)
-                        .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {l}"))
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        }
-    }
-}
-
-/// A running daemon; killed (by its pid) if still alive when dropped.
-struct Daemon {
-    child: Child,
-    stderr_file: PathBuf,
-    stdout_file: Option<PathBuf>,
-    sock: PathBuf,
-}
-
-impl Daemon {
-    fn stdio_client(&mut self) -> Client {
-        let stdin = self.child.stdin.take().expect("a --stdio daemon");
-        let stdout = self.child.stdout.take().expect("a --stdio daemon");
-        Client::new(Writer::Pipe(Some(stdin)), stdout)
-    }
-
-    fn connect(&self) -> Client {
-        let s = UnixStream::connect(&self.sock)
-            .unwrap_or_else(|e| panic!("connect {:?}: {e}", self.sock));
-        let r = s.try_clone().unwrap();
-        Client::new(Writer::Sock(s), r)
-    }
-
-    fn pid(&self) -> rustix::process::Pid {
-        rustix::process::Pid::from_child(&self.child)
-    }
-
-    fn wait_exit(&mut self) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "daemon did not exit:\n{}",
-                self.stderr_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn stderr_text(&self) -> String {
-        fs::read_to_string(&self.stderr_file).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-enum Writer {
-    Pipe(Option<ChildStdin>),
-    Sock(UnixStream),
-}
-
-/// A line client: writes raw bytes; a thread reads response lines.
-struct Client {
-    w: Writer,
-    rx: Receiver<Vec<u8>>,
-    syncs: u64,
-}
-
-impl Client {
-    fn new(w: Writer, r: impl Read + Send + 'static) -> Client {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(r);
-            loop {
-                let mut line = Vec::new();
-                match r.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if tx.send(line).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        Client { w, rx, syncs: 0 }
-    }
-
-    fn send_raw(&mut self, bytes: &[u8]) {
-        let res = match &mut self.w {
-            Writer::Pipe(Some(p)) => p.write_all(bytes).and_then(|_| p.flush()),
-            Writer::Pipe(None) => panic!("stdin already closed"),
-            Writer::Sock(s) => s.write_all(bytes),
-        };
-        res.expect("send to the daemon");
-    }
-
-    fn send(&mut self, v: &Value) {
-        let mut line = serde_json::to_vec(v).unwrap();
-        line.push(b'\n');
-        self.send_raw(&line);
-    }
-
-    /// Ends our side of the stream (stdin EOF / socket shutdown).
-    fn close_write(&mut self) {
-        match &mut self.w {
-            Writer::Pipe(p) => drop(p.take()),
-            Writer::Sock(s) => s.shutdown(std::net::Shutdown::Write).unwrap(),
-        }
-    }
-
-    /// The next response line, raw and parsed. Panics on EOF or timeout.
-    fn recv_raw(&mut self) -> (String, Value) {
-        match self.rx.recv_timeout(TIMEOUT) {
-            Ok(line) => {
-                let text = String::from_utf8(line).expect("responses are UTF-8");
-                assert!(
-                    text.ends_with('\n'),
-                    "a response is one \\n-terminated line: {text:?}"
-                );
-                let body = text.trim_end_matches('\n');
-                assert!(
-                    !body.contains('\n') && !body.ends_with('\r'),
-                    "one compact line: {body:?}"
-                );
-                let v: Value = serde_json::from_str(body)
-                    .unwrap_or_else(|e| panic!("not a JSON line ({e}): {}", truncate(body)));
-                assert_eq!(v["jsonrpc"], "2.0", "{}", truncate(body));
-                (body.to_string(), v)
-            }
-            Err(RecvTimeoutError::Timeout) => panic!("no response within {TIMEOUT:?}"),
-            Err(RecvTimeoutError::Disconnected) => panic!("the daemon closed the connection"),
-        }
-    }
-
-    fn recv(&mut self) -> Value {
-        self.recv_raw().1
-    }
-
-    /// Every response until the daemon closes the stream.
-    fn recv_until_eof(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
-        loop {
-            match self.rx.recv_timeout(TIMEOUT) {
-                Ok(line) => out.push(serde_json::from_slice(&line).expect("a JSON line")),
-                Err(RecvTimeoutError::Disconnected) => return out,
-                Err(RecvTimeoutError::Timeout) => panic!("the daemon never closed the stream"),
-            }
-        }
-    }
-
-    /// Sends one request and returns its response (which must be the next
-    /// line and carry the same id).
-    fn call(&mut self, id: impl Into<Value>, method: &str, params: Value) -> Value {
-        let id = id.into();
-        self.send(&req(id.clone(), method, params));
-        let r = self.recv();
-        assert_eq!(
-            r["id"],
-            id,
-            "response to another request: {}",
-            truncate(&r.to_string())
-        );
-        r
-    }
-
-    /// Sends a harmless request and reads up to its response; returns every
-    /// other response that arrived first (which the caller usually expects
-    /// to be none).
-    fn sync(&mut self) -> Vec<Value> {
-        self.syncs += 1;
-        let id = json!(format!("sync-{}", self.syncs));
-        self.send(&req(
-            id.clone(),
-            "_writegate/receipt",
-            json!({"sessionId": "sync"}),
-        ));
-        let mut extra = Vec::new();
-        loop {
-            let r = self.recv();
-            if r["id"] == id {
-                assert!(r["result"].is_object(), "{r}");
-                return extra;
-            }
-            extra.push(r);
-        }
-    }
-}
-
-fn req(id: impl Into<Value>, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.into(), "method": method, "params": params})
-}
-
-fn write_params(path: &Path, content: &str) -> Value {
-    json!({"sessionId": "s", "path": path, "content": content})
-}
 
 /// Responses keyed by id (compact JSON text of the id).
 struct Ids(HashMap<String, Value>);
@@ -2285,10 +1941,6 @@ fn big_content(conn: i64, i: i64) -> String {
     s
 }
 
-fn mode_of(p: &Path) -> u32 {
-    fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
 fn is_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'))
 }
@@ -2301,57 +1953,6 @@ fn sha256_hex(bytes: &[u8]) -> Option<String> {
     status
         .success()
         .then(|| out.split_whitespace().next().unwrap_or("").to_string())
-}
-
-/// Every path under `dir` (relative) with file contents (None for dirs).
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
-            let meta = fs::symlink_metadata(&p).unwrap();
-            if meta.is_dir() {
-                stack.push(p);
-                out.insert(rel, None);
-            } else {
-                out.insert(rel, Some(fs::read(&p).unwrap_or_default()));
-            }
-        }
-    }
-    out
-}
-
-/// writegate temp files (`.<leaf>.<pid>.<hex>.tmp`) anywhere under `dir`.
-fn temps(dir: &Path) -> Vec<PathBuf> {
-    tree(dir)
-        .into_keys()
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy();
-            n.starts_with('.') && n.ends_with(".tmp")
-        })
-        .collect()
-}
-
-/// Runs `cmd` with `input` on stdin; returns status, stdout and stderr.
-fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (ExitStatus, String, String) {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn find_program(name: &str) -> Option<PathBuf> {
@@ -2391,16 +1992,4 @@ fn nobody_reachable_binary(base: &Path) -> PathBuf {
     fs::copy(bin, &copy).unwrap();
     fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).unwrap();
     copy
-}
-
-fn truncate(s: &str) -> String {
-    if s.len() <= 400 {
-        s.to_string()
-    } else {
-        let mut end = 400;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}... ({} bytes)", &s[..end], s.len())
-    }
 }

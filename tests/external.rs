@@ -10,24 +10,25 @@
 //! Reloads are asynchronous, so the tests that send SIGHUP poll (retrying the
 //! same request) until the daemon shows the new state.
 //!
-//! Helpers (temp tree, daemons, line clients, audit cursor) are at the bottom.
+//! The temp tree, daemons, line clients and audit cursor are in
+//! `common/mod.rs`; the checks only these tests use are at the bottom.
 
+mod common;
+
+use common::{
+    Audit, Client, Daemon, Opts, Tree, mode_of, req, run_with_stdin, temps, write_params,
+};
+use rustix::process::Signal;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt, symlink};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_writegate");
-/// Upper bound for any single wait (a broken daemon fails instead of hanging).
-const TIMEOUT: Duration = Duration::from_secs(60);
 /// Upper bound for a reload to become visible after SIGHUP.
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -41,9 +42,7 @@ const SOURCES: [&str; 4] = ["write_file", "edit", "notebook_edit", "shell_sed_ed
 #[test]
 fn malformed_markers_fail_closed_as_path_outside_workspace() {
     let t = Tree::new();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let bad: Vec<(&str, Value)> = vec![
         ("version 2", json!({"version": 2, "source": "write_file"})),
         (
@@ -70,12 +69,11 @@ fn malformed_markers_fail_closed_as_path_outside_workspace() {
     for (i, (what, marker)) in bad.into_iter().enumerate() {
         let target = t.out.join(format!("m{i}.txt"));
         let meta = json!({ MARKER_KEY: marker });
-        let ev = refused_unchanged(
+        let ev = refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            write_params(&target, "nope\n", Some(meta)),
+            marked_write(&target, "nope\n", meta),
             "path_outside_workspace",
         );
         assert!(!target.exists(), "{what}: nothing may be created");
@@ -87,14 +85,12 @@ fn malformed_markers_fail_closed_as_path_outside_workspace() {
 #[test]
 fn a_valid_marker_for_each_source_lands_through_the_external_writer() {
     let t = Tree::new();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for source in SOURCES {
         let target = t.out.join(format!("{source}.txt"));
         let r = c.call(
             "fs/write_text_file",
-            write_params(&target, "hi\n", Some(marker(source))),
+            marked_write(&target, "hi\n", marker(source)),
         );
         assert_eq!(r["result"], json!({}), "{source}: {r}");
         assert_eq!(fs::read(&target).unwrap(), b"hi\n", "{source}");
@@ -128,24 +124,21 @@ fn a_valid_marker_for_each_source_lands_through_the_external_writer() {
 #[test]
 fn no_external_writes_refuses_a_marked_outside_write() {
     let t = Tree::new();
-    let mut d = t.stdio_daemon(&["--no-external-writes"]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &["--no-external-writes"]);
     for source in SOURCES {
         let target = t.out.join(format!("{source}.txt"));
-        refused_unchanged(
+        refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            write_params(&target, "nope\n", Some(marker(source))),
+            marked_write(&target, "nope\n", marker(source)),
             "path_outside_workspace",
         );
     }
     // The workspace writer is unaffected.
     let r = c.call(
         "fs/write_text_file",
-        write_params(&t.ws.join("in.txt"), "in\n", Some(marker("write_file"))),
+        marked_write(&t.ws.join("in.txt"), "in\n", marker("write_file")),
     );
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(audit.one("fs.access")["writer"], "workspace");
@@ -159,16 +152,13 @@ fn no_external_writes_refuses_a_marked_outside_write() {
 fn external_write_in_an_untrusted_workspace_is_untrusted_workspace() {
     let t = Tree::new();
     fs::write(t.out.join("exists.txt"), "old\n").unwrap();
-    let mut d = t.stdio_daemon(&["--untrusted"]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &["--untrusted"]);
     for name in ["new.txt", "exists.txt"] {
-        refused_unchanged(
+        refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            write_params(&t.out.join(name), "x\n", Some(marker("write_file"))),
+            marked_write(&t.out.join(name), "x\n", marker("write_file")),
             "untrusted_workspace",
         );
     }
@@ -180,24 +170,18 @@ fn external_size_caps_on_utf8_and_encoded_bytes_are_file_too_large() {
     fs::write(t.out.join("exists.txt"), "old\n").unwrap();
     let mut d = t.daemon(Opts {
         stdio: true,
-        args: t.ws_args(&[]),
-        env: vec![("WRITEGATE_MAX_WRITE_BYTES", "1024")],
+        env: &[("WRITEGATE_MAX_WRITE_BYTES", "1024")],
         ..Opts::default()
     });
     let mut c = d.stdio_client();
     let mut audit = t.audit();
     // UTF-8 size over the cap.
     for name in ["big.txt", "exists.txt"] {
-        refused_unchanged(
+        refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            write_params(
-                &t.out.join(name),
-                &"a".repeat(1025),
-                Some(marker("write_file")),
-            ),
+            marked_write(&t.out.join(name), &"a".repeat(1025), marker("write_file")),
             "file_too_large",
         );
     }
@@ -205,12 +189,11 @@ fn external_size_caps_on_utf8_and_encoded_bytes_are_file_too_large() {
     for name in ["wide.txt", "exists.txt"] {
         let mut meta = marker("write_file");
         meta["encoding"] = json!("utf-16le");
-        refused_unchanged(
+        refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            write_params(&t.out.join(name), &"a".repeat(600), Some(meta)),
+            marked_write(&t.out.join(name), &"a".repeat(600), meta),
             "file_too_large",
         );
     }
@@ -218,7 +201,7 @@ fn external_size_caps_on_utf8_and_encoded_bytes_are_file_too_large() {
     let target = t.out.join("exact.txt");
     let r = c.call(
         "fs/write_text_file",
-        write_params(&target, &"a".repeat(1024), Some(marker("write_file"))),
+        marked_write(&target, &"a".repeat(1024), marker("write_file")),
     );
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&target).unwrap().len(), 1024);
@@ -229,9 +212,7 @@ fn external_size_caps_on_utf8_and_encoded_bytes_are_file_too_large() {
 fn external_dot_and_dot_dot_components_are_outside_not_external() {
     let t = Tree::new();
     fs::create_dir(t.out.join("sub")).unwrap();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let out = t.out.to_str().unwrap();
     let ws = t.ws.to_str().unwrap();
     for raw in [
@@ -241,12 +222,11 @@ fn external_dot_and_dot_dot_components_are_outside_not_external() {
         format!("{ws}/../out/escape.txt"),
         format!("{out}/sub/."),
     ] {
-        refused_unchanged(
+        refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            json!({"sessionId": "s", "path": raw, "content": "x\n", "_meta": marker("write_file")}),
+            marked_write(Path::new(&raw), "x\n", marker("write_file")),
             "path_outside_workspace",
         );
     }
@@ -255,23 +235,20 @@ fn external_dot_and_dot_dot_components_are_outside_not_external() {
 #[test]
 fn external_suspicious_leaf_names_are_outside() {
     let t = Tree::new();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for leaf in ["aux.ts", "x.", "...", "CON", "lpt1.txt", "trailing "] {
-        refused_unchanged(
+        refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            write_params(&t.out.join(leaf), "x\n", Some(marker("write_file"))),
+            marked_write(&t.out.join(leaf), "x\n", marker("write_file")),
             "path_outside_workspace",
         );
     }
     // Not a device name: lands.
     let r = c.call(
         "fs/write_text_file",
-        write_params(&t.out.join("concat.txt"), "x\n", Some(marker("write_file"))),
+        marked_write(&t.out.join("concat.txt"), "x\n", marker("write_file")),
     );
     assert_eq!(r["result"], json!({}), "{r}");
     audit.one("fs.access");
@@ -280,22 +257,19 @@ fn external_suspicious_leaf_names_are_outside() {
 #[test]
 fn external_missing_parent_is_path_not_found_and_no_directory_is_created() {
     let t = Tree::new();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.out.join("missing/deeper/x.txt");
-    refused_unchanged(
+    refused_write(
         &t,
         &mut c,
         &mut audit,
-        "fs/write_text_file",
-        write_params(&target, "x\n", Some(marker("write_file"))),
+        marked_write(&target, "x\n", marker("write_file")),
         "path_not_found",
     );
     // The wire shape of path_not_found carries the uri.
     let r = c.call(
         "fs/write_text_file",
-        write_params(&target, "x\n", Some(marker("write_file"))),
+        marked_write(&target, "x\n", marker("write_file")),
     );
     assert_eq!(r["error"]["code"], -32002, "{r}");
     assert_eq!(r["error"]["data"]["uri"], json!(target), "{r}");
@@ -307,19 +281,12 @@ fn external_missing_parent_is_path_not_found_and_no_directory_is_created() {
 fn external_parent_that_is_a_file_is_parse_error() {
     let t = Tree::new();
     fs::write(t.out.join("file.txt"), "f\n").unwrap();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
-    refused_unchanged(
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
+    refused_write(
         &t,
         &mut c,
         &mut audit,
-        "fs/write_text_file",
-        write_params(
-            &t.out.join("file.txt/x.txt"),
-            "x\n",
-            Some(marker("write_file")),
-        ),
+        marked_write(&t.out.join("file.txt/x.txt"), "x\n", marker("write_file")),
         "parse_error",
     );
 }
@@ -330,12 +297,10 @@ fn external_leaf_symlink_is_symlink_escape_and_its_target_is_untouched() {
     fs::write(t.out.join("real.txt"), "real\n").unwrap();
     symlink("real.txt", t.out.join("link.txt")).unwrap();
     symlink("created.txt", t.out.join("dangle.txt")).unwrap();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for leaf in ["link.txt", "dangle.txt"] {
         for method in ["fs/write_text_file", "_writegate/edit_text_file"] {
-            let mut params = write_params(&t.out.join(leaf), "x\n", Some(marker("edit")));
+            let mut params = marked_write(&t.out.join(leaf), "x\n", marker("edit"));
             if method == "_writegate/edit_text_file" {
                 params["mode"] = json!("append");
             }
@@ -365,16 +330,13 @@ fn external_leaf_fifo_socket_or_directory_is_parse_error() {
     let sock = t.out.join("sock");
     let _listener = UnixListener::bind(&sock).unwrap();
     fs::create_dir(t.out.join("dir")).unwrap();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for leaf in ["fifo", "sock", "dir"] {
-        refused_unchanged(
+        refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            write_params(&t.out.join(leaf), "x\n", Some(marker("write_file"))),
+            marked_write(&t.out.join(leaf), "x\n", marker("write_file")),
             "parse_error",
         );
     }
@@ -385,18 +347,15 @@ fn external_leaf_fifo_socket_or_directory_is_parse_error() {
 fn external_unknown_encoding_is_unsupported_encoding() {
     let t = Tree::new();
     fs::write(t.out.join("exists.txt"), "old\n").unwrap();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for name in ["new.txt", "exists.txt"] {
         let mut meta = marker("write_file");
         meta["encoding"] = json!("klingon-8");
-        refused_unchanged(
+        refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            write_params(&t.out.join(name), "x\n", Some(meta)),
+            marked_write(&t.out.join(name), "x\n", meta),
             "unsupported_encoding",
         );
     }
@@ -409,12 +368,10 @@ fn external_overwrite_keeps_mode_0644_and_a_new_external_file_is_0600() {
     fs::write(&keep, "old\n").unwrap();
     fs::set_permissions(&keep, fs::Permissions::from_mode(0o644)).unwrap();
     let ino_before = fs::metadata(&keep).unwrap().ino();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let r = c.call(
         "fs/write_text_file",
-        write_params(&keep, "new\n", Some(marker("write_file"))),
+        marked_write(&keep, "new\n", marker("write_file")),
     );
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&keep).unwrap(), b"new\n");
@@ -430,7 +387,7 @@ fn external_overwrite_keeps_mode_0644_and_a_new_external_file_is_0600() {
     let fresh = t.out.join("fresh.txt");
     let r = c.call(
         "fs/write_text_file",
-        write_params(&fresh, "fresh\n", Some(marker("write_file"))),
+        marked_write(&fresh, "fresh\n", marker("write_file")),
     );
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(mode_of(&fresh), 0o600);
@@ -448,21 +405,18 @@ fn refusals_by_the_external_writer_are_audited_as_external_with_the_source() {
     let t = Tree::new();
     fs::write(t.out.join("real.txt"), "real\n").unwrap();
     symlink("real.txt", t.out.join("link.txt")).unwrap();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let out = t.out.to_str().unwrap();
     for (path, kind) in [
         (format!("{out}/link.txt"), "symlink_escape"),
         (format!("{out}/missing/x.txt"), "path_not_found"),
         (format!("{out}/./x.txt"), "path_outside_workspace"),
     ] {
-        let ev = refused_unchanged(
+        let ev = refused_write(
             &t,
             &mut c,
             &mut audit,
-            "fs/write_text_file",
-            json!({"sessionId": "s", "path": path, "content": "x\n", "_meta": marker("notebook_edit")}),
+            marked_write(Path::new(&path), "x\n", marker("notebook_edit")),
             kind,
         );
         assert_eq!(ev["writer"], "external", "{path}: {ev}");
@@ -487,7 +441,7 @@ fn pipelined_external_writes_to_one_existing_file_all_land() {
         c.send(&req(
             json!(i),
             "fs/write_text_file",
-            write_params(&target, &format!("w{i}\n"), Some(marker("write_file"))),
+            marked_write(&target, &format!("w{i}\n"), marker("write_file")),
         ));
     }
     let responses: Vec<Value> = (0..N).map(|_| c.recv()).collect();
@@ -506,7 +460,7 @@ fn pipelined_external_writes_to_one_existing_file_all_land() {
         (0..N).any(|i| text == format!("w{i}\n")),
         "one whole write: {text:?}"
     );
-    let events = t.audit().all();
+    let events = t.audit_events();
     assert_eq!(events.len(), N);
     assert!(
         events.iter().all(|e| e["type"] == "fs.access"),
@@ -524,27 +478,23 @@ fn another_registered_workspace_is_outside_unless_marked() {
     let mut d = t.stdio_daemon(&["--workspace", t.wsb.to_str().unwrap()]);
     let mut c = d.stdio_client();
     let r = c.call("initialize", json!({"protocolVersion": 1}));
-    let a_id = r["result"]["_meta"]["writegate"]["workspace"]["id"]
+    let a_id = workspace_of(&r)["id"]
         .as_str()
         .unwrap_or_else(|| panic!("{r}"))
         .to_string();
-    assert_eq!(
-        r["result"]["_meta"]["writegate"]["workspace"]["root"],
-        json!(t.ws)
-    );
+    assert_eq!(workspace_of(&r)["root"], json!(t.ws));
     let mut audit = t.audit();
     let target = t.wsb.join("x.txt");
-    refused_unchanged(
+    refused_write(
         &t,
         &mut c,
         &mut audit,
-        "fs/write_text_file",
-        write_params(&target, "unmarked\n", None),
+        write_params(&target, "unmarked\n"),
         "path_outside_workspace",
     );
     let r = c.call(
         "fs/write_text_file",
-        write_params(&target, "marked\n", Some(marker("write_file"))),
+        marked_write(&target, "marked\n", marker("write_file")),
     );
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&target).unwrap(), b"marked\n");
@@ -567,20 +517,13 @@ fn concurrent_appends_from_two_workspaces_to_one_file_all_land() {
     let mut d = t.daemon(Opts {
         stdio: true,
         socket: true,
-        args: t.ws_args(&["--workspace", t.wsb.to_str().unwrap()]),
+        args: &["--workspace", t.wsb.to_str().unwrap()],
         ..Opts::default()
     });
     let a = d.stdio_client();
     let mut b = d.connect();
-    let r = b.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": t.wsb}}),
-    );
-    assert_eq!(
-        r["result"]["_meta"]["writegate"]["workspace"]["root"],
-        json!(t.wsb),
-        "{r}"
-    );
+    let r = initialize_in(&mut b, json!(t.wsb));
+    assert_eq!(workspace_of(&r)["root"], json!(t.wsb), "{r}");
     let go = Arc::new(AtomicBool::new(false));
     let spawn = |mut c: Client, tag: &'static str, meta: Option<Value>| {
         let target = target.clone();
@@ -629,7 +572,7 @@ fn concurrent_appends_from_two_workspaces_to_one_file_all_land() {
             );
         }
     }
-    let events = t.audit().all();
+    let events = t.audit_events();
     assert_eq!(events.len(), 2 * N);
     for e in &events {
         assert_eq!(e["type"], "fs.access", "{e}");
@@ -650,35 +593,30 @@ fn concurrent_appends_from_two_workspaces_to_one_file_all_land() {
 #[test]
 fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_removal_closes_it() {
     let t = Tree::new();
-    let cfg = t.base.join("config/wg.toml");
-    let b = t.wsb.to_str().unwrap().to_string();
-    fs::write(&cfg, workspace_toml(&b, true)).unwrap();
+    let (cfg, b) = config_listing_b(&t);
     let mut d = t.daemon(Opts {
         stdio: true,
         socket: true,
-        args: t.ws_args(&["--config", cfg.to_str().unwrap()]),
+        args: &["--config", cfg.to_str().unwrap()],
         ..Opts::default()
     });
     let mut a = d.stdio_client();
     let mut c = d.connect();
-    let r = c.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": b}}),
-    );
-    let w = &r["result"]["_meta"]["writegate"]["workspace"];
+    let r = initialize_in(&mut c, json!(b));
+    let w = workspace_of(&r);
     assert_eq!(w["root"], json!(t.wsb), "{r}");
     assert_eq!(w["trusted"], true, "{r}");
     let b_id = w["id"].as_str().unwrap().to_string();
     let mut audit = t.audit();
     let target = t.wsb.join("f.txt");
-    let r = c.call("fs/write_text_file", write_params(&target, "v1\n", None));
+    let r = c.call("fs/write_text_file", write_params(&target, "v1\n"));
     assert_eq!(r["result"], json!({}), "{r}");
     audit.one("fs.access");
 
     // Trust flips to false: the same connection moves to the fresh runtime of
     // the same root and its writes are refused.
     fs::write(&cfg, workspace_toml(&b, false)).unwrap();
-    d.hup();
+    d.signal(Signal::HUP);
     // A write caught in flight by the reload holds the old runtime and is
     // refused with generation_closed (nothing written); later ones run on
     // the fresh, untrusted runtime.
@@ -687,7 +625,7 @@ fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_rem
     poll("the trust change", || {
         attempt += 1;
         let content = format!("attempt {attempt}\n");
-        let r = c.call("fs/write_text_file", write_params(&target, &content, None));
+        let r = c.call("fs/write_text_file", write_params(&target, &content));
         let events = audit.new_events();
         assert_eq!(events.len(), 1, "{events:?}");
         if r.get("result").is_some() {
@@ -710,10 +648,10 @@ fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_rem
 
     // B is removed: the connection's generation is closed for good.
     fs::write(&cfg, "").unwrap();
-    d.hup();
+    d.signal(Signal::HUP);
     poll("the removal", || {
         let before = t.snapshot();
-        let r = c.call("fs/write_text_file", write_params(&target, "v2\n", None));
+        let r = c.call("fs/write_text_file", write_params(&target, "v2\n"));
         let events = audit.new_events();
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!(t.snapshot(), before, "a refused write changes nothing");
@@ -739,14 +677,11 @@ fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_rem
 
     // B is no longer registered; the command-line workspace A is unaffected.
     let mut c2 = d.connect();
-    let r = c2.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": b}}),
-    );
+    let r = initialize_in(&mut c2, json!(b));
     assert_eq!(r["error"]["code"], -32602, "{r}");
     let r = a.call(
         "fs/write_text_file",
-        write_params(&t.ws.join("a.txt"), "a\n", None),
+        write_params(&t.ws.join("a.txt"), "a\n"),
     );
     assert_eq!(r["result"], json!({}), "{r}");
     audit.one("fs.access");
@@ -755,29 +690,21 @@ fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_rem
 #[test]
 fn sighup_with_an_invalid_config_keeps_the_old_one() {
     let t = Tree::new();
-    let cfg = t.base.join("config/wg.toml");
-    let b = t.wsb.to_str().unwrap().to_string();
-    fs::write(&cfg, workspace_toml(&b, true)).unwrap();
+    let (cfg, b) = config_listing_b(&t);
     let mut d = t.daemon(Opts {
         socket: true,
-        args: t.ws_args(&["--config", cfg.to_str().unwrap()]),
+        args: &["--config", cfg.to_str().unwrap()],
         ..Opts::default()
     });
     let mut c = d.connect();
-    let r = c.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": b}}),
-    );
-    assert_eq!(
-        r["result"]["_meta"]["writegate"]["workspace"]["trusted"], true,
-        "{r}"
-    );
+    let r = initialize_in(&mut c, json!(b));
+    assert_eq!(workspace_of(&r)["trusted"], true, "{r}");
     let target = t.wsb.join("f.txt");
-    let r = c.call("fs/write_text_file", write_params(&target, "one\n", None));
+    let r = c.call("fs/write_text_file", write_params(&target, "one\n"));
     assert_eq!(r["result"], json!({}), "{r}");
 
     fs::write(&cfg, "this is [[[ not = = toml\n").unwrap();
-    d.hup();
+    d.signal(Signal::HUP);
     poll("the invalid-config log line", || {
         d.stderr_text().contains("invalid config").then_some(())
     });
@@ -787,19 +714,13 @@ fn sighup_with_an_invalid_config_keeps_the_old_one() {
         d.child.try_wait().unwrap().is_none(),
         "the daemon keeps running"
     );
-    let r = c.call("fs/write_text_file", write_params(&target, "two\n", None));
+    let r = c.call("fs/write_text_file", write_params(&target, "two\n"));
     assert_eq!(r["result"], json!({}), "old config, same generation: {r}");
     assert_eq!(fs::read(&target).unwrap(), b"two\n");
     // A new connection still finds B, trusted.
     let mut c2 = d.connect();
-    let r = c2.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": b}}),
-    );
-    assert_eq!(
-        r["result"]["_meta"]["writegate"]["workspace"]["trusted"], true,
-        "{r}"
-    );
+    let r = initialize_in(&mut c2, json!(b));
+    assert_eq!(workspace_of(&r)["trusted"], true, "{r}");
 }
 
 #[test]
@@ -823,7 +744,7 @@ fn nested_workspace_roots_are_refused_at_start() {
     ] {
         let mut cmd = t.command();
         cmd.arg("serve").arg("--stdio").args(&args);
-        let (status, stdout, stderr) = run(cmd);
+        let (status, stdout, stderr) = run_with_stdin(cmd, b"");
         assert!(!status.success(), "{args:?}: {status:?}");
         assert!(stderr.contains("nested"), "{args:?}: {stderr}");
         assert!(
@@ -847,19 +768,15 @@ fn dynamic_workspaces_off_refuses_an_unregistered_directory() {
     fs::create_dir(&stranger).unwrap();
     let d = t.socket_daemon(&[]);
     let mut c = d.connect();
-    let r = c.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": stranger}}),
-    );
+    let r = initialize_in(&mut c, json!(stranger));
     assert_eq!(r["error"]["code"], -32602, "{r}");
     // The connection stays with the primary: the stranger is outside.
     let mut audit = t.audit();
-    refused_unchanged(
+    refused_write(
         &t,
         &mut c,
         &mut audit,
-        "fs/write_text_file",
-        write_params(&stranger.join("x.txt"), "x\n", None),
+        write_params(&stranger.join("x.txt"), "x\n"),
         "path_outside_workspace",
     );
 }
@@ -888,57 +805,39 @@ fn dynamic_workspaces_on_register_with_trust_only_from_the_config_list() {
 
     // An unregistered directory is registered, untrusted.
     let mut c = d.connect();
-    let r = c.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": stranger}}),
-    );
-    let w = &r["result"]["_meta"]["writegate"]["workspace"];
+    let r = initialize_in(&mut c, json!(stranger));
+    let w = workspace_of(&r);
     assert_eq!(w["root"], json!(stranger), "{r}");
     assert_eq!(w["trusted"], false, "{r}");
-    refused_unchanged(
+    refused_write(
         &t,
         &mut c,
         &mut audit,
-        "fs/write_text_file",
-        write_params(&stranger.join("x.txt"), "x\n", None),
+        write_params(&stranger.join("x.txt"), "x\n"),
         "untrusted_workspace",
     );
     // A second connection naming it by runtime id finds the same runtime.
     let id = w["id"].as_str().unwrap().to_string();
     let mut c_id = d.connect();
-    let r = c_id.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": id}}),
-    );
-    assert_eq!(
-        r["result"]["_meta"]["writegate"]["workspace"]["root"],
-        json!(stranger),
-        "{r}"
-    );
+    let r = initialize_in(&mut c_id, json!(id));
+    assert_eq!(workspace_of(&r)["root"], json!(stranger), "{r}");
 
     // Roots of the config list keep the list's trust.
     for (root, trusted) in [(&listed, true), (&listed_untrusted, false)] {
         let mut c = d.connect();
-        let r = c.call(
-            "initialize",
-            json!({"protocolVersion": 1, "_meta": {"writegate/workspace": root}}),
-        );
-        assert_eq!(
-            r["result"]["_meta"]["writegate"]["workspace"]["trusted"], trusted,
-            "{r}"
-        );
+        let r = initialize_in(&mut c, json!(root));
+        assert_eq!(workspace_of(&r)["trusted"], trusted, "{r}");
         let target = root.join("x.txt");
         if trusted {
-            let r = c.call("fs/write_text_file", write_params(&target, "x\n", None));
+            let r = c.call("fs/write_text_file", write_params(&target, "x\n"));
             assert_eq!(r["result"], json!({}), "{r}");
             audit.one("fs.access");
         } else {
-            refused_unchanged(
+            refused_write(
                 &t,
                 &mut c,
                 &mut audit,
-                "fs/write_text_file",
-                write_params(&target, "x\n", None),
+                write_params(&target, "x\n"),
                 "untrusted_workspace",
             );
         }
@@ -948,10 +847,7 @@ fn dynamic_workspaces_on_register_with_trust_only_from_the_config_list() {
     let inner = t.ws.join("inner");
     fs::create_dir(&inner).unwrap();
     let mut c = d.connect();
-    let r = c.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": inner}}),
-    );
+    let r = initialize_in(&mut c, json!(inner));
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
 
@@ -969,18 +865,15 @@ fn sighup_with_an_unchanged_config_keeps_dynamically_registered_workspaces() {
     fs::write(&cfg, "allow_dynamic_workspaces = true\n").unwrap();
     let d = t.socket_daemon(&["--config", cfg.to_str().unwrap()]);
     let mut c = d.connect();
-    let r = c.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": stranger}}),
-    );
-    let id = r["result"]["_meta"]["writegate"]["workspace"]["id"]
+    let r = initialize_in(&mut c, json!(stranger));
+    let id = workspace_of(&r)["id"]
         .as_str()
         .unwrap_or_else(|| panic!("{r}"))
         .to_string();
     let read = json!({"sessionId": "s", "path": stranger.join("r.txt")});
     let r = c.call("_writegate/read_lines", read.clone());
     assert_eq!(r["result"]["totalLines"], 2, "{r}");
-    d.hup();
+    d.signal(Signal::HUP);
     poll("the reload", || {
         d.stderr_text().contains("config reloaded").then_some(())
     });
@@ -990,12 +883,9 @@ fn sighup_with_an_unchanged_config_keeps_dynamically_registered_workspaces() {
         "an unchanged config must not close the dynamic workspace: {r}"
     );
     let mut c2 = d.connect();
-    let r = c2.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": id}}),
-    );
+    let r = initialize_in(&mut c2, json!(id));
     assert_eq!(
-        r["result"]["_meta"]["writegate"]["workspace"]["root"],
+        workspace_of(&r)["root"],
         json!(stranger),
         "still registered under its id: {r}"
     );
@@ -1011,13 +901,11 @@ fn credential_and_repository_paths_need_approval() {
     fs::create_dir(t.ws.join(".ssh")).unwrap();
     fs::create_dir(t.ws.join(".git")).unwrap();
     fs::write(t.ws.join(".git/config"), "[core]\n").unwrap();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for rel in [".ssh/config", ".env", "key.pem", ".git/config"] {
         let target = t.ws.join(rel);
         for method in ["fs/write_text_file", "_writegate/edit_text_file"] {
-            let mut params = write_params(&target, "x\n", None);
+            let mut params = write_params(&target, "x\n");
             let mode = if method == "fs/write_text_file" {
                 "write"
             } else {
@@ -1041,7 +929,7 @@ fn credential_and_repository_paths_need_approval() {
     // An ordinary path needs no approval.
     let r = c.call(
         "fs/write_text_file",
-        write_params(&t.ws.join("main.rs"), "fn main() {}\n", None),
+        write_params(&t.ws.join("main.rs"), "fn main() {}\n"),
     );
     assert_eq!(r["result"], json!({}), "{r}");
 }
@@ -1049,9 +937,7 @@ fn credential_and_repository_paths_need_approval() {
 #[test]
 fn approval_once_lets_exactly_the_next_write_through() {
     let t = Tree::new();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.ws.join(".env");
     let command = needs_approval(&t, &mut c, &mut audit, &target, "s1");
     approve(&mut c, "s1", &command, "once");
@@ -1065,9 +951,7 @@ fn approval_once_lets_exactly_the_next_write_through() {
 #[test]
 fn approval_session_scope_covers_that_session_only() {
     let t = Tree::new();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.ws.join("key.pem");
     needs_approval(&t, &mut c, &mut audit, &target, "s1");
     approve(&mut c, "s1", "edit_file * */key.pem", "session");
@@ -1083,15 +967,12 @@ fn approval_workspace_scope_covers_every_session_of_that_workspace_only() {
     let mut d = t.daemon(Opts {
         stdio: true,
         socket: true,
-        args: t.ws_args(&["--workspace", t.wsb.to_str().unwrap()]),
+        args: &["--workspace", t.wsb.to_str().unwrap()],
         ..Opts::default()
     });
     let mut a = d.stdio_client();
     let mut b = d.connect();
-    let r = b.call(
-        "initialize",
-        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": t.wsb}}),
-    );
+    let r = initialize_in(&mut b, json!(t.wsb));
     assert!(r.get("result").is_some(), "{r}");
     let mut audit = t.audit();
     approve(&mut a, "s1", "edit_file write */.env", "workspace");
@@ -1140,15 +1021,11 @@ fn approval_persistent_survives_a_restart_and_is_stored_0600() {
 #[test]
 fn the_approval_gate_also_applies_on_the_external_route() {
     let t = Tree::new();
-    let mut d = t.stdio_daemon(&[]);
-    let mut c = d.stdio_client();
-    let mut audit = t.audit();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.out.join(".env");
+    let params = json!({"sessionId": "s1", "path": target, "content": "K=v\n", "_meta": marker("write_file")});
     let before = t.snapshot();
-    let r = c.call(
-        "fs/write_text_file",
-        json!({"sessionId": "s1", "path": target, "content": "K=v\n", "_meta": marker("write_file")}),
-    );
+    let r = c.call("fs/write_text_file", params.clone());
     assert_refused(&r, "approval_required");
     assert_eq!(
         r["error"]["data"]["command"],
@@ -1165,10 +1042,7 @@ fn the_approval_gate_also_applies_on_the_external_route() {
         r["error"]["data"]["command"].as_str().unwrap(),
         "once",
     );
-    let r = c.call(
-        "fs/write_text_file",
-        json!({"sessionId": "s1", "path": target, "content": "K=v\n", "_meta": marker("write_file")}),
-    );
+    let r = c.call("fs/write_text_file", params);
     assert_eq!(r["result"], json!({}), "{r}");
     assert_eq!(fs::read(&target).unwrap(), b"K=v\n");
     assert_eq!(audit.one("fs.access")["writer"], "external");
@@ -1250,7 +1124,7 @@ fn racing_leaf_swap_between_file_and_symlink_never_writes_the_secret() {
     };
 
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
-    let mut answered = std::collections::BTreeSet::new();
+    let mut answered = BTreeSet::new();
     let mut unexpected = Vec::new();
     let mut sent = 0;
     while sent < WRITES {
@@ -1260,7 +1134,7 @@ fn racing_leaf_swap_between_file_and_symlink_never_writes_the_secret() {
             c.send(&req(
                 json!(sent + i),
                 "fs/write_text_file",
-                write_params(&leaf, &content, Some(marker("write_file"))),
+                marked_write(&leaf, &content, marker("write_file")),
             ));
         }
         for _ in 0..n {
@@ -1315,7 +1189,7 @@ fn racing_leaf_swap_between_file_and_symlink_never_writes_the_secret() {
         .filter(|n| n != "target.txt")
         .collect();
     assert!(stray.is_empty(), "{stray:?}");
-    let events = t.audit().all();
+    let events = t.audit_events();
     assert_eq!(events.len(), WRITES, "one audit event per write");
     let accessed = events.iter().filter(|e| e["type"] == "fs.access").count();
     assert_eq!(accessed, outcomes.get("ok").copied().unwrap_or(0));
@@ -1347,6 +1221,11 @@ fn refused_unchanged(
     let ev = audit.one("fs.denied");
     assert_eq!(ev["errorKind"], kind, "{ev}");
     ev
+}
+
+/// [`refused_unchanged`] for an `fs/write_text_file` with `params`.
+fn refused_write(t: &Tree, c: &mut Client, audit: &mut Audit, params: Value, kind: &str) -> Value {
+    refused_unchanged(t, c, audit, "fs/write_text_file", params, kind)
 }
 
 /// A refusal with `kind` and its documented wire shape (SPEC 11).
@@ -1421,16 +1300,41 @@ fn marker(source: &str) -> Value {
     json!({ MARKER_KEY: {"version": 1, "source": source} })
 }
 
-fn write_params(path: &Path, content: &str, meta: Option<Value>) -> Value {
-    let mut p = json!({"sessionId": "s", "path": path, "content": content});
-    if let Some(m) = meta {
-        p["_meta"] = m;
-    }
+/// [`write_params`] with `meta` (a marker) as `_meta`.
+fn marked_write(path: &Path, content: &str, meta: Value) -> Value {
+    let mut p = write_params(path, content);
+    p["_meta"] = meta;
     p
 }
 
-fn req(id: Value, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+/// A `--stdio` daemon of `t` (with `extra` arguments), its client, and a
+/// reader of the audit log.
+fn stdio_session(t: &Tree, extra: &[&str]) -> (Daemon, Client, Audit) {
+    let mut d = t.stdio_daemon(extra);
+    let c = d.stdio_client();
+    (d, c, t.audit())
+}
+
+/// `initialize` asking for `workspace` (a root or a runtime id).
+fn initialize_in(c: &mut Client, workspace: Value) -> Value {
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": workspace}}),
+    )
+}
+
+/// The workspace an `initialize` response names.
+fn workspace_of(r: &Value) -> &Value {
+    &r["result"]["_meta"]["writegate"]["workspace"]
+}
+
+/// Writes `config/wg.toml` listing workspace B as trusted; returns its path
+/// and B's root.
+fn config_listing_b(t: &Tree) -> (PathBuf, String) {
+    let cfg = t.base.join("config/wg.toml");
+    let b = t.wsb.to_str().unwrap().to_string();
+    fs::write(&cfg, workspace_toml(&b, true)).unwrap();
+    (cfg, b)
 }
 
 fn workspace_toml(root: &str, trusted: bool) -> String {
@@ -1452,412 +1356,5 @@ fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
             "{what} never became visible"
         );
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn mode_of(p: &Path) -> u32 {
-    fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-/// writegate temp files (`.<leaf>.<pid>.<hex>.tmp`) anywhere under `dir`.
-fn temps(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let n = e.file_name().to_string_lossy().into_owned();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p);
-            } else if n.starts_with('.') && n.ends_with(".tmp") {
-                out.push(p);
-            }
-        }
-    }
-    out
-}
-
-fn run(mut cmd: Command) -> (ExitStatus, String, String) {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = cmd.spawn().expect("spawn").wait_with_output().unwrap();
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// One entry of a tree snapshot: kind, permission bits, and the bytes of a
-/// file or the target of a link.
-#[derive(Debug, PartialEq, Eq)]
-enum Entry {
-    Dir(u32),
-    File(u32, Vec<u8>),
-    Link(PathBuf),
-    Other(u32),
-}
-
-/// A temp tree: `ws/` (workspace A, the primary), `ws-b/` (workspace B),
-/// `out/` (outside every workspace), `home/`, `state/`, `config/`, `run/`
-/// (XDG_RUNTIME_DIR), and `logs/` (daemon stderr and the audit log).
-struct Tree {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
-    ws: PathBuf,
-    wsb: PathBuf,
-    out: PathBuf,
-    sock: PathBuf,
-    audit_log: PathBuf,
-    spawned: AtomicUsize,
-}
-
-#[derive(Default)]
-struct Opts {
-    stdio: bool,
-    socket: bool,
-    args: Vec<String>,
-    env: Vec<(&'static str, &'static str)>,
-}
-
-impl Tree {
-    fn new() -> Tree {
-        let tmp = tempfile::Builder::new()
-            .prefix("wg-ext-")
-            .tempdir()
-            .unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        for d in [
-            "ws", "ws-b", "out", "home", "state", "config", "run", "logs",
-        ] {
-            fs::create_dir(base.join(d)).unwrap();
-        }
-        Tree {
-            ws: base.join("ws"),
-            wsb: base.join("ws-b"),
-            out: base.join("out"),
-            sock: base.join("run/wg/writegate.sock"),
-            audit_log: base.join("logs/audit.jsonl"),
-            base,
-            _tmp: tmp,
-            spawned: AtomicUsize::new(0),
-        }
-    }
-
-    /// Everything under the tree except the daemon's own files (logs, state,
-    /// socket directory, configs), without following links.
-    fn snapshot(&self) -> BTreeMap<PathBuf, Entry> {
-        let mut out = BTreeMap::new();
-        let mut stack = vec![self.base.clone()];
-        while let Some(d) = stack.pop() {
-            for e in fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                let rel = p.strip_prefix(&self.base).unwrap().to_path_buf();
-                if d == self.base
-                    && ["logs", "state", "run", "config", "home"]
-                        .iter()
-                        .any(|x| rel == Path::new(x))
-                {
-                    continue;
-                }
-                let m = fs::symlink_metadata(&p).unwrap();
-                let mode = m.permissions().mode() & 0o7777;
-                let ft = m.file_type();
-                let entry = if ft.is_dir() {
-                    stack.push(p.clone());
-                    Entry::Dir(mode)
-                } else if ft.is_symlink() {
-                    Entry::Link(fs::read_link(&p).unwrap())
-                } else if ft.is_file() {
-                    Entry::File(mode, fs::read(&p).unwrap())
-                } else {
-                    Entry::Other(mode)
-                };
-                out.insert(rel, entry);
-            }
-        }
-        out
-    }
-
-    fn audit(&self) -> Audit {
-        Audit {
-            path: self.audit_log.clone(),
-            seen: 0,
-        }
-    }
-
-    fn set_env(&self, c: &mut Command) {
-        c.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.base.join("home"))
-            .env("XDG_RUNTIME_DIR", self.base.join("run"))
-            .env("XDG_STATE_HOME", self.base.join("state"))
-            .env("XDG_CONFIG_HOME", self.base.join("config"))
-            .current_dir(&self.base);
-    }
-
-    fn command(&self) -> Command {
-        let mut c = Command::new(BIN);
-        self.set_env(&mut c);
-        c
-    }
-
-    /// `--workspace <ws>` followed by `extra`.
-    fn ws_args(&self, extra: &[&str]) -> Vec<String> {
-        let mut v = vec!["--workspace".to_string(), self.ws.display().to_string()];
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
-    }
-
-    fn stdio_daemon(&self, extra: &[&str]) -> Daemon {
-        self.daemon(Opts {
-            stdio: true,
-            args: self.ws_args(extra),
-            ..Opts::default()
-        })
-    }
-
-    fn socket_daemon(&self, extra: &[&str]) -> Daemon {
-        self.daemon(Opts {
-            socket: true,
-            args: self.ws_args(extra),
-            ..Opts::default()
-        })
-    }
-
-    /// Spawns `writegate serve` with `o.args` and `--audit-log logs/audit.jsonl`;
-    /// stderr goes to a file; with a socket, waits until it answers.
-    fn daemon(&self, o: Opts) -> Daemon {
-        let mut cmd = self.command();
-        cmd.arg("serve");
-        if o.stdio {
-            cmd.arg("--stdio");
-        }
-        if o.socket {
-            cmd.arg("--socket").arg(&self.sock);
-        }
-        cmd.args(&o.args).arg("--audit-log").arg(&self.audit_log);
-        for (k, v) in &o.env {
-            cmd.env(k, v);
-        }
-        let n = self.spawned.fetch_add(1, Ordering::SeqCst);
-        let stderr_file = self.base.join(format!("logs/daemon-{n}.stderr"));
-        cmd.stderr(fs::File::create(&stderr_file).unwrap());
-        if o.stdio {
-            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-        } else {
-            cmd.stdin(Stdio::null()).stdout(
-                fs::File::create(self.base.join(format!("logs/daemon-{n}.stdout"))).unwrap(),
-            );
-        }
-        let child = cmd.spawn().expect("spawn writegate");
-        let mut d = Daemon {
-            child,
-            stderr_file,
-            sock: self.sock.clone(),
-        };
-        if o.socket {
-            let start = Instant::now();
-            loop {
-                if let Some(st) = d.child.try_wait().unwrap() {
-                    panic!("daemon exited early with {st:?}:\n{}", d.stderr_text());
-                }
-                if UnixStream::connect(&self.sock).is_ok() {
-                    break;
-                }
-                assert!(
-                    start.elapsed() < TIMEOUT,
-                    "socket never answered:\n{}",
-                    d.stderr_text()
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        d
-    }
-}
-
-/// Reads the audit log; remembers how many events were already seen.
-struct Audit {
-    path: PathBuf,
-    seen: usize,
-}
-
-impl Audit {
-    fn all(&self) -> Vec<Value> {
-        match fs::read_to_string(&self.path) {
-            Ok(text) => text
-                .lines()
-                .map(|l| {
-                    serde_json::from_str(l)
-                        .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {l}"))
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        }
-    }
-
-    /// Events written since the last call.
-    fn new_events(&mut self) -> Vec<Value> {
-        let all = self.all();
-        let fresh = all[self.seen.min(all.len())..].to_vec();
-        self.seen = all.len();
-        fresh
-    }
-
-    /// Exactly one new event, of type `kind`; checks the fields every event
-    /// carries and that no raw path leaks (raw_paths is off).
-    fn one(&mut self, kind: &str) -> Value {
-        let fresh = self.new_events();
-        assert_eq!(fresh.len(), 1, "exactly one audit event: {fresh:?}");
-        let e = fresh.into_iter().next().unwrap();
-        assert_eq!(e["type"], kind, "{e}");
-        assert_eq!(e["v"], 1, "{e}");
-        let hash = e["pathHash"].as_str().unwrap_or("");
-        assert!(
-            hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()),
-            "{e}"
-        );
-        assert!(e.get("path").is_none(), "no raw path by default: {e}");
-        assert!(
-            !e.to_string().contains("/wg-ext-"),
-            "no raw path anywhere: {e}"
-        );
-        e
-    }
-}
-
-/// A running daemon; killed if still alive when dropped.
-struct Daemon {
-    child: Child,
-    stderr_file: PathBuf,
-    sock: PathBuf,
-}
-
-impl Daemon {
-    fn stdio_client(&mut self) -> Client {
-        let stdin = self.child.stdin.take().expect("a --stdio daemon");
-        let stdout = self.child.stdout.take().expect("a --stdio daemon");
-        Client::new(Writer::Pipe(Some(stdin)), stdout)
-    }
-
-    fn connect(&self) -> Client {
-        let s = UnixStream::connect(&self.sock)
-            .unwrap_or_else(|e| panic!("connect {:?}: {e}", self.sock));
-        let r = s.try_clone().unwrap();
-        Client::new(Writer::Sock(s), r)
-    }
-
-    fn hup(&self) {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&self.child),
-            rustix::process::Signal::HUP,
-        )
-        .unwrap();
-    }
-
-    fn wait_exit(&mut self) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "daemon did not exit:\n{}",
-                self.stderr_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn stderr_text(&self) -> String {
-        fs::read_to_string(&self.stderr_file).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-enum Writer {
-    Pipe(Option<ChildStdin>),
-    Sock(UnixStream),
-}
-
-/// A line client: writes requests; a thread reads response lines.
-struct Client {
-    w: Writer,
-    rx: Receiver<Vec<u8>>,
-    next: u64,
-}
-
-impl Client {
-    fn new(w: Writer, r: impl Read + Send + 'static) -> Client {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(r);
-            loop {
-                let mut line = Vec::new();
-                match r.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if tx.send(line).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        Client { w, rx, next: 0 }
-    }
-
-    fn send(&mut self, v: &Value) {
-        let mut line = serde_json::to_vec(v).unwrap();
-        line.push(b'\n');
-        let res = match &mut self.w {
-            Writer::Pipe(Some(p)) => p.write_all(&line).and_then(|_| p.flush()),
-            Writer::Pipe(None) => panic!("stdin already closed"),
-            Writer::Sock(s) => s.write_all(&line),
-        };
-        res.expect("send to the daemon");
-    }
-
-    fn close_write(&mut self) {
-        match &mut self.w {
-            Writer::Pipe(p) => drop(p.take()),
-            Writer::Sock(s) => s.shutdown(std::net::Shutdown::Write).unwrap(),
-        }
-    }
-
-    fn recv(&mut self) -> Value {
-        match self.rx.recv_timeout(TIMEOUT) {
-            Ok(line) => {
-                let v: Value = serde_json::from_slice(&line).unwrap_or_else(|e| {
-                    panic!("not a JSON line ({e}): {}", String::from_utf8_lossy(&line))
-                });
-                assert_eq!(v["jsonrpc"], "2.0", "{v}");
-                v
-            }
-            Err(RecvTimeoutError::Timeout) => panic!("no response within {TIMEOUT:?}"),
-            Err(RecvTimeoutError::Disconnected) => panic!("the daemon closed the connection"),
-        }
-    }
-
-    /// One request, answered by the next line with the same id.
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let id = json!(format!("r{}", self.next));
-        self.send(&req(id.clone(), method, params));
-        let r = self.recv();
-        assert_eq!(r["id"], id, "response to another request: {r}");
-        r
     }
 }

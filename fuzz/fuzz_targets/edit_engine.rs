@@ -251,7 +251,10 @@ enum End {
 type Expected = Vec<(Vec<u32>, End)>;
 
 fn kept(lines: &[(Vec<u32>, Option<Ending>)]) -> Expected {
-    lines.iter().map(|(t, e)| (t.clone(), End::Is(*e))).collect()
+    lines
+        .iter()
+        .map(|(t, e)| (t.clone(), End::Is(*e)))
+        .collect()
 }
 
 /// New lines for `texts`, every one ending in a new break except the last, which
@@ -381,10 +384,18 @@ fn unexpected(what: &str, e: &TextError) -> ! {
     panic!("{what}: unexpected refusal {e:?}")
 }
 
-fn check_find(doc: &Doc, content: &str, find: &str, res: &Result<EditOutcome, TextError>) -> Option<Vec<Vec<u32>>> {
+fn check_find(
+    doc: &Doc,
+    content: &str,
+    find: &str,
+    res: &Result<EditOutcome, TextError>,
+) -> Option<Vec<Vec<u32>>> {
     let u = &doc.units;
     if find.is_empty() {
-        assert!(matches!(res, Err(TextError::TextNotFound(_))), "empty find: {res:?}");
+        assert!(
+            matches!(res, Err(TextError::TextNotFound(_))),
+            "empty find: {res:?}"
+        );
         return None;
     }
     let found = match tokens(find, doc.enc) {
@@ -405,7 +416,10 @@ fn check_find(doc: &Doc, content: &str, find: &str, res: &Result<EditOutcome, Te
                     .collect(),
                 n => panic!("replace find succeeded with {n} matches"),
             };
-            assert!(!cands.is_empty(), "the engine replaced something that does not match find");
+            assert!(
+                !cands.is_empty(),
+                "the engine replaced something that does not match find"
+            );
             let ins = ins.expect("content encodes when the edit succeeded");
             assert_eq!(line_of(&doc.lines, cands[0].0), line0, "line");
             let wants = cands
@@ -420,7 +434,10 @@ fn check_find(doc: &Doc, content: &str, find: &str, res: &Result<EditOutcome, Te
             Some(wants)
         }
         Err(TextError::TextNotFound(_)) => {
-            assert!(loose || found.is_empty(), "text_not_found but {found:?} match");
+            assert!(
+                loose || found.is_empty(),
+                "text_not_found but {found:?} match"
+            );
             None
         }
         Err(TextError::AmbiguousTextMatch { count, lines }) => {
@@ -450,18 +467,28 @@ fn check_find(doc: &Doc, content: &str, find: &str, res: &Result<EditOutcome, Te
     }
 }
 
-fn check_lines(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextError>) -> Option<Expected> {
+fn check_lines(
+    doc: &Doc,
+    req: &EditRequest,
+    res: &Result<EditOutcome, TextError>,
+) -> Option<Expected> {
     let total = doc.old.len();
     let asked = req.line.unwrap();
     let asked_end = req.end_line.unwrap_or(asked);
     if asked == 0 || asked > total as u64 {
-        assert_eq!(*res.as_ref().unwrap_err(), TextError::LineOutOfRange { line: asked, total });
+        assert_eq!(
+            *res.as_ref().unwrap_err(),
+            TextError::LineOutOfRange { line: asked, total }
+        );
         return None;
     }
     if asked_end > total as u64 {
         assert_eq!(
             *res.as_ref().unwrap_err(),
-            TextError::LineOutOfRange { line: asked_end, total }
+            TextError::LineOutOfRange {
+                line: asked_end,
+                total
+            }
         );
         return None;
     }
@@ -478,10 +505,15 @@ fn check_lines(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextError
     {
         let toks = tokens(find, doc.enc);
         let span = doc.lines[first].start..doc.lines[last].text_end;
-        let all = toks.as_ref().map(|t| matches(&doc.units, t)).unwrap_or_default();
+        let all = toks
+            .as_ref()
+            .map(|t| matches(&doc.units, t))
+            .unwrap_or_default();
         let contained = all.iter().any(|&(s, e)| span.start <= s && e <= span.end);
         if !contained {
-            let has_break = toks.as_ref().is_none_or(|t| t.iter().any(|t| matches!(t, Tok::Break)));
+            let has_break = toks
+                .as_ref()
+                .is_none_or(|t| t.iter().any(|t| matches!(t, Tok::Break)));
             let mut holders: Vec<usize> = all.iter().map(|m| line_of(&doc.lines, m.0)).collect();
             holders.dedup();
             if single && !has_break && holders.len() == 1 {
@@ -498,11 +530,17 @@ fn check_lines(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextError
         Ok(out) => out,
         Err(TextError::LineMismatch { line, .. }) => {
             assert!(req.find.is_some() && *line == asked);
-            assert!(mismatch || multibyte_legacy(doc.enc), "line_mismatch but find fits");
+            assert!(
+                mismatch || multibyte_legacy(doc.enc),
+                "line_mismatch but find fits"
+            );
             return None;
         }
         Err(TextError::UnmappableCharacter(_)) => {
-            assert!(enc_units(content, doc.enc).is_err(), "unmappable but the content encodes");
+            assert!(
+                enc_units(content, doc.enc).is_err(),
+                "unmappable but the content encodes"
+            );
             return None;
         }
         Err(err) if guard_join(err) => {
@@ -518,7 +556,10 @@ fn check_lines(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextError
         }
         Err(e) => unexpected("replace line", e),
     };
-    assert!(!mismatch, "edited although find is in no line or several: {out:?}");
+    assert!(
+        !mismatch,
+        "edited although find is in no line or several: {out:?}"
+    );
     if multibyte_legacy(doc.enc) && out.moved_from.is_some() {
         first = out.line.unwrap() as usize - 1;
         last = first;
@@ -528,7 +569,10 @@ fn check_lines(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextError
     assert_eq!(out.line, Some(first as u64 + 1), "line");
     // SPEC 8.4 keep indentation.
     let old_text = &doc.old[first].0;
-    let indent = old_text.iter().take_while(|&&c| c == 0x20 || c == 0x09).count();
+    let indent = old_text
+        .iter()
+        .take_while(|&&c| c == 0x20 || c == 0x09)
+        .count();
     let keep = single
         && indent > 0
         && !content.is_empty()
@@ -549,11 +593,18 @@ fn check_lines(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextError
     Some(want)
 }
 
-fn check_insert(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextError>) -> Option<Expected> {
+fn check_insert(
+    doc: &Doc,
+    req: &EditRequest,
+    res: &Result<EditOutcome, TextError>,
+) -> Option<Expected> {
     let total = doc.old.len();
     let at = req.line.unwrap();
     if at == 0 || at > total as u64 + 1 {
-        assert_eq!(*res.as_ref().unwrap_err(), TextError::LineOutOfRange { line: at, total });
+        assert_eq!(
+            *res.as_ref().unwrap_err(),
+            TextError::LineOutOfRange { line: at, total }
+        );
         return None;
     }
     let content = strip_one_break(req.content);
@@ -592,16 +643,26 @@ fn check_insert(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextErro
     })
 }
 
-fn check_delete(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextError>) -> Option<Expected> {
+fn check_delete(
+    doc: &Doc,
+    req: &EditRequest,
+    res: &Result<EditOutcome, TextError>,
+) -> Option<Expected> {
     let total = doc.old.len();
     let l = req.line.unwrap();
     let e = req.end_line.unwrap_or(l);
     if l == 0 || l > total as u64 {
-        assert_eq!(*res.as_ref().unwrap_err(), TextError::LineOutOfRange { line: l, total });
+        assert_eq!(
+            *res.as_ref().unwrap_err(),
+            TextError::LineOutOfRange { line: l, total }
+        );
         return None;
     }
     if e > total as u64 {
-        assert_eq!(*res.as_ref().unwrap_err(), TextError::LineOutOfRange { line: e, total });
+        assert_eq!(
+            *res.as_ref().unwrap_err(),
+            TextError::LineOutOfRange { line: e, total }
+        );
         return None;
     }
     let (first, last) = (l as usize - 1, e as usize - 1);
@@ -610,7 +671,10 @@ fn check_delete(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextErro
         Ok(out) => out,
         Err(err) if guard_join(err) => {
             let (a, b) = (doc.lines[first].start, doc.lines[last].end);
-            assert!(!at_end && joins(&doc.units, a, b), "join refusal where nothing joins");
+            assert!(
+                !at_end && joins(&doc.units, a, b),
+                "join refusal where nothing joins"
+            );
             count(&GUARD_JOINS, "guard join refusals (documented)");
             return None;
         }
@@ -624,14 +688,21 @@ fn check_delete(doc: &Doc, req: &EditRequest, res: &Result<EditOutcome, TextErro
     } else if first == 0 {
         Vec::new()
     } else {
-        // The file keeps having no final line break.
+        // The file keeps having no final line break; an empty line without an
+        // ending does not exist in the line model.
         let mut w = kept(&doc.old[..first - 1]);
-        w.push((doc.old[first - 1].0.clone(), End::Is(None)));
+        if !doc.old[first - 1].0.is_empty() {
+            w.push((doc.old[first - 1].0.clone(), End::Is(None)));
+        }
         w
     })
 }
 
-fn check_append(doc: &Doc, content: &str, res: &Result<EditOutcome, TextError>) -> Option<Vec<Vec<u32>>> {
+fn check_append(
+    doc: &Doc,
+    content: &str,
+    res: &Result<EditOutcome, TextError>,
+) -> Option<Vec<Vec<u32>>> {
     let u = &doc.units;
     let text = if u.is_empty() {
         content.to_string()
@@ -642,7 +713,12 @@ fn check_append(doc: &Doc, content: &str, res: &Result<EditOutcome, TextError>) 
     match res {
         Ok(_) => {
             let mut want = u.clone();
-            want.extend(avoid_joins(u, u.len(), u.len(), ins.expect("content encodes")));
+            want.extend(avoid_joins(
+                u,
+                u.len(),
+                u.len(),
+                ins.expect("content encodes"),
+            ));
             Some(vec![want])
         }
         Err(TextError::UnmappableCharacter(_)) => {
@@ -665,16 +741,28 @@ fn invalid_params(r: &EditRequest) -> bool {
 }
 
 /// `write`, and `append` that creates the file: whole-file encoding (SPEC 9).
-fn check_whole(orig: Option<&[u8]>, req: &EditRequest, opts: &WriteOptions, res: &Result<EditOutcome, TextError>) {
+fn check_whole(
+    orig: Option<&[u8]>,
+    req: &EditRequest,
+    opts: &WriteOptions,
+    res: &Result<EditOutcome, TextError>,
+) {
     let out = match res {
         Ok(out) => out,
-        Err(TextError::UnsupportedEncoding(_) | TextError::UnmappableCharacter(_) | TextError::InvalidRequest(_)) => return,
+        Err(
+            TextError::UnsupportedEncoding(_)
+            | TextError::UnmappableCharacter(_)
+            | TextError::InvalidRequest(_),
+        ) => return,
         Err(e) => unexpected("write", e),
     };
     if let Some(b) = orig
         && opts.encoding.is_none()
     {
-        assert!(detect(b).is_ok(), "wrote over an undetectable file without an encoding");
+        assert!(
+            detect(b).is_ok(),
+            "wrote over an undetectable file without an encoding"
+        );
     }
     let bom = out.format.encoding.bom_bytes();
     if out.format.bom {
@@ -688,10 +776,17 @@ fn check_whole(orig: Option<&[u8]>, req: &EditRequest, opts: &WriteOptions, res:
     let text = decode(&out.bytes, &out.format);
     let got_lines = split_bytes(text.as_bytes());
     if opts.line_ending == Some(LineEndingChoice::Crlf) {
-        assert!(got_lines.iter().all(|l| l.ending.is_none() || l.ending == Some(Ending::CrLf)));
+        assert!(
+            got_lines
+                .iter()
+                .all(|l| l.ending.is_none() || l.ending == Some(Ending::CrLf))
+        );
     }
     let got: Vec<&str> = got_lines.iter().map(|l| &text[l.text()]).collect();
-    let want: Vec<&str> = split_bytes(content.as_bytes()).iter().map(|l| &content[l.text()]).collect();
+    let want: Vec<&str> = split_bytes(content.as_bytes())
+        .iter()
+        .map(|l| &content[l.text()])
+        .collect();
     assert_eq!(got, want, "whole-file encoding changed the text");
     // Re-detection agrees on a BOM'd or UTF-8 file.
     if out.format.bom || out.format.encoding == Encoding::Utf8 {
@@ -704,13 +799,19 @@ fn check_whole(orig: Option<&[u8]>, req: &EditRequest, opts: &WriteOptions, res:
             // - UTF-8 without BOM whose text starts with U+FEFF begins EF BB BF,
             //   the UTF-8 BOM.
             if out.format.encoding == Encoding::Utf16Le && content.starts_with('\0') {
-                count(&BOM_AMBIGUOUS, "UTF-16LE files starting with U+0000 re-detect as UTF-32LE");
+                count(
+                    &BOM_AMBIGUOUS,
+                    "UTF-16LE files starting with U+0000 re-detect as UTF-32LE",
+                );
             } else if out.format.encoding == Encoding::Utf8
                 && !out.format.bom
                 && content.starts_with('\u{FEFF}')
                 && again.encoding == Encoding::Utf8
             {
-                count(&FEFF_AS_BOM, "UTF-8 files without BOM starting with U+FEFF re-detect with BOM");
+                count(
+                    &FEFF_AS_BOM,
+                    "UTF-8 files without BOM starting with U+FEFF re-detect with BOM",
+                );
             } else {
                 panic!("re-detected as {again:?}, written as {:?}", out.format);
             }
@@ -751,7 +852,10 @@ fn run(input: &Input) {
     let format = match detect(bytes) {
         Ok(f) => f,
         Err(_) => {
-            assert!(matches!(res, Err(TextError::UnsupportedEncoding(_))), "{res:?}");
+            assert!(
+                matches!(res, Err(TextError::UnsupportedEncoding(_))),
+                "{res:?}"
+            );
             return;
         }
     };
@@ -762,7 +866,10 @@ fn run(input: &Input) {
     let bom_len = format.bom_len();
     let (units, tail) = to_units(&bytes[bom_len..], format.encoding);
     if tail != 0 {
-        assert!(matches!(res, Err(TextError::UnsupportedEncoding(_))), "{res:?}");
+        assert!(
+            matches!(res, Err(TextError::UnsupportedEncoding(_))),
+            "{res:?}"
+        );
         return;
     }
     let lines = split_units(&units);
@@ -805,7 +912,10 @@ fn run(input: &Input) {
     // the start and at the end cover everything but one contiguous region, and
     // re-splitting the kept bytes gives the same lines.
     let pre = doc.old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let pre_units: usize = doc.old[..pre].iter().map(|(t, e)| t.len() + e.map_or(0, Ending::len)).sum();
+    let pre_units: usize = doc.old[..pre]
+        .iter()
+        .map(|(t, e)| t.len() + e.map_or(0, Ending::len))
+        .sum();
     assert_eq!(new_units[..pre_units], doc.units[..pre_units]);
     let suf = doc.old[pre..]
         .iter()
@@ -835,7 +945,9 @@ fn side_checks(input: &Input) {
     }
     match numbered_lines(&input.file, input.line, input.end_line) {
         Ok(n) => {
-            let f = f.as_ref().expect("numbered_lines read a file detect refused");
+            let f = f
+                .as_ref()
+                .expect("numbered_lines read a file detect refused");
             let (units, tail) = to_units(&input.file[f.bom_len()..], f.encoding);
             // Decoding neither adds nor removes a line break. A trailing partial
             // code unit decodes as one U+FFFD, which can start one more line.
@@ -845,7 +957,10 @@ fn side_checks(input: &Input) {
             assert_eq!(n.total_lines, want, "numbered_lines count");
             assert!(n.lines.len() <= n.total_lines);
         }
-        Err(e) => assert!(matches!(e, TextError::UnsupportedEncoding(_) | TextError::BinaryFile)),
+        Err(e) => assert!(matches!(
+            e,
+            TextError::UnsupportedEncoding(_) | TextError::BinaryFile
+        )),
     }
 }
 

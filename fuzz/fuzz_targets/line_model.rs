@@ -8,7 +8,8 @@
 //!   always one `\r\n` ending, never split);
 //! - leave only the last line without an ending, and never end on an empty last
 //!   line without an ending;
-//! and `dominant` must never panic and must agree with a plain count.
+//!
+//! `dominant` must never panic and must agree with a plain count.
 //! `convert_breaks` over the lossily decoded text keeps every line's text and gives
 //! every line break the asked ending.
 #![no_main]
@@ -24,10 +25,16 @@ fn check<U: Copy + Into<u32>>(units: &[U], lines: &[Line]) {
     let mut pos = 0;
     let mut joined: Vec<u32> = Vec::with_capacity(units.len());
     for (i, l) in lines.iter().enumerate() {
-        assert_eq!(l.start, pos, "line {i} does not start where the previous ended");
+        assert_eq!(
+            l.start, pos,
+            "line {i} does not start where the previous ended"
+        );
         assert!(l.start <= l.text_end && l.text_end <= l.end && l.end <= units.len());
         for j in l.text() {
-            assert!(v(j) != CR && v(j) != LF, "line {i} text holds a line break unit");
+            assert!(
+                v(j) != CR && v(j) != LF,
+                "line {i} text holds a line break unit"
+            );
         }
         let ending: Vec<u32> = (l.text_end..l.end).map(v).collect();
         match l.ending {
@@ -93,7 +100,11 @@ fuzz_target!(|data: &[u8]| {
     for e in [Ending::Lf, Ending::CrLf, Ending::Cr] {
         let out = convert_breaks(&text, e);
         let after = split_bytes(out.as_bytes());
-        assert_eq!(before.len(), after.len(), "convert_breaks changed the line count");
+        assert_eq!(
+            before.len(),
+            after.len(),
+            "convert_breaks changed the line count"
+        );
         for (o, n) in before.iter().zip(&after) {
             assert_eq!(text[o.text()], out[n.text()]);
             assert_eq!(o.ending.map(|_| e), n.ending);

@@ -1,0 +1,558 @@
+//! Helpers shared by the end-to-end tests (`e2e.rs`, `external.rs`): a temp
+//! tree with its own home and XDG directories, daemons spawned in it, line
+//! clients over stdio or the socket, an audit-log reader, tree snapshots.
+//!
+//! Every spawned process gets `HOME`, `XDG_RUNTIME_DIR`, `XDG_STATE_HOME` and
+//! `XDG_CONFIG_HOME` inside its test's temp dir, so no test touches the real
+//! home. Timeouts exist only so that a broken daemon fails a test instead of
+//! hanging it; nothing asserts on speed.
+
+// Each test file uses a subset of these helpers.
+#![allow(dead_code)]
+
+use rustix::process::Signal;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_writegate");
+/// Upper bound for any single wait (a broken daemon fails instead of hanging).
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A temp tree `wg-<test file>-XXXXXX/`: `ws/` (workspace A, the primary),
+/// `ws-b/` (workspace B), `out/` (outside every workspace), `home/`,
+/// `state/` (XDG_STATE_HOME, and the audit log `state/audit.jsonl`),
+/// `config/`, `run/` (XDG_RUNTIME_DIR; the daemon creates `run/wg/` for its
+/// socket), and `logs/` (each daemon's stdout and stderr).
+pub struct Tree {
+    _tmp: tempfile::TempDir,
+    /// `wg-<test file>-`, the start of the temp dir's name.
+    prefix: String,
+    pub base: PathBuf,
+    pub ws: PathBuf,
+    pub wsb: PathBuf,
+    pub out: PathBuf,
+    pub sock: PathBuf,
+    pub audit_log: PathBuf,
+    spawned: AtomicUsize,
+}
+
+/// How [`Tree::daemon`] starts `writegate serve`.
+#[derive(Default)]
+pub struct Opts<'a> {
+    pub stdio: bool,
+    pub socket: bool,
+    /// Arguments after `--workspace <ws> --audit-log <log>`.
+    pub args: &'a [&'a str],
+    pub env: &'a [(&'a str, &'a str)],
+    /// Do not wait for the socket (for daemons expected to fail).
+    pub no_wait: bool,
+}
+
+impl Tree {
+    pub fn new() -> Tree {
+        let prefix = format!("wg-{}-", env!("CARGO_CRATE_NAME"));
+        let tmp = tempfile::Builder::new().prefix(&prefix).tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        for d in [
+            "ws", "ws-b", "out", "home", "state", "config", "run", "logs",
+        ] {
+            fs::create_dir(base.join(d)).unwrap();
+        }
+        Tree {
+            ws: base.join("ws"),
+            wsb: base.join("ws-b"),
+            out: base.join("out"),
+            sock: base.join("run/wg/writegate.sock"),
+            audit_log: base.join("state/audit.jsonl"),
+            base,
+            prefix,
+            _tmp: tmp,
+            spawned: AtomicUsize::new(0),
+        }
+    }
+
+    /// Everything under the tree except the daemon's own files (logs, state,
+    /// socket directory, configs, home), without following links.
+    pub fn snapshot(&self) -> BTreeMap<PathBuf, Entry> {
+        snapshot(&self.base, &["logs", "state", "run", "config", "home"])
+    }
+
+    /// A reader of the audit log that starts at its beginning.
+    pub fn audit(&self) -> Audit {
+        Audit {
+            path: self.audit_log.clone(),
+            seen: 0,
+            raw: format!("/{}", self.prefix),
+        }
+    }
+
+    /// The audit log's events, one per line (none if the file is missing).
+    pub fn audit_events(&self) -> Vec<Value> {
+        self.audit().all()
+    }
+
+    /// Points every home-like variable into the temp tree.
+    pub fn set_env(&self, c: &mut Command) {
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.base.join("home"))
+            .env("XDG_RUNTIME_DIR", self.base.join("run"))
+            .env("XDG_STATE_HOME", self.base.join("state"))
+            .env("XDG_CONFIG_HOME", self.base.join("config"))
+            .current_dir(&self.base);
+    }
+
+    /// The binary with a clean environment (for the CLI subcommands).
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(BIN);
+        self.set_env(&mut c);
+        c
+    }
+
+    pub fn stdio_daemon(&self, extra: &[&str]) -> Daemon {
+        self.daemon(Opts {
+            stdio: true,
+            args: extra,
+            ..Opts::default()
+        })
+    }
+
+    pub fn socket_daemon(&self, extra: &[&str]) -> Daemon {
+        self.daemon(Opts {
+            socket: true,
+            args: extra,
+            ..Opts::default()
+        })
+    }
+
+    /// Spawns `writegate serve [--stdio] [--socket <sock>] --workspace <ws>
+    /// --audit-log <log>` and `o.args`; with a socket, waits until it
+    /// answers (unless `o.no_wait`).
+    pub fn daemon(&self, o: Opts) -> Daemon {
+        let mut cmd = self.command();
+        cmd.arg("serve");
+        if o.stdio {
+            cmd.arg("--stdio");
+        }
+        if o.socket {
+            cmd.arg("--socket").arg(&self.sock);
+        }
+        cmd.arg("--workspace")
+            .arg(&self.ws)
+            .arg("--audit-log")
+            .arg(&self.audit_log)
+            .args(o.args);
+        for (k, v) in o.env {
+            cmd.env(k, v);
+        }
+        self.spawn(cmd, o.stdio, o.socket && !o.no_wait)
+    }
+
+    /// Spawns `cmd` with stderr (and, without stdio, stdout) going to files
+    /// in `logs/`; with `wait_socket`, waits for the socket to answer.
+    pub fn spawn(&self, mut cmd: Command, stdio: bool, wait_socket: bool) -> Daemon {
+        let n = self.spawned.fetch_add(1, Ordering::SeqCst);
+        let stderr_file = self.base.join(format!("logs/daemon-{n}.stderr"));
+        cmd.stderr(fs::File::create(&stderr_file).unwrap());
+        let mut stdout_file = None;
+        if stdio {
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        } else {
+            let f = self.base.join(format!("logs/daemon-{n}.stdout"));
+            cmd.stdin(Stdio::null())
+                .stdout(fs::File::create(&f).unwrap());
+            stdout_file = Some(f);
+        }
+        let child = cmd.spawn().expect("spawn writegate");
+        let mut d = Daemon {
+            child,
+            stderr_file,
+            stdout_file,
+            sock: self.sock.clone(),
+        };
+        if wait_socket {
+            let start = Instant::now();
+            loop {
+                if let Some(st) = d.child.try_wait().unwrap() {
+                    panic!("daemon exited early with {st:?}:\n{}", d.stderr_text());
+                }
+                if UnixStream::connect(&self.sock).is_ok() {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < TIMEOUT,
+                    "socket never answered:\n{}",
+                    d.stderr_text()
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        d
+    }
+}
+
+/// Reads the audit log; remembers how many events were already seen.
+pub struct Audit {
+    path: PathBuf,
+    seen: usize,
+    /// `/<temp dir prefix>`: no event may contain it (no raw path).
+    raw: String,
+}
+
+impl Audit {
+    /// Every event of the log, one per line (none if the file is missing).
+    pub fn all(&self) -> Vec<Value> {
+        match fs::read_to_string(&self.path) {
+            Ok(text) => text
+                .lines()
+                .map(|l| {
+                    serde_json::from_str(l)
+                        .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {l}"))
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Events written since the last call.
+    pub fn new_events(&mut self) -> Vec<Value> {
+        let all = self.all();
+        let fresh = all[self.seen.min(all.len())..].to_vec();
+        self.seen = all.len();
+        fresh
+    }
+
+    /// Exactly one new event, of type `kind`; checks the fields every event
+    /// carries and that no raw path leaks (raw_paths is off).
+    pub fn one(&mut self, kind: &str) -> Value {
+        let fresh = self.new_events();
+        assert_eq!(fresh.len(), 1, "exactly one audit event: {fresh:?}");
+        let e = fresh.into_iter().next().unwrap();
+        assert_eq!(e["type"], kind, "{e}");
+        assert_eq!(e["v"], 1, "{e}");
+        let hash = e["pathHash"].as_str().unwrap_or("");
+        assert!(
+            hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()),
+            "{e}"
+        );
+        assert!(e.get("path").is_none(), "no raw path by default: {e}");
+        assert!(
+            !e.to_string().contains(&self.raw),
+            "no raw path anywhere: {e}"
+        );
+        e
+    }
+}
+
+/// A running daemon; killed (by its pid) if still alive when dropped.
+pub struct Daemon {
+    pub child: Child,
+    pub stderr_file: PathBuf,
+    /// Where stdout goes when it is not the stdio transport.
+    pub stdout_file: Option<PathBuf>,
+    sock: PathBuf,
+}
+
+impl Daemon {
+    pub fn stdio_client(&mut self) -> Client {
+        let stdin = self.child.stdin.take().expect("a --stdio daemon");
+        let stdout = self.child.stdout.take().expect("a --stdio daemon");
+        Client::new(Writer::Pipe(Some(stdin)), stdout)
+    }
+
+    pub fn connect(&self) -> Client {
+        let s = UnixStream::connect(&self.sock)
+            .unwrap_or_else(|e| panic!("connect {:?}: {e}", self.sock));
+        let r = s.try_clone().unwrap();
+        Client::new(Writer::Sock(s), r)
+    }
+
+    /// Sends `sig` (TERM, INT, HUP) to the daemon.
+    pub fn signal(&self, sig: Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), sig).unwrap();
+    }
+
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "daemon did not exit:\n{}",
+                self.stderr_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn stderr_text(&self) -> String {
+        fs::read_to_string(&self.stderr_file).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+enum Writer {
+    Pipe(Option<ChildStdin>),
+    Sock(UnixStream),
+}
+
+/// A line client: writes raw bytes or requests; a thread reads response
+/// lines.
+pub struct Client {
+    w: Writer,
+    rx: Receiver<Vec<u8>>,
+    /// Requests sent by [`Client::call`] and [`Client::sync`], for their ids.
+    sent: u64,
+}
+
+impl Client {
+    fn new(w: Writer, r: impl Read + Send + 'static) -> Client {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(r);
+            loop {
+                let mut line = Vec::new();
+                match r.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        Client { w, rx, sent: 0 }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let res = match &mut self.w {
+            Writer::Pipe(Some(p)) => p.write_all(bytes).and_then(|_| p.flush()),
+            Writer::Pipe(None) => panic!("stdin already closed"),
+            Writer::Sock(s) => s.write_all(bytes),
+        };
+        res.expect("send to the daemon");
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        let mut line = serde_json::to_vec(v).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// Ends our side of the stream (stdin EOF / socket shutdown).
+    pub fn close_write(&mut self) {
+        match &mut self.w {
+            Writer::Pipe(p) => drop(p.take()),
+            Writer::Sock(s) => s.shutdown(std::net::Shutdown::Write).unwrap(),
+        }
+    }
+
+    /// The next response line, raw and parsed. Panics on EOF or timeout.
+    pub fn recv_raw(&mut self) -> (String, Value) {
+        match self.rx.recv_timeout(TIMEOUT) {
+            Ok(line) => {
+                let text = String::from_utf8(line).expect("responses are UTF-8");
+                assert!(
+                    text.ends_with('\n'),
+                    "a response is one \\n-terminated line: {text:?}"
+                );
+                let body = text.trim_end_matches('\n');
+                assert!(
+                    !body.contains('\n') && !body.ends_with('\r'),
+                    "one compact line: {body:?}"
+                );
+                let v: Value = serde_json::from_str(body)
+                    .unwrap_or_else(|e| panic!("not a JSON line ({e}): {}", truncate(body)));
+                assert_eq!(v["jsonrpc"], "2.0", "{}", truncate(body));
+                (body.to_string(), v)
+            }
+            Err(RecvTimeoutError::Timeout) => panic!("no response within {TIMEOUT:?}"),
+            Err(RecvTimeoutError::Disconnected) => panic!("the daemon closed the connection"),
+        }
+    }
+
+    pub fn recv(&mut self) -> Value {
+        self.recv_raw().1
+    }
+
+    /// Every response until the daemon closes the stream.
+    pub fn recv_until_eof(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            match self.rx.recv_timeout(TIMEOUT) {
+                Ok(line) => out.push(serde_json::from_slice(&line).expect("a JSON line")),
+                Err(RecvTimeoutError::Disconnected) => return out,
+                Err(RecvTimeoutError::Timeout) => panic!("the daemon never closed the stream"),
+            }
+        }
+    }
+
+    /// Sends one request with the id `r<n>` and returns its response.
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        self.sent += 1;
+        self.call_id(format!("r{}", self.sent), method, params)
+    }
+
+    /// Sends one request and returns its response (which must be the next
+    /// line and carry the same id).
+    pub fn call_id(&mut self, id: impl Into<Value>, method: &str, params: Value) -> Value {
+        let id = id.into();
+        self.send(&req(id.clone(), method, params));
+        let r = self.recv();
+        assert_eq!(
+            r["id"],
+            id,
+            "response to another request: {}",
+            truncate(&r.to_string())
+        );
+        r
+    }
+
+    /// Sends a harmless request and reads up to its response; returns every
+    /// other response that arrived first (which the caller usually expects
+    /// to be none).
+    pub fn sync(&mut self) -> Vec<Value> {
+        self.sent += 1;
+        let id = json!(format!("sync-{}", self.sent));
+        self.send(&req(
+            id.clone(),
+            "_writegate/receipt",
+            json!({"sessionId": "sync"}),
+        ));
+        let mut extra = Vec::new();
+        loop {
+            let r = self.recv();
+            if r["id"] == id {
+                assert!(r["result"].is_object(), "{r}");
+                return extra;
+            }
+            extra.push(r);
+        }
+    }
+}
+
+pub fn req(id: impl Into<Value>, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.into(), "method": method, "params": params})
+}
+
+/// The params of an `fs/write_text_file` of session `s`.
+pub fn write_params(path: &Path, content: &str) -> Value {
+    json!({"sessionId": "s", "path": path, "content": content})
+}
+
+/// One entry of a tree snapshot: kind, permission bits, and the bytes of a
+/// file or the target of a link.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Entry {
+    Dir(u32),
+    File(u32, Vec<u8>),
+    Link(PathBuf),
+    Other(u32),
+}
+
+/// Every path under `dir` (relative), without following links, except the
+/// top-level names in `skip`.
+pub fn snapshot(dir: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Entry> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            if d == dir && skip.iter().any(|x| rel == Path::new(x)) {
+                continue;
+            }
+            let m = fs::symlink_metadata(&p).unwrap();
+            let mode = m.permissions().mode() & 0o7777;
+            let ft = m.file_type();
+            let entry = if ft.is_dir() {
+                stack.push(p.clone());
+                Entry::Dir(mode)
+            } else if ft.is_symlink() {
+                Entry::Link(fs::read_link(&p).unwrap())
+            } else if ft.is_file() {
+                Entry::File(mode, fs::read(&p).unwrap_or_default())
+            } else {
+                Entry::Other(mode)
+            };
+            out.insert(rel, entry);
+        }
+    }
+    out
+}
+
+/// writegate temp files (`.<leaf>.<pid>.<hex>.tmp`) anywhere under `dir`.
+pub fn temps(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let n = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else if n.starts_with('.') && n.ends_with(".tmp") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+pub fn mode_of(p: &Path) -> u32 {
+    fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Runs `cmd` with `input` on stdin; returns status, stdout and stderr.
+pub fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (ExitStatus, String, String) {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `s`, cut to its first 400 bytes (for messages).
+pub fn truncate(s: &str) -> String {
+    if s.len() <= 400 {
+        s.to_string()
+    } else {
+        let mut end = 400;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}... ({} bytes)", &s[..end], s.len())
+    }
+}
