@@ -43,7 +43,34 @@ pub struct ExternalTarget {
 ///
 /// `EACCES` anywhere is [`ResolveError::PermissionDenied`]; `ENOTDIR` from the
 /// leaf lstat (a parent component is a file) is `ParseError`.
+///
+/// A device/inode mismatch in step 5 is also what a legitimate concurrent
+/// write looks like (it renames a new file over the leaf), so the whole check
+/// is run again, from the lstat, up to [`EXTERNAL_CHECK_ATTEMPTS`] times; an
+/// attempt is accepted only when its own lstat and realpath agree, so a
+/// persistent swapper still gets `SymlinkEscape`.
 pub fn resolve_external(view: &dyn FsView, input: &Path) -> Result<ExternalTarget, ResolveError> {
+    let mut attempt = 1;
+    loop {
+        let changed = std::cell::Cell::new(false);
+        match check_once(view, input, &changed) {
+            Err(_) if changed.get() && attempt < EXTERNAL_CHECK_ATTEMPTS => attempt += 1,
+            result => return result,
+        }
+    }
+}
+
+/// How many times [`resolve_external`] runs the leaf check when the file
+/// changed between its lstat and its realpath.
+pub const EXTERNAL_CHECK_ATTEMPTS: u32 = 3;
+
+/// One run of the check; `changed` is set when it failed because the leaf
+/// changed between its lstat and its realpath.
+fn check_once(
+    view: &dyn FsView,
+    input: &Path,
+    changed: &std::cell::Cell<bool>,
+) -> Result<ExternalTarget, ResolveError> {
     check_shape(input)?;
     let bytes = input.as_os_str().as_encoded_bytes();
     if bytes
@@ -110,6 +137,7 @@ pub fn resolve_external(view: &dyn FsView, input: &Path) -> Result<ExternalTarge
     }
 
     let swapped = || {
+        changed.set(true);
         ResolveError::SymlinkEscape(format!(
             "{} changed while it was being resolved",
             input.display()

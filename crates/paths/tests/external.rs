@@ -178,6 +178,8 @@ fn trailing_slash_is_parse_error() {
 struct SwapBeforeRealpath<F: Fn()> {
     swap: F,
     done: Cell<bool>,
+    /// Swap before every realpath, not only the first.
+    every_time: bool,
 }
 
 impl<F: Fn()> FsView for SwapBeforeRealpath<F> {
@@ -188,7 +190,7 @@ impl<F: Fn()> FsView for SwapBeforeRealpath<F> {
         OsView.read_link(path)
     }
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
-        if !self.done.replace(true) {
+        if !self.done.replace(true) || self.every_time {
             (self.swap)();
         }
         OsView.canonicalize(path)
@@ -199,18 +201,43 @@ fn swapping<F: Fn()>(swap: F) -> SwapBeforeRealpath<F> {
     SwapBeforeRealpath {
         swap,
         done: Cell::new(false),
+        every_time: false,
     }
 }
 
 #[test]
-fn file_replaced_between_lstat_and_realpath_is_an_escape() {
+fn file_replaced_between_lstat_and_realpath_every_time_is_an_escape() {
+    // A persistent swapper: a new inode lands at the leaf before every
+    // realpath, so no attempt's lstat and realpath agree.
+    let fx = Fx::new();
+    fx.dir("outside");
+    let target = fx.file("outside/t.txt", b"original");
+    let spare = fx.p("outside/spare.txt");
+    let view = SwapBeforeRealpath {
+        swap: || {
+            fs::write(&spare, b"other").unwrap();
+            fs::rename(&spare, &target).unwrap();
+        },
+        done: Cell::new(false),
+        every_time: true,
+    };
+    assert_eq!(kind(resolve_external(&view, &target)), "symlink_escape");
+}
+
+#[test]
+fn file_replaced_once_between_lstat_and_realpath_is_checked_again() {
+    // What a concurrent legitimate write looks like: one rename over the
+    // leaf. The check runs again and accepts the new regular file.
     let fx = Fx::new();
     fx.dir("outside");
     let target = fx.file("outside/t.txt", b"original");
     let other = fx.file("outside/other.txt", b"other");
     let view = swapping(|| fs::rename(&other, &target).unwrap());
-    let r = resolve_external(&view, &target);
-    assert_eq!(kind(r), "symlink_escape");
+    let t = resolve_external(&view, &target).unwrap();
+    assert_eq!(t.canonical, target);
+    let meta = fs::metadata(&target).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(t.existing, Some((meta.dev(), meta.ino())));
 }
 
 #[test]
@@ -228,12 +255,13 @@ fn file_replaced_by_symlink_between_lstat_and_realpath_is_an_escape() {
 }
 
 #[test]
-fn file_removed_between_lstat_and_realpath_is_an_escape() {
+fn file_removed_between_lstat_and_realpath_is_checked_again_as_a_new_file() {
     let fx = Fx::new();
     fx.dir("outside");
     let target = fx.file("outside/t.txt", b"original");
     let view = swapping(|| fs::remove_file(&target).unwrap());
-    assert_eq!(kind(resolve_external(&view, &target)), "symlink_escape");
+    let t = resolve_external(&view, &target).unwrap();
+    assert_eq!(t.existing, None);
 }
 
 #[test]
