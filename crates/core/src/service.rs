@@ -624,7 +624,7 @@ impl Service {
             bytes_before,
             bytes_after: planned.bytes.len() as u64,
             hash_after,
-            canonical: canonical,
+            canonical,
         };
         if !planned.dry_run {
             self.add_receipt(ctx, &mode, &done);
