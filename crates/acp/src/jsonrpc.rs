@@ -43,7 +43,7 @@ pub fn classify(line: &[u8]) -> Incoming {
         Ok(v) => v,
         Err(e) => return parse_failure(line, &e),
     };
-    let obj = match value {
+    let mut obj = match value {
         Value::Object(o) => o,
         Value::Array(_) => {
             return Incoming::Error(error(
@@ -95,7 +95,8 @@ pub fn classify(line: &[u8]) -> Incoming {
         }
         None => return invalid("method is missing"),
     };
-    let params = obj.get("params").cloned().unwrap_or(Value::Null);
+    // Moved out, not cloned: a whole file can travel in params.
+    let params = obj.remove("params").unwrap_or(Value::Null);
     let Some(id) = id else {
         // A notification is never answered, whatever its params.
         return Incoming::Notification { method, params };

@@ -315,8 +315,10 @@ impl Service {
                     display_path: &display,
                     want_diff: p.dry_run,
                 };
-                let out = writegate_text::apply_edit(existing.map(|e| e.bytes.as_slice()), &req, &opts)?;
-                let bytes = out.bytes.clone();
+                let mut out = writegate_text::apply_edit(existing.map(|e| e.bytes.as_slice()), &req, &opts)?;
+                // The new bytes move into the plan; the rest of the outcome
+                // is kept for the result (no second copy of the file).
+                let bytes = std::mem::take(&mut out.bytes);
                 outcome = Some(out);
                 Ok(Plan {
                     bytes,
