@@ -1993,3 +1993,30 @@ fn nobody_reachable_binary(base: &Path) -> PathBuf {
     fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).unwrap();
     copy
 }
+
+/// Review finding: a whole-file write over a huge (here sparse, 1 TiB)
+/// file must not load it: the format is read from its beginning and the
+/// file is replaced (SPEC 7.2 allows replacing a file over the cap).
+#[test]
+fn whole_write_over_a_huge_sparse_file_replaces_it_without_loading_it() {
+    let t = Tree::new();
+    let big = t.ws.join("big.txt");
+    fs::File::create(&big).unwrap().set_len(1 << 40).unwrap();
+    let mut d = t.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+    let r = c.call("fs/write_text_file", write_params(&big, "hi\n"));
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert_eq!(fs::read(&big).unwrap(), b"hi\n");
+    // The daemon is still there.
+    let r = c.call(
+        "fs/write_text_file",
+        write_params(&t.ws.join("after.txt"), "ok\n"),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    let events = t.audit_events();
+    assert_eq!(events[0]["bytesBefore"], 1u64 << 40);
+    assert!(
+        events[0].get("hashBefore").is_none(),
+        "no hash of a file that was not read"
+    );
+}

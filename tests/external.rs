@@ -1358,3 +1358,27 @@ fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Review finding: a marked write whose path the resolver refused for a
+/// suspicious name reached through a link (`lnk -> aux`, inside the root)
+/// must not take the external route into the workspace (SPEC 4: only paths
+/// outside every root reach the external writer).
+#[test]
+fn marked_write_through_a_link_to_a_suspicious_name_inside_the_root_stays_refused() {
+    let t = Tree::new();
+    fs::create_dir(t.ws.join("aux")).unwrap();
+    std::os::unix::fs::symlink("aux", t.ws.join("lnk")).unwrap();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
+    let r = c.call(
+        "fs/write_text_file",
+        marked_write(
+            &t.ws.join("lnk/f.txt"),
+            "x\n",
+            json!({MARKER_KEY: marker("write_file")}),
+        ),
+    );
+    assert_refused(&r, "path_outside_workspace");
+    assert!(!t.ws.join("aux/f.txt").exists());
+    let e = audit.one("fs.denied");
+    assert_eq!(e["errorKind"], "path_outside_workspace");
+}

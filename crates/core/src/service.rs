@@ -95,6 +95,17 @@ pub struct Service {
     dynamic: Mutex<Vec<PathBuf>>,
 }
 
+/// How much of the existing file a mutation reads inside the lock.
+#[derive(Clone, Copy)]
+enum ReadMode {
+    /// All of it, or `truncated` (then refused) when it is over the limit.
+    Whole(u64),
+    /// At most this many bytes: enough to learn the format of a file a
+    /// whole-file write replaces (SPEC 7.2 allows replacing a file over the
+    /// cap), without ever loading a huge or sparse file.
+    Prefix(u64),
+}
+
 /// Computes the new bytes from the canonical target and the existing file
 /// (read inside the path lock).
 type Planner<'a> = dyn FnMut(&Path, Option<&Existing>) -> Result<Plan, Failure> + 'a;
@@ -228,13 +239,14 @@ impl Service {
         let mut rec = self.record("write", "ACP writeTextFile", Some("write"), &p.path);
         rec.size_bytes = Some(p.content.len() as u64);
         let content_len = p.content.len() as u64;
+        let read = ReadMode::Prefix(self.config().max_edit_bytes);
         let result = self.mutate(
             ctx,
             &mut rec,
             &p.path,
             marker,
             Some(content_len),
-            None,
+            read,
             &mut |_, existing| {
                 let bytes = encode_over(&p.content, existing, &opts)?;
                 Ok(Plan {
@@ -258,10 +270,10 @@ impl Service {
             rec.dry_run = Some(true);
         }
         let cfg = self.config();
-        let read_limit = if p.mode == EditMode::Write {
-            None
+        let read = if p.mode == EditMode::Write {
+            ReadMode::Prefix(cfg.max_edit_bytes)
         } else {
-            Some(cfg.max_edit_bytes)
+            ReadMode::Whole(cfg.max_edit_bytes)
         };
         let root = ctx.runtime.root.clone();
         let mut outcome: Option<writegate_text::EditOutcome> = None;
@@ -271,20 +283,30 @@ impl Service {
             &p.path,
             marker,
             Some(p.content.len() as u64),
-            read_limit,
+            read,
             &mut |canonical, existing| {
                 let display = display_path(canonical, &root);
                 if let Some(e) = existing
-                    && e.truncated {
-                        return Err(Refusal::new(
-                            ErrorKind::FileTooLarge,
-                            format!(
-                                "{display} is {} bytes; edits load at most {} bytes (max_edit_bytes)",
-                                e.len, cfg.max_edit_bytes
-                            ),
-                        )
-                        .into());
-                    }
+                    && e.truncated
+                    && (p.mode != EditMode::Write || p.expected_hash.is_some())
+                {
+                    return Err(Refusal::new(
+                        ErrorKind::FileTooLarge,
+                        format!(
+                            "{display} is {} bytes; edits load at most {} bytes (max_edit_bytes)",
+                            e.len, cfg.max_edit_bytes
+                        ),
+                    )
+                    .into());
+                }
+                if existing.is_none() && !matches!(p.mode, EditMode::Write | EditMode::Append) {
+                    return Err(Refusal::new(
+                        ErrorKind::PathNotFound,
+                        format!("{display} does not exist; use mode write to create it"),
+                    )
+                    .with("uri", Value::String(p.path.display().to_string()))
+                    .into());
+                }
                 if let Some(want) = &p.expected_hash {
                     let have = existing.map(|e| sha256_tagged(&e.bytes));
                     if have.as_deref() != Some(want.as_str()) {
@@ -298,14 +320,6 @@ impl Service {
                         .into());
                     }
                 }
-                if existing.is_none() && !matches!(p.mode, EditMode::Write | EditMode::Append) {
-                    return Err(Refusal::new(
-                        ErrorKind::PathNotFound,
-                        format!("{display} does not exist; use mode write to create it"),
-                    )
-                    .with("uri", Value::String(p.path.display().to_string()))
-                    .into());
-                }
                 let req = EditRequest {
                     mode: p.mode,
                     content: &p.content,
@@ -315,7 +329,9 @@ impl Service {
                     display_path: &display,
                     want_diff: p.dry_run,
                 };
-                let mut out = writegate_text::apply_edit(existing.map(|e| e.bytes.as_slice()), &req, &opts)?;
+                // A whole-file write over a file larger than the read limit
+                // sees only its beginning, which is all the format needs.
+                let mut out = writegate_text::apply_edit(existing.map(format_sample), &req, &opts)?;
                 // The new bytes move into the plan; the rest of the outcome
                 // is kept for the result (no second copy of the file).
                 let bytes = std::mem::take(&mut out.bytes);
@@ -509,6 +525,14 @@ impl Service {
                         }
                         let ext = writegate_paths::resolve_external(&OsView, raw)
                             .map_err(Refusal::from)?;
+                        // Only paths outside every root of this runtime may
+                        // take the external route (SPEC 4): a path the
+                        // resolver refused for another reason (a suspicious
+                        // name reached through a link) but whose target is
+                        // inside the workspace stays refused.
+                        if writegate_paths::is_within(&ext.canonical, &ctx.runtime.root) {
+                            return Err(Refusal::from(ResolveError::OutsideWorkspace(msg)).into());
+                        }
                         Ok(ext.canonical)
                     }
                     None => Err(Refusal::from(ResolveError::OutsideWorkspace(msg)).into()),
@@ -529,7 +553,7 @@ impl Service {
         raw: &Path,
         marker: Option<&'static str>,
         content_len: Option<u64>,
-        read_limit: Option<u64>,
+        read: ReadMode,
         plan: &mut Planner<'_>,
     ) -> Result<Committed, Failure> {
         let cfg = self.config();
@@ -578,16 +602,21 @@ impl Service {
         self.check_open(ctx)?;
         self.check_cancel(ctx)?;
         let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
-        let existing =
-            writegate_fs::read_existing(&dir, leaf, read_limit).map_err(Refusal::from)?;
+        let existing = match read {
+            ReadMode::Whole(max) => writegate_fs::read_existing(&dir, leaf, Some(max)),
+            ReadMode::Prefix(max) => writegate_fs::read_prefix(&dir, leaf, max),
+        }
+        .map_err(Refusal::from)?;
         // The leaf is read again inside the lock through the directory handle
         // with O_NOFOLLOW: a leaf swapped for a symlink or another kind of
         // file since the external check is refused there, and a regular file
         // replaced by another write that committed while this one waited is
         // simply the current content (SPEC 7.4: writes serialise, not fail).
-        if let Some(e) = existing.as_ref().filter(|e| !e.truncated) {
+        if let Some(e) = existing.as_ref() {
             rec.bytes_before = Some(e.len);
-            rec.hash_before = Some(sha256_tagged(&e.bytes));
+            if !e.truncated {
+                rec.hash_before = Some(sha256_tagged(&e.bytes));
+            }
         }
         let planned = plan(&canonical, existing.as_ref())?;
         if planned.bytes.len() as u64 > cfg.max_write_bytes {
@@ -690,7 +719,7 @@ fn encode_over(
     opts: &WriteOptions,
 ) -> Result<Vec<u8>, Failure> {
     let format = match existing {
-        Some(e) => match writegate_text::detect(&e.bytes) {
+        Some(e) => match writegate_text::detect(format_sample(e)) {
             Ok(f) => Some(f),
             Err(_) if opts.encoding.is_some() => None,
             Err(err) => return Err(err.into()),
@@ -699,6 +728,21 @@ fn encode_over(
     };
     let (bytes, _) = writegate_text::encode_whole(content, format.as_ref(), opts)?;
     Ok(bytes)
+}
+
+/// The bytes to detect an existing file's format from: all of them, or for
+/// a file read only in part (`truncated`), its beginning cut to whole
+/// 32-bit units and to a UTF-8 character boundary, so a cut in the middle
+/// of a character does not look like an encoding error.
+fn format_sample(e: &Existing) -> &[u8] {
+    if !e.truncated {
+        return &e.bytes;
+    }
+    let aligned = &e.bytes[..e.bytes.len() / 4 * 4];
+    match std::str::from_utf8(aligned) {
+        Err(err) if err.error_len().is_none() => &aligned[..err.valid_up_to()],
+        _ => aligned,
+    }
 }
 
 /// Whether the config's `[[workspace]]` list marks `canonical` trusted.

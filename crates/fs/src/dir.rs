@@ -330,6 +330,64 @@ pub fn stat_leaf(dir: &Dir, leaf: &OsStr) -> Result<Option<LeafStat>, FsError> {
     }
 }
 
+/// The largest capacity `read_existing` reserves up front (64 MiB); beyond
+/// it the buffer grows as bytes actually arrive.
+const MAX_CAPACITY_HINT: u64 = 64 * 1024 * 1024;
+
+/// Like [`read_existing`] but a file longer than `max_bytes` is not an
+/// error for the caller to refuse: its first `max_bytes` bytes are returned
+/// with `truncated: true` and `len` the file's size. For callers that only
+/// need to look at a file's beginning (the format of a file a whole-file
+/// write replaces, SPEC 7.2). Same errors as [`read_existing`].
+pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Existing>, FsError> {
+    check_leaf(leaf)?;
+    let shown = dir.path().join(leaf);
+    if leaf_state(dir.fd(), dir.path(), leaf)? == LeafState::Missing {
+        return Ok(None);
+    }
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let fd = match rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(FsError::from_errno(e, &shown.display())),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| FsError::from_errno(e, &shown.display()))?;
+    let ft = FileType::from_raw_mode(st.st_mode);
+    if ft != FileType::RegularFile {
+        return Err(FsError::NotAFile(format!(
+            "{}: is a {}, not a regular file",
+            shown.display(),
+            type_name(ft)
+        )));
+    }
+    let meta = LeafStat::from_stat(&st);
+    let hint = meta.len.min(max_bytes).min(MAX_CAPACITY_HINT);
+    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    (&mut File::from(fd))
+        .take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| FsError::from_io(e, &shown.display()))?;
+    let truncated = bytes.len() as u64 > max_bytes;
+    if truncated {
+        bytes.truncate(usize::try_from(max_bytes).unwrap_or(usize::MAX));
+    }
+    Ok(Some(Existing {
+        len: if truncated {
+            meta.len.max(max_bytes + 1)
+        } else {
+            bytes.len() as u64
+        },
+        bytes,
+        mode: meta.mode,
+        uid: meta.uid,
+        gid: meta.gid,
+        dev: meta.dev,
+        ino: meta.ino,
+        truncated,
+    }))
+}
+
 /// Read the regular file `leaf` relative to `dir` with `O_NOFOLLOW` (SPEC
 /// 7.2: the format read happens inside the path lock).
 ///
@@ -384,7 +442,13 @@ pub fn read_existing(
         return Ok(Some(existing));
     }
     let mut file = File::from(fd);
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len).unwrap_or(0));
+    // Never size a buffer from st_size alone: a sparse or growing file can
+    // claim anything. The capacity is a hint, capped.
+    let hint = meta
+        .len
+        .min(max_bytes.unwrap_or(u64::MAX))
+        .min(MAX_CAPACITY_HINT);
+    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
     let read = match max_bytes {
         // Read one byte past the cap to notice a file that grew meanwhile.
         Some(max) => (&mut file)

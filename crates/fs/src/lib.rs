@@ -29,7 +29,7 @@ use std::io;
 use rustix::io::Errno;
 
 pub use cleanup::remove_stale_temps;
-pub use dir::{Dir, Existing, LeafStat, read_existing, stat_leaf};
+pub use dir::{Dir, Existing, LeafStat, read_existing, read_prefix, stat_leaf};
 pub use lock::{PathGuard, PathLocks};
 pub use log::AppendLog;
 pub use publish::{
