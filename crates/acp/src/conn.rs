@@ -13,7 +13,7 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -111,12 +111,23 @@ pub struct Outbox {
     /// True while the writer task holds queued bytes: direct writes wait
     /// their turn in the queue.
     backlog: Arc<Mutex<bool>>,
-    tx: mpsc::UnboundedSender<Vec<u8>>,
+    tx: mpsc::UnboundedSender<Queued>,
 }
 
+/// A line waiting for the writer task, with the connection's permit for it
+/// (released once the line is written).
+type Queued = (Vec<u8>, Option<OwnedSemaphorePermit>);
+
+/// Lines a connection may have outstanding: read but not yet answered, or
+/// answered but not yet written to the peer. At the limit the connection
+/// stops reading, so a client that never reads its answers cannot make the
+/// daemon buffer without bound.
+pub const MAX_OUTSTANDING: usize = 64;
+
 impl Outbox {
-    /// Sends one JSON-RPC message as one line.
-    pub fn send(&self, msg: &Value) {
+    /// Sends one JSON-RPC message as one line; `permit` (the line's share of
+    /// [`MAX_OUTSTANDING`]) is released once the line is written.
+    pub fn send(&self, msg: &Value, permit: Option<OwnedSemaphorePermit>) {
         let mut line = serde_json::to_vec(msg).unwrap_or_default();
         line.push(b'\n');
         let mut backlog = self.backlog.lock().unwrap();
@@ -135,7 +146,7 @@ impl Outbox {
             line.drain(..written);
         }
         *backlog = true;
-        let _ = self.tx.send(line);
+        let _ = self.tx.send((line, permit));
     }
 }
 
@@ -143,7 +154,7 @@ impl Outbox {
 /// resume. Checked under the lock so a line queued meanwhile keeps the
 /// backlog on. (The task holds only the flag, never a sender, so the queue
 /// closes when the last [`Outbox`] is dropped.)
-fn drained(backlog: &Mutex<bool>, rx: &mpsc::UnboundedReceiver<Vec<u8>>) {
+fn drained(backlog: &Mutex<bool>, rx: &mpsc::UnboundedReceiver<Queued>) {
     let mut b = backlog.lock().unwrap();
     if rx.is_empty() {
         *b = false;
@@ -168,7 +179,7 @@ pub async fn serve_connection<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let max = shared.service.config().max_frame_bytes as usize;
-    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
     let backlog = Arc::new(Mutex::new(false));
     let out = Arc::new(Outbox {
         direct,
@@ -178,10 +189,11 @@ pub async fn serve_connection<R, W>(
     let writer_task = {
         tokio::spawn(async move {
             let mut w = BufWriter::new(writer);
-            while let Some(line) = rx.recv().await {
+            while let Some((line, permit)) = rx.recv().await {
                 if w.write_all(&line).await.is_err() {
                     break;
                 }
+                drop(permit);
                 if rx.is_empty() {
                     if w.flush().await.is_err() {
                         break;
@@ -201,7 +213,16 @@ pub async fn serve_connection<R, W>(
     });
     let requests = TaskTracker::new();
     let mut frames = FramedRead::new(reader, LineCodec::new(max));
+    let permits = Arc::new(Semaphore::new(MAX_OUTSTANDING));
     loop {
+        // Backpressure: no permit, no read.
+        let permit = tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
         let next = tokio::select! {
             _ = shared.shutdown.cancelled() => break,
             next = frames.next() => next,
@@ -213,16 +234,19 @@ pub async fn serve_connection<R, W>(
                 break;
             }
             Some(Ok(Frame::TooLong)) => {
-                out.send(&jsonrpc::error(
-                    &RequestId::Null,
-                    jsonrpc::INVALID_REQUEST,
-                    "frame too long",
-                    Some(json!(format!(
-                        "a line may hold at most {max} bytes (max_frame_bytes)"
-                    ))),
-                ));
+                out.send(
+                    &jsonrpc::error(
+                        &RequestId::Null,
+                        jsonrpc::INVALID_REQUEST,
+                        "frame too long",
+                        Some(json!(format!(
+                            "a line may hold at most {max} bytes (max_frame_bytes)"
+                        ))),
+                    ),
+                    Some(permit),
+                );
             }
-            Some(Ok(Frame::Line(line))) => on_line(&conn, &line, &out, &requests),
+            Some(Ok(Frame::Line(line))) => on_line(&conn, &line, &out, &requests, permit),
         }
     }
     if shared.shutdown.is_cancelled() {
@@ -236,9 +260,15 @@ pub async fn serve_connection<R, W>(
     let _ = writer_task.await;
 }
 
-fn on_line(conn: &Arc<Conn>, line: &[u8], out: &Arc<Outbox>, requests: &TaskTracker) {
+fn on_line(
+    conn: &Arc<Conn>,
+    line: &[u8],
+    out: &Arc<Outbox>,
+    requests: &TaskTracker,
+    permit: OwnedSemaphorePermit,
+) {
     match jsonrpc::classify(line) {
-        Incoming::Error(v) => out.send(&v),
+        Incoming::Error(v) => out.send(&v, Some(permit)),
         Incoming::Ignored => {}
         Incoming::Notification { method, params } => {
             if method == "$/cancel_request" {
@@ -251,7 +281,10 @@ fn on_line(conn: &Arc<Conn>, line: &[u8], out: &Arc<Outbox>, requests: &TaskTrac
         Incoming::Request { id, method, params } => {
             let first = conn.take_first();
             if method == "initialize" {
-                out.send(&methods::initialize(conn, &id, &params, first));
+                out.send(
+                    &methods::initialize(conn, &id, &params, first),
+                    Some(permit),
+                );
                 return;
             }
             let flag = Arc::new(AtomicBool::new(conn.shared.shutdown.is_cancelled()));
@@ -265,7 +298,7 @@ fn on_line(conn: &Arc<Conn>, line: &[u8], out: &Arc<Outbox>, requests: &TaskTrac
             requests.spawn_blocking(move || {
                 let response = methods::dispatch(&conn, &id, &method, params, flag);
                 conn.inflight.lock().unwrap().remove(&id_key(&id));
-                out.send(&response);
+                out.send(&response, Some(permit));
             });
         }
     }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
-use writegate_fs::{Dir, Existing, PathLocks, PublishOptions};
+use writegate_fs::{Dir, Existing, PathGuard, PathLocks, PublishOptions};
 use writegate_paths::{OsView, ResolveError};
 use writegate_text::{EditMode, EditRequest, WriteOptions};
 
@@ -240,6 +240,7 @@ impl Service {
         rec.size_bytes = Some(p.content.len() as u64);
         let content_len = p.content.len() as u64;
         let read = ReadMode::Prefix(self.config().max_edit_bytes);
+        let mut held = None;
         let result = self.mutate(
             ctx,
             &mut rec,
@@ -247,6 +248,7 @@ impl Service {
             marker,
             Some(content_len),
             read,
+            &mut held,
             &mut |_, existing| {
                 let bytes = encode_over(&p.content, existing, &opts)?;
                 Ok(Plan {
@@ -256,6 +258,7 @@ impl Service {
             },
         );
         self.finish(ctx, rec, &result);
+        drop(held);
         result.map(|_| json!({}))
     }
 
@@ -276,6 +279,7 @@ impl Service {
             ReadMode::Whole(cfg.max_edit_bytes)
         };
         let root = ctx.runtime.root.clone();
+        let mut held = None;
         let mut outcome: Option<writegate_text::EditOutcome> = None;
         let result = self.mutate(
             ctx,
@@ -284,6 +288,7 @@ impl Service {
             marker,
             Some(p.content.len() as u64),
             read,
+            &mut held,
             &mut |canonical, existing| {
                 let display = display_path(canonical, &root);
                 if let Some(e) = existing
@@ -343,6 +348,7 @@ impl Service {
             },
         );
         self.finish(ctx, rec, &result);
+        drop(held);
         let done = result?;
         let out = outcome.expect("a successful plan stores its outcome");
         let mut r = Map::new();
@@ -546,14 +552,15 @@ impl Service {
     /// target and the existing file (read inside the path lock) and returns
     /// the new bytes.
     #[allow(clippy::too_many_arguments)]
-    fn mutate(
-        &self,
+    fn mutate<'s>(
+        &'s self,
         ctx: &OpCtx,
         rec: &mut OpRecord,
         raw: &Path,
         marker: Option<&'static str>,
         content_len: Option<u64>,
         read: ReadMode,
+        held: &mut Option<PathGuard<'s>>,
         plan: &mut Planner<'_>,
     ) -> Result<Committed, Failure> {
         let cfg = self.config();
@@ -598,7 +605,8 @@ impl Service {
             }
         }
         let (parent, leaf) = split_target(&canonical)?;
-        let _guard = self.locks.lock(&canonical);
+        // Held by the caller until the audit event is written (SPEC 7.4).
+        held.replace(self.locks.lock(&canonical));
         self.check_open(ctx)?;
         self.check_cancel(ctx)?;
         let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
