@@ -117,7 +117,12 @@ pub fn classify(line: &[u8]) -> Incoming {
 /// invalid params of the request when the line is otherwise valid JSON and
 /// its id can be read; anything else is a parse error with `id: null`.
 fn parse_failure(line: &[u8], e: &serde_json::Error) -> Incoming {
-    if let Some(id) = id_despite_surrogates(line) {
+    if let Some(sanitized) = without_surrogates(line) {
+        let Some(id) = sanitized.as_object().and_then(|o| o.get("id")) else {
+            // A notification is never answered, even a malformed one.
+            return Incoming::Ignored;
+        };
+        let id: RequestId = serde_json::from_value(id.clone()).unwrap_or(RequestId::Null);
         return Incoming::Error(error(
             &id,
             INVALID_PARAMS,
@@ -135,11 +140,11 @@ fn parse_failure(line: &[u8], e: &serde_json::Error) -> Incoming {
     ))
 }
 
-/// Reads the id of a line whose only fault is surrogate escapes: every
+/// Parses a line whose only fault is surrogate escapes: every
 /// `\uD800`-`\uDFFF` escape is replaced with `\uFFFD` (for reading the id
 /// only; the content itself is refused). `None` when the line holds no such
 /// escape or is still not valid JSON after the replacement.
-fn id_despite_surrogates(line: &[u8]) -> Option<RequestId> {
+fn without_surrogates(line: &[u8]) -> Option<Value> {
     let text = std::str::from_utf8(line).ok()?;
     let mut out = String::with_capacity(text.len());
     let mut replaced = false;
@@ -169,9 +174,7 @@ fn id_despite_surrogates(line: &[u8]) -> Option<RequestId> {
     if !replaced {
         return None;
     }
-    let v: Value = serde_json::from_str(&out).ok()?;
-    let id = v.as_object()?.get("id")?.clone();
-    serde_json::from_value(id).ok()
+    serde_json::from_str(&out).ok()
 }
 
 /// A success response line (without `\n`).
@@ -311,6 +314,11 @@ mod tests {
         // Another syntax error with a surrogate is still a parse error.
         let (code, id) = err_code(&classify(br#"{"id":1,"x":"\ud800" nope}"#));
         assert_eq!((code, id), (PARSE_ERROR, Value::Null));
+        // A notification with a lone surrogate is still never answered.
+        assert_eq!(
+            classify(br#"{"jsonrpc":"2.0","method":"x","params":{"c":"\ud800"}}"#),
+            Incoming::Ignored
+        );
         // A valid pair is fine.
         let ok = br#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"content":"\ud83d\ude00"}}"#;
         assert!(matches!(classify(ok), Incoming::Request { .. }));
