@@ -2020,3 +2020,26 @@ fn whole_write_over_a_huge_sparse_file_replaces_it_without_loading_it() {
         "no hash of a file that was not read"
     );
 }
+
+/// Review finding: an edit whose parameters do not fit its mode is invalid
+/// params before routing: no audit event, nothing touched (SPEC 10).
+#[test]
+fn edit_with_params_that_do_not_fit_the_mode_is_invalid_params_and_not_audited() {
+    let t = Tree::new();
+    let f = t.ws.join("f.txt");
+    fs::write(&f, b"a\n").unwrap();
+    let mut d = t.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+    for params in [
+        json!({"sessionId": "s", "path": f, "mode": "insert", "content": "x"}),
+        json!({"sessionId": "s", "path": f, "mode": "replace", "content": "x"}),
+        json!({"sessionId": "s", "path": f, "mode": "delete", "line": 2, "endLine": 1}),
+        json!({"sessionId": "s", "path": f, "mode": "write", "content": "x", "line": 1}),
+    ] {
+        let r = c.call("_writegate/edit_text_file", params.clone());
+        assert_eq!(r["error"]["code"], -32602, "{params} -> {r}");
+        assert!(r["error"]["data"].is_string(), "{r}");
+    }
+    assert_eq!(fs::read(&f).unwrap(), b"a\n");
+    assert!(t.audit_events().is_empty(), "{:?}", t.audit_events());
+}

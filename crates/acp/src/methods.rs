@@ -237,6 +237,18 @@ pub fn dispatch(
                         .into());
                     }
                 };
+                // Bad combinations are invalid params, before routing: no
+                // audit event, no lock, no approval spent.
+                writegate_text::validate(&writegate_text::EditRequest {
+                    mode,
+                    content: &content,
+                    find: p.find.as_deref(),
+                    line: p.line,
+                    end_line: p.end_line,
+                    display_path: "",
+                    want_diff: false,
+                })
+                .map_err(|e| Failure::InvalidParams(e.hint()))?;
                 let ctx = ctx(&p.session_id);
                 let ep = EditParams {
                     path: p.path,

@@ -152,7 +152,15 @@ fn invalid(why: &str) -> TextError {
     TextError::InvalidRequest(why.to_string())
 }
 
-fn validate(req: &EditRequest) -> Result<(), TextError> {
+/// Checks that the parameters of an edit fit its mode (SPEC 8.3): `write`
+/// and `append` take no `find`/`line`/`endLine`; `replace` needs `find`,
+/// `line` or both; `insert` needs `line` only; `delete` needs `line` (and
+/// optionally `endLine`), no `find`; `endLine` needs `line` and is not
+/// before it. Pure and cheap, so callers run it before anything else (a bad
+/// combination is invalid params, not an audited refusal).
+///
+/// Errors: [`TextError::InvalidRequest`] naming the problem.
+pub fn validate(req: &EditRequest) -> Result<(), TextError> {
     let m = req.mode.name();
     match req.mode {
         EditMode::Write | EditMode::Append => {

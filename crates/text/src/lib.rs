@@ -25,7 +25,9 @@ pub mod lines;
 pub mod read;
 mod repr;
 
-pub use edit::{EditMode, EditOutcome, EditRequest, apply_edit, indentation_words, is_binary};
+pub use edit::{
+    EditMode, EditOutcome, EditRequest, apply_edit, indentation_words, is_binary, validate,
+};
 pub use error::TextError;
 pub use escape::{escape_visible, show};
 pub use format::{
