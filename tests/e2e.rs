@@ -1708,7 +1708,10 @@ fn cli_edit_and_read_through_the_daemon() {
         "{out}"
     );
     // Numbers right-aligned in six columns, then a tab (as the README shows).
-    assert!(out.starts_with("     1\tdef f():\n     2\t    return 2\n"), "{out:?}");
+    assert!(
+        out.starts_with("     1\tdef f():\n     2\t    return 2\n"),
+        "{out:?}"
+    );
     assert!(out.contains("sha256:"), "{out}");
 }
 

@@ -446,7 +446,11 @@ fn client_read(a: ReadArgs) -> ExitCode {
     match call(&a.client, "_writegate/read_lines", params) {
         Ok(r) => {
             for l in r["lines"].as_array().into_iter().flatten() {
-                println!("{:>6}\t{}", l["n"].as_u64().unwrap_or(0), l["text"].as_str().unwrap_or(""));
+                println!(
+                    "{:>6}\t{}",
+                    l["n"].as_u64().unwrap_or(0),
+                    l["text"].as_str().unwrap_or("")
+                );
             }
             println!(
                 "hash: {} ({} lines, {}, bom {}, {})",

@@ -16,7 +16,7 @@ use crate::routing::{Route, external_route, parse_marker, write_options};
 use crate::runtime::{Registry, Runtime};
 use crate::{path_hash, sha256_tagged};
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -89,7 +89,7 @@ pub struct Service {
     locks: PathLocks,
     audit: AuditSink,
     approvals: Approvals,
-    receipts: Mutex<HashMap<String, Vec<Receipt>>>,
+    receipts: Mutex<HashMap<String, VecDeque<Receipt>>>,
     /// Canonical roots registered by socket clients (`allow_dynamic_workspaces`),
     /// kept across reloads while the option stays on.
     dynamic: Mutex<Vec<PathBuf>>,
@@ -676,9 +676,9 @@ impl Service {
         let mut all = self.receipts.lock().unwrap();
         let list = all.entry(session).or_default();
         if list.len() >= MAX_RECEIPTS_PER_SESSION {
-            list.remove(0);
+            list.pop_front();
         }
-        list.push(Receipt {
+        list.push_back(Receipt {
             path: done.canonical.display().to_string(),
             mode: mode.to_string(),
             created: done.created,
