@@ -126,3 +126,56 @@ fn directory_swapped_for_symlink_never_lets_a_write_escape() {
     );
     assert!(ok > 0, "no write landed; the test proved nothing");
 }
+
+/// An ancestor of the workspace root is swapped for a symlink after the
+/// daemon registered the root: the resolver trusts the registered canonical
+/// root, and the writer opens the target's directory with no symlink allowed
+/// in any component, so the write is refused and nothing lands anywhere.
+#[test]
+fn root_ancestor_swapped_for_a_symlink_refuses_the_write() {
+    let w = tempfile::tempdir().unwrap();
+    let a = w.path().join("a");
+    let root = a.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let elsewhere = w.path().join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("root")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_writegate"))
+        .args(["serve", "--stdio", "--workspace"])
+        .arg(&root)
+        .arg("--audit-log")
+        .arg(w.path().join("audit.jsonl"))
+        .env("XDG_RUNTIME_DIR", w.path())
+        .env("XDG_STATE_HOME", w.path())
+        .env("XDG_CONFIG_HOME", w.path())
+        .env("HOME", w.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut call = |i: u64, path: &std::path::Path| -> Value {
+        let req = json!({"jsonrpc": "2.0", "id": i, "method": "fs/write_text_file",
+            "params": {"sessionId": "s", "path": path, "content": "x\n"}});
+        writeln!(stdin, "{req}").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    // Registered and working.
+    let ok = call(1, &root.join("before.txt"));
+    assert!(ok.get("result").is_some(), "{ok}");
+    // Swap the root's parent for a symlink to a look-alike tree.
+    std::fs::rename(&a, w.path().join("a.real")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &a).unwrap();
+    let r = call(2, &root.join("after.txt"));
+    assert_eq!(r["error"]["data"]["errorKind"], "symlink_escape", "{r}");
+    assert!(
+        !elsewhere.join("root/after.txt").exists(),
+        "the write followed the swapped ancestor"
+    );
+    assert!(!w.path().join("a.real/root/after.txt").exists());
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
