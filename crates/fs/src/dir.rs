@@ -334,14 +334,14 @@ pub fn stat_leaf(dir: &Dir, leaf: &OsStr) -> Result<Option<LeafStat>, FsError> {
 /// it the buffer grows as bytes actually arrive.
 const MAX_CAPACITY_HINT: u64 = 64 * 1024 * 1024;
 
-/// Like [`read_existing`] but a file longer than `max_bytes` is not an
-/// error for the caller to refuse: its first `max_bytes` bytes are returned
-/// with `truncated: true` and `len` the file's size. For callers that only
-/// need to look at a file's beginning (the format of a file a whole-file
-/// write replaces, SPEC 7.2). Same errors as [`read_existing`].
-pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Existing>, FsError> {
+/// Opens the regular file `leaf` in `dir` for reading (`O_NOFOLLOW`,
+/// classified before opening so a fifo or device is never opened) and
+/// returns it with its metadata and its path for messages; `None` when
+/// nothing has that name. Shared by [`read_prefix`] and [`read_existing`].
+fn open_regular(dir: &Dir, leaf: &OsStr) -> Result<Option<(OwnedFd, LeafStat, PathBuf)>, FsError> {
     check_leaf(leaf)?;
     let shown = dir.path().join(leaf);
+    // Classify first so that a fifo or a device is never opened.
     if leaf_state(dir.fd(), dir.path(), leaf)? == LeafState::Missing {
         return Ok(None);
     }
@@ -362,6 +362,18 @@ pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Exi
         )));
     }
     let meta = LeafStat::from_stat(&st);
+    Ok(Some((fd, meta, shown)))
+}
+
+/// Like [`read_existing`] but a file longer than `max_bytes` is not an
+/// error for the caller to refuse: its first `max_bytes` bytes are returned
+/// with `truncated: true` and `len` the file's size. For callers that only
+/// need to look at a file's beginning (the format of a file a whole-file
+/// write replaces, SPEC 7.2). Same errors as [`read_existing`].
+pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Existing>, FsError> {
+    let Some((fd, meta, shown)) = open_regular(dir, leaf)? else {
+        return Ok(None);
+    };
     let hint = meta.len.min(max_bytes).min(MAX_CAPACITY_HINT);
     let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
     (&mut File::from(fd))
@@ -404,29 +416,9 @@ pub fn read_existing(
     leaf: &OsStr,
     max_bytes: Option<u64>,
 ) -> Result<Option<Existing>, FsError> {
-    check_leaf(leaf)?;
-    let shown = dir.path().join(leaf);
-    // Classify first so that a fifo or a device is never opened.
-    if leaf_state(dir.fd(), dir.path(), leaf)? == LeafState::Missing {
+    let Some((fd, meta, shown)) = open_regular(dir, leaf)? else {
         return Ok(None);
-    }
-    let flags =
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let fd = match rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(None),
-        Err(e) => return Err(FsError::from_errno(e, &shown.display())),
     };
-    let st = rustix::fs::fstat(&fd).map_err(|e| FsError::from_errno(e, &shown.display()))?;
-    let ft = FileType::from_raw_mode(st.st_mode);
-    if ft != FileType::RegularFile {
-        return Err(FsError::NotAFile(format!(
-            "{}: is a {}, not a regular file",
-            shown.display(),
-            type_name(ft)
-        )));
-    }
-    let meta = LeafStat::from_stat(&st);
     let mut existing = Existing {
         bytes: Vec::new(),
         mode: meta.mode,
