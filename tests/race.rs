@@ -19,20 +19,7 @@ fn directory_swapped_for_symlink_never_lets_a_write_escape() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
     let link_tmp = root.join("d.link");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_writegate"))
-        .args(["serve", "--stdio", "--workspace"])
-        .arg(&root)
-        .arg("--audit-log")
-        .arg(w.path().join("audit.jsonl"))
-        .env("XDG_RUNTIME_DIR", w.path())
-        .env("XDG_STATE_HOME", w.path())
-        .env("XDG_CONFIG_HOME", w.path())
-        .env("HOME", w.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = stdio_daemon(w.path(), &root);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
 
@@ -139,20 +126,7 @@ fn root_ancestor_swapped_for_a_symlink_refuses_the_write() {
     std::fs::create_dir_all(&root).unwrap();
     let elsewhere = w.path().join("elsewhere");
     std::fs::create_dir_all(elsewhere.join("root")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_writegate"))
-        .args(["serve", "--stdio", "--workspace"])
-        .arg(&root)
-        .arg("--audit-log")
-        .arg(w.path().join("audit.jsonl"))
-        .env("XDG_RUNTIME_DIR", w.path())
-        .env("XDG_STATE_HOME", w.path())
-        .env("XDG_CONFIG_HOME", w.path())
-        .env("HOME", w.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = stdio_daemon(w.path(), &root);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut call = |i: u64, path: &std::path::Path| -> Value {
@@ -178,4 +152,23 @@ fn root_ancestor_swapped_for_a_symlink_refuses_the_write() {
     assert!(!w.path().join("a.real/root/after.txt").exists());
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// `writegate serve --stdio` on `root`, with every XDG directory and the
+/// audit log under `base` so the test never touches the real home.
+fn stdio_daemon(base: &std::path::Path, root: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_writegate"))
+        .args(["serve", "--stdio", "--workspace"])
+        .arg(root)
+        .arg("--audit-log")
+        .arg(base.join("audit.jsonl"))
+        .env("XDG_RUNTIME_DIR", base)
+        .env("XDG_STATE_HOME", base)
+        .env("XDG_CONFIG_HOME", base)
+        .env("HOME", base)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
