@@ -254,6 +254,20 @@ pub struct EndingCounts {
 }
 
 impl EndingCounts {
+    /// The endings of an already split list of lines, tallied by kind.
+    pub fn of_lines(lines: &[Line]) -> EndingCounts {
+        let mut c = EndingCounts::default();
+        for l in lines {
+            match l.ending {
+                Some(Ending::Lf) => c.lf += 1,
+                Some(Ending::CrLf) => c.crlf += 1,
+                Some(Ending::Cr) => c.cr += 1,
+                None => {}
+            }
+        }
+        c
+    }
+
     /// Number of line breaks of any kind.
     pub fn breaks(&self) -> usize {
         self.lf + self.crlf + self.cr
@@ -410,16 +424,7 @@ pub(crate) fn ends_with_break<U: Copy + Into<u32>>(units: &[U]) -> bool {
 /// The dominant ending of `lines` (SPEC 8.2): the most frequent ending; ties go to
 /// `Lf`, then `CrLf`, then `Cr`. `None` when no line has an ending.
 pub fn dominant(lines: &[Line]) -> Option<Ending> {
-    let mut c = EndingCounts::default();
-    for l in lines {
-        match l.ending {
-            Some(Ending::Lf) => c.lf += 1,
-            Some(Ending::CrLf) => c.crlf += 1,
-            Some(Ending::Cr) => c.cr += 1,
-            None => {}
-        }
-    }
-    c.dominant()
+    EndingCounts::of_lines(lines).dominant()
 }
 
 /// Number of line breaks (lines that have an ending) in `lines`.
@@ -712,16 +717,7 @@ mod tests {
     }
 
     fn counts_of(lines: &[Line]) -> EndingCounts {
-        let mut c = EndingCounts::default();
-        for l in lines {
-            match l.ending {
-                Some(Ending::Lf) => c.lf += 1,
-                Some(Ending::CrLf) => c.crlf += 1,
-                Some(Ending::Cr) => c.cr += 1,
-                None => {}
-            }
-        }
-        c
+        EndingCounts::of_lines(lines)
     }
 
     /// Break-heavy bytes, long enough to cross the vectorised scanners' blocks.
