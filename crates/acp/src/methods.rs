@@ -205,6 +205,8 @@ pub fn dispatch(
         let ctx = |session: &str| OpCtx {
             runtime: conn.runtime(),
             session_id: Some(session.to_string()),
+            // SPEC 4: on for stdio and for same-UID socket peers, the only
+            // transports there are; a later transport must pass false.
             external_writes: true,
             cancel: cancel.clone(),
         };

@@ -42,8 +42,8 @@ pub enum NewFileMode {
 pub struct PublishOptions {
     /// Mode of a newly created file.
     pub new_file_mode: NewFileMode,
-    /// `(dev, ino)` of the leaf the caller saw (e.g. the external writer's
-    /// lstat, SPEC 7.1 step 3). When `Some`, the leaf must still be that
+    /// `(dev, ino)` of the leaf the caller saw (the daemon passes the file
+    /// it read inside the path lock). When `Some`, the leaf must still be that
     /// inode when publish looks at it, else [`FsError::SymlinkEscape`]
     /// (swapped meanwhile; a leaf that vanished counts as swapped).
     pub expect_existing: Option<(u64, u64)>,
