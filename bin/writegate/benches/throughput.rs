@@ -22,8 +22,9 @@ use common::{
     scaled, stats, text_of, write_params_prefix,
 };
 use std::fs;
-use std::sync::Barrier;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use writegate_core::{Config, OpCtx, Registry, Service, WriteParams};
 use std::time::{Duration, Instant};
 
 /// Files overwritten round-robin by both sides.
@@ -78,6 +79,9 @@ struct Outcome {
     writes: usize,
     bare: Side,
     daemon: Side,
+    /// The same pipeline called in this process (`Service::write_text_file`,
+    /// no socket, no JSON): only measured for one connection.
+    inproc: Option<Side>,
     ratio: f64,
     /// Median of the per-round ratios (each round's two sides ran back to
     /// back).
@@ -164,7 +168,51 @@ fn run_daemon(
     .elapsed()
 }
 
-fn run_case(t: &Tree, pid: u32, clients: &mut [Client], case: &Case) -> Outcome {
+/// Runs `n` writes through `Service::write_text_file` in this process, over
+/// the same files: the daemon's pipeline without the socket, the JSON or the
+/// thread hand-off. Returns wall time.
+fn run_inproc(svc: &Service, ctx: &OpCtx, t: &Tree, content: &str, n: usize) -> Duration {
+    let files = files_of(0, 1);
+    let start = Instant::now();
+    for k in 0..n {
+        let p = WriteParams {
+            path: t.ws.join(&files[k % files.len()]),
+            content: content.to_owned(),
+            meta: None,
+        };
+        svc.write_text_file(ctx, &p).expect("in-process write");
+    }
+    start.elapsed()
+}
+
+/// A `Service` like the daemon's (default config, the bench workspace
+/// trusted), auditing to its own log next to the daemon's.
+fn inproc_service(t: &Tree) -> (Service, OpCtx) {
+    let registry = Registry::default();
+    let runtime = registry.register(&t.ws, true).expect("register workspace");
+    let state = t.audit.parent().unwrap();
+    let svc = Service::new(
+        Config::default(),
+        registry,
+        &state.join("inproc-audit.jsonl"),
+        state.join("inproc-approvals.json"),
+    );
+    let ctx = OpCtx {
+        runtime,
+        session_id: Some("inproc".into()),
+        external_writes: false,
+        cancel: Arc::new(AtomicBool::new(false)),
+    };
+    (svc, ctx)
+}
+
+fn run_case(
+    t: &Tree,
+    pid: u32,
+    clients: &mut [Client],
+    inproc: &(Service, OpCtx),
+    case: &Case,
+) -> Outcome {
     let content = text_of(case.size, &format!("s{}", case.size));
     let content_json = serde_json::to_vec(&content).unwrap();
     let prefixes: Vec<Vec<Vec<u8>>> = (0..case.conns)
@@ -181,7 +229,8 @@ fn run_case(t: &Tree, pid: u32, clients: &mut [Client], case: &Case) -> Outcome 
     // Warm-up: every file exists with this size on both sides' first round.
     run_bare(t, content.as_bytes(), case.conns, FILES / case.conns, 99);
     run_daemon(clients, &prefixes, &content_json, FILES / case.conns);
-    let (mut bare, mut daemon) = (Vec::new(), Vec::new());
+    let (mut bare, mut daemon, mut service) = (Vec::new(), Vec::new(), Vec::new());
+    let with_inproc = case.conns == 1;
     BARE_CPU.store(0, Ordering::Relaxed);
     BARE_WAIT.store(0, Ordering::Relaxed);
     let (mut d_cpu, mut d_wait) = (0u64, 0u64);
@@ -206,12 +255,17 @@ fn run_case(t: &Tree, pid: u32, clients: &mut [Client], case: &Case) -> Outcome 
             d();
             b();
         }
+        if with_inproc {
+            let d = run_inproc(&inproc.0, &inproc.1, t, &content, writes);
+            service.push(d.as_secs_f64() * 1e6 / writes as f64);
+        }
     }
     let total = (writes * case.rounds) as f64 * 1e3;
     let mut paired: Vec<f64> = daemon.iter().zip(&bare).map(|(d, b)| d / b).collect();
     let paired_ratio = median(&mut paired);
     let bare = side(bare);
     let daemon = side(daemon);
+    let inproc = with_inproc.then(|| side(service));
     let ratio = daemon.us_per_write / bare.us_per_write;
     Outcome {
         case_size: case.size,
@@ -219,6 +273,7 @@ fn run_case(t: &Tree, pid: u32, clients: &mut [Client], case: &Case) -> Outcome 
         writes: writes * case.rounds,
         bare,
         daemon,
+        inproc,
         ratio,
         paired_ratio,
         bare_cpu_us: BARE_CPU.load(Ordering::Relaxed) as f64 / total,
@@ -226,6 +281,32 @@ fn run_case(t: &Tree, pid: u32, clients: &mut [Client], case: &Case) -> Outcome 
         daemon_cpu_us: d_cpu as f64 / total,
         daemon_wait_us: d_wait as f64 / total,
     }
+}
+
+/// Where one connection's overhead goes: the pipeline in this process
+/// against the bare sequence, and the daemon against that pipeline.
+fn print_inproc(outcomes: &[Outcome]) {
+    println!(
+        "| size | bare µs/write | in-process Service::write_text_file µs/write | daemon µs/write | in-process/bare | daemon/in-process |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for o in outcomes {
+        let Some(ip) = &o.inproc else { continue };
+        println!(
+            "| {} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.0} | {:.3} | {:.3} |",
+            fmt_size(o.case_size),
+            o.bare.us_per_write,
+            ip.us_per_write,
+            ip.min_us,
+            ip.max_us,
+            o.daemon.us_per_write,
+            ip.us_per_write / o.bare.us_per_write,
+            o.daemon.us_per_write / ip.us_per_write
+        );
+    }
+    println!(
+        "(in-process: the same pipeline, config and audit log without the socket, JSON or thread hand-off; one round after each bare/daemon pair)"
+    );
 }
 
 fn print_cpu(outcomes: &[Outcome]) {
@@ -250,7 +331,7 @@ fn print_cpu(outcomes: &[Outcome]) {
 }
 
 /// Round trips without fsync on one connection: `_writegate/receipt` of an
-/// empty session (answered on the async worker, no disk) and
+/// empty session (a blocking thread like every request, no disk) and
 /// `_writegate/read_lines` of one line of a small file (blocking pool,
 /// resolve, open, read, sha256). Prints median µs and daemon CPU.
 fn round_trips(t: &Tree, pid: u32, client: &mut Client) {
@@ -265,7 +346,7 @@ fn round_trips(t: &Tree, pid: u32, client: &mut Client) {
     println!("|---|---|---|---|");
     for (name, method, params) in [
         (
-            "_writegate/receipt (no disk, no blocking pool)",
+            "_writegate/receipt (no disk)",
             "_writegate/receipt",
             &receipt,
         ),
@@ -346,9 +427,9 @@ fn main() {
         rounds,
     };
     let cases_small = [
-        small(KIB, 1, 80, 10),
+        small(KIB, 1, 40, 24),
         small(KIB, CONNS, 160, 8),
-        small(4 * KIB, 1, 80, 10),
+        small(4 * KIB, 1, 40, 16),
         small(4 * KIB, CONNS, 160, 8),
     ];
     let big = [
@@ -366,11 +447,12 @@ fn main() {
         },
     ];
 
+    let inproc = inproc_service(&t);
     let started = Instant::now();
     print_header();
     let mut outcomes = Vec::new();
     for c in &cases_small {
-        let o = run_case(&t, pid, &mut clients, c);
+        let o = run_case(&t, pid, &mut clients, &inproc, c);
         print_outcome(&o);
         outcomes.push(o);
     }
@@ -380,16 +462,18 @@ fn main() {
     print_header();
     let rss_after_small = daemon.status_kib("VmRSS");
     let hwm_after_small = daemon.status_kib("VmHWM");
-    let o = run_case(&t, pid, &mut clients, &big[0]);
+    let o = run_case(&t, pid, &mut clients, &inproc, &big[0]);
     print_outcome(&o);
     outcomes.push(o);
     let hwm_after_big1 = daemon.status_kib("VmHWM");
-    let o = run_case(&t, pid, &mut clients, &big[1]);
+    let o = run_case(&t, pid, &mut clients, &inproc, &big[1]);
     print_outcome(&o);
     outcomes.push(o);
     let hwm_after_big8 = daemon.status_kib("VmHWM");
     let rss_end = daemon.status_kib("VmRSS");
     println!("(µs/write: median of per-round means, range of round means in parentheses)");
+    println!();
+    print_inproc(&outcomes);
     println!();
     print_cpu(&outcomes);
     println!();
