@@ -24,8 +24,8 @@ use common::{
 use std::fs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
-use writegate_core::{Config, OpCtx, Registry, Service, WriteParams};
 use std::time::{Duration, Instant};
+use writegate_core::{Config, OpCtx, Registry, Service, WriteParams};
 
 /// Files overwritten round-robin by both sides.
 const FILES: usize = 64;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
-use writegate_fs::{Dir, Existing, PathGuard, PathLocks, PublishOptions};
+use writegate_fs::{Dir, Existing, PathGuard, PathLocks, PublishOptions, Releaser};
 use writegate_paths::{OsView, ResolveError};
 use writegate_text::{EditMode, EditRequest, WriteOptions};
 
@@ -93,6 +93,9 @@ pub struct Service {
     /// Canonical roots registered by socket clients (`allow_dynamic_workspaces`),
     /// kept across reloads while the option stays on.
     dynamic: Mutex<Vec<PathBuf>>,
+    /// Closes the read descriptors of files a write replaced, off the
+    /// request's thread (the kernel frees the old blocks then).
+    releaser: Releaser,
 }
 
 /// How much of the existing file a mutation reads inside the lock.
@@ -162,6 +165,7 @@ impl Service {
             approvals: Approvals::load(approvals_file),
             receipts: Mutex::new(HashMap::new()),
             dynamic: Mutex::new(Vec::new()),
+            releaser: Releaser::new(),
         }
     }
 
@@ -615,6 +619,7 @@ impl Service {
             ReadMode::Prefix(max) => writegate_fs::read_prefix(&dir, leaf, max),
         }
         .map_err(Refusal::from)?;
+        let mut existing = existing;
         // The leaf is read again inside the lock through the directory handle
         // with O_NOFOLLOW: a leaf swapped for a symlink or another kind of
         // file since the external check is refused there, and a regular file
@@ -653,6 +658,11 @@ impl Service {
             let published =
                 writegate_fs::publish(&dir, leaf, &planned.bytes, &opts, &mut precommit)
                     .map_err(Refusal::from)?;
+            // The replaced file's last reference goes to the releaser: its
+            // blocks are freed there, not on this request's path.
+            if let Some(fd) = existing.as_mut().and_then(Existing::take_handle) {
+                self.releaser.release(fd);
+            }
             published.created
         };
         rec.created = Some(created);

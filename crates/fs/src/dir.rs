@@ -228,8 +228,12 @@ impl LeafStat {
     }
 }
 
-/// An existing regular file read through a directory handle.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An existing regular file read through a directory handle. It keeps the
+/// read descriptor open: a caller that then replaces the file hands it to a
+/// [`crate::Releaser`] with [`Existing::take_handle`], so the old content's
+/// blocks are freed off the request's critical path (see `release.rs`);
+/// otherwise it closes when the `Existing` drops.
+#[derive(Debug)]
 pub struct Existing {
     /// The file's bytes; empty when `truncated` is true.
     pub bytes: Vec<u8>,
@@ -249,6 +253,17 @@ pub struct Existing {
     /// True when the file is larger than the caller's `max_bytes`: `bytes` is
     /// then empty and the caller refuses (e.g. `file_too_large`, SPEC 8.3).
     pub truncated: bool,
+    /// The open read-only descriptor of this file (`None` once taken).
+    handle: Option<OwnedFd>,
+}
+
+impl Existing {
+    /// Takes the file's open read-only descriptor (once; `None` after).
+    /// Holding it past a `rename` over the file keeps the old inode alive,
+    /// so the rename does not free its blocks.
+    pub fn take_handle(&mut self) -> Option<OwnedFd> {
+        self.handle.take()
+    }
 }
 
 /// Check that `leaf` is one path component we can use relative to a
@@ -376,7 +391,8 @@ pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Exi
     };
     let hint = meta.len.min(max_bytes).min(MAX_CAPACITY_HINT);
     let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
-    (&mut File::from(fd))
+    let mut file = File::from(fd);
+    (&mut file)
         .take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| FsError::from_io(e, &shown.display()))?;
@@ -397,6 +413,7 @@ pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Exi
         dev: meta.dev,
         ino: meta.ino,
         truncated,
+        handle: Some(file.into()),
     }))
 }
 
@@ -428,9 +445,11 @@ pub fn read_existing(
         ino: meta.ino,
         len: meta.len,
         truncated: false,
+        handle: None,
     };
     if max_bytes.is_some_and(|max| meta.len > max) {
         existing.truncated = true;
+        existing.handle = Some(fd);
         return Ok(Some(existing));
     }
     let mut file = File::from(fd);
@@ -449,6 +468,7 @@ pub fn read_existing(
         None => file.read_to_end(&mut bytes),
     };
     read.map_err(|e| FsError::from_io(e, &shown.display()))?;
+    existing.handle = Some(file.into());
     let seen = bytes.len() as u64;
     if max_bytes.is_some_and(|max| seen > max) {
         existing.truncated = true;

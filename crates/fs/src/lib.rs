@@ -4,7 +4,9 @@
 //! directory handle, publishes new bytes atomically and durably (temp file in
 //! the same directory, fsync, recheck, `renameat`, directory fsync; SPEC 7.3),
 //! serialises writers per canonical target with a daemon-wide FIFO path lock
-//! (SPEC 7.4), removes temp files left by dead processes, appends whole lines
+//! (SPEC 7.4), closes the descriptors of replaced files on a background thread
+//! so their blocks are freed off the request's critical path, removes temp
+//! files left by dead processes, appends whole lines
 //! to the audit log (SPEC 10) and writes small private state files atomically
 //! (persistent approvals, SPEC 12). It must never decide policy: it knows
 //! nothing about workspaces, containment, suspicious names, encodings, sizes
@@ -22,6 +24,7 @@ mod dir;
 mod lock;
 mod log;
 mod publish;
+mod release;
 mod socket;
 
 use std::io;
@@ -35,6 +38,7 @@ pub use log::AppendLog;
 pub use publish::{
     NewFileMode, PublishOptions, Published, publish, temp_file_name, write_private_file,
 };
+pub use release::{RELEASE_QUEUE, Releaser};
 pub use socket::{current_uid, prepare_private_dir, remove_socket_file, set_socket_mode};
 
 /// Every failure of this crate's directory, read and publish operations.
