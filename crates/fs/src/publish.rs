@@ -90,7 +90,7 @@ enum ModePolicy {
 /// boundary when the leaf is valid UTF-8, at a byte otherwise. Errors only if
 /// the system random source fails.
 pub fn temp_file_name(leaf: &OsStr) -> io::Result<OsString> {
-    Ok(temp_name_with(leaf, std::process::id(), &random_suffix()?))
+    Ok(temp_name_with(leaf, own_pid(), &random_suffix()?))
 }
 
 /// `.<leaf cut>.<pid>.<suffix>.tmp`, the leaf cut so the whole fits
@@ -149,9 +149,29 @@ pub(crate) fn parse_temp_name(name: &[u8]) -> Option<u32> {
 
 /// 12 lowercase hex digits from the system random source.
 fn random_suffix() -> io::Result<String> {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut raw = [0u8; SUFFIX_HEX / 2];
     getrandom::fill(&mut raw).map_err(|e| io::Error::other(format!("random source: {e}")))?;
-    Ok(raw.iter().map(|b| format!("{b:02x}")).collect())
+    let mut s = String::with_capacity(SUFFIX_HEX);
+    for b in raw {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    Ok(s)
+}
+
+/// This process's id, read once (`getpid` is a system call each time and
+/// the daemon never forks, so it cannot change under us).
+fn own_pid() -> u32 {
+    static PID: OnceLock<u32> = OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
+/// Whether the effective UID is root, read once (the daemon never changes
+/// its credentials).
+fn running_as_root() -> bool {
+    static ROOT: OnceLock<bool> = OnceLock::new();
+    *ROOT.get_or_init(|| rustix::process::geteuid().is_root())
 }
 
 /// The process umask, read once: `/proc/self/status` (`Umask:` line, no
@@ -212,7 +232,7 @@ fn create_temp(
         | OFlags::NOFOLLOW
         | OFlags::CLOEXEC
         | OFlags::NOCTTY;
-    let pid = std::process::id();
+    let pid = own_pid();
     let mut last = Errno::EXIST;
     for _ in 0..CREATE_ATTEMPTS {
         let name = temp_name_with(leaf, pid, &random_suffix()?);
@@ -338,9 +358,7 @@ fn publish_at(
     let (want_mode, want_owner) = match (policy, &before) {
         (ModePolicy::Private, _) => (0o600, None),
         (ModePolicy::KeepExisting(_), LeafState::Regular(st)) => {
-            let owner = rustix::process::geteuid()
-                .is_root()
-                .then_some((st.uid, st.gid));
+            let owner = running_as_root().then_some((st.uid, st.gid));
             (st.mode & 0o777, owner)
         }
         (ModePolicy::KeepExisting(NewFileMode::Owner), LeafState::Missing) => (0o600, None),
@@ -348,12 +366,13 @@ fn publish_at(
             (0o666 & !process_umask(), None)
         }
     };
+    let mut now_mode = ours.st_mode & 0o7777;
     if let Some((uid, gid)) = want_owner.filter(|&o| o != (ours.st_uid, ours.st_gid)) {
         rustix::fs::fchown(&file, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
             .map_err(errno_err)?;
+        // fchown may clear bits: look again.
+        now_mode = rustix::fs::fstat(&file).map_err(errno_err)?.st_mode & 0o7777;
     }
-    // fchown may clear bits, so always compare against a fresh fstat.
-    let now_mode = rustix::fs::fstat(&file).map_err(errno_err)?.st_mode & 0o7777;
     if now_mode != want_mode {
         rustix::fs::fchmod(&file, Mode::from_raw_mode(want_mode)).map_err(errno_err)?;
     }
