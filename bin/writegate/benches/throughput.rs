@@ -8,7 +8,12 @@
 //! For each size (1 KiB, 4 KiB, 5 MiB) and for 1 and 8 connections, the bench
 //! alternates rounds of "bare sequence" and "daemon" over the same 64 files
 //! in the same directory (the order flips every round to cancel disk drift)
-//! and reports the median of the per-round means. With 8 connections the
+//! and reports the median of the per-round means, and the median of the
+//! per-round daemon/bare ratios (each round's two sides ran back to back, so
+//! this cancels the disk's drift between rounds; the 1.15x target line uses
+//! it). One-connection cases also time the same pipeline called in this
+//! process (no socket, no JSON), which splits the daemon's overhead into
+//! pipeline and IPC. With 8 connections the
 //! baseline is 8 threads doing the bare sequence. It also prints the daemon's
 //! resident memory right after start + initialize (VmRSS) and its peak
 //! (VmHWM) after the 5 MiB runs.
@@ -427,7 +432,7 @@ fn main() {
         rounds,
     };
     let cases_small = [
-        small(KIB, 1, 40, 24),
+        small(KIB, 1, 16, 64),
         small(KIB, CONNS, 160, 8),
         small(4 * KIB, 1, 40, 16),
         small(4 * KIB, CONNS, 160, 8),
@@ -501,10 +506,10 @@ fn main() {
         .find(|o| o.case_size == KIB && o.conns == 1)
         .unwrap();
     println!(
-        "target: 1 KiB on one connection within 1.15x of the bare sequence: ratio {:.3} (per-round median {:.3}) -> {}",
-        one_kib.ratio,
+        "target: 1 KiB on one connection within 1.15x of the bare sequence: per-round ratio, median {:.3} (ratio of the medians {:.3}) -> {}",
         one_kib.paired_ratio,
-        if one_kib.ratio <= 1.15 {
+        one_kib.ratio,
+        if one_kib.paired_ratio <= 1.15 {
             "met"
         } else {
             "NOT met"
