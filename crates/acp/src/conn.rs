@@ -29,11 +29,49 @@ pub enum Transport {
     Socket,
 }
 
-/// State every connection shares: the service and the daemon-wide shutdown
-/// token.
+/// State every connection shares: the service, the daemon-wide shutdown
+/// token and the in-flight byte budget.
 pub struct Shared {
     pub service: Arc<Service>,
     pub shutdown: CancellationToken,
+    pub budget: Budget,
+}
+
+/// The daemon-wide budget of request bytes in flight (`max_inflight_bytes`),
+/// counted in KiB: a request line holds `ceil(len / 1 KiB)` units (at most
+/// the whole budget) from the moment it is read until its answer is built.
+/// A connection whose line does not fit waits before handling it and reads
+/// nothing more meanwhile, so all connections together hold at most the
+/// budget plus one waiting line each.
+pub struct Budget {
+    units: Arc<Semaphore>,
+    total: u32,
+}
+
+impl Budget {
+    /// A budget of `bytes` (rounded up to whole KiB, at least 1 KiB, at most
+    /// `u32::MAX` KiB).
+    pub fn new(bytes: u64) -> Budget {
+        let total = u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
+        Budget {
+            units: Arc::new(Semaphore::new(total as usize)),
+            total,
+        }
+    }
+
+    /// Units a line of `len` bytes costs: whole KiB, at least 1, at most the
+    /// whole budget (so an oversized line waits for an idle daemon instead
+    /// of forever).
+    pub fn cost(&self, len: usize) -> u32 {
+        u32::try_from(len.div_ceil(1024).max(1))
+            .unwrap_or(u32::MAX)
+            .min(self.total)
+    }
+
+    /// Units free right now (for tests and logs).
+    pub fn available(&self) -> usize {
+        self.units.available_permits()
+    }
 }
 
 /// Per-connection state.
@@ -246,7 +284,17 @@ pub async fn serve_connection<R, W>(
                     Some(permit),
                 );
             }
-            Some(Ok(Frame::Line(line))) => on_line(&conn, &line, &out, &requests, permit),
+            Some(Ok(Frame::Line(line))) => {
+                let cost = shared.budget.cost(line.len());
+                // At shutdown the line is handled without budget: it is
+                // answered -32800 at once (its cancel flag starts set).
+                let held = tokio::select! {
+                    biased;
+                    p = shared.budget.units.clone().acquire_many_owned(cost) => p.ok(),
+                    _ = shared.shutdown.cancelled() => None,
+                };
+                on_line(&conn, &line, &out, &requests, permit, held);
+            }
         }
     }
     if shared.shutdown.is_cancelled() {
@@ -260,12 +308,16 @@ pub async fn serve_connection<R, W>(
     let _ = writer_task.await;
 }
 
+/// Handles one line. `permit` is its share of [`MAX_OUTSTANDING`] (released
+/// once the answer is written); `held` its share of the daemon's
+/// [`Budget`] (released once the answer is built).
 fn on_line(
     conn: &Arc<Conn>,
     line: &[u8],
     out: &Arc<Outbox>,
     requests: &TaskTracker,
     permit: OwnedSemaphorePermit,
+    held: Option<OwnedSemaphorePermit>,
 ) {
     match jsonrpc::classify(line) {
         Incoming::Error(v) => out.send(&v, Some(permit)),
@@ -297,6 +349,7 @@ fn on_line(
             // Straight onto a blocking thread, which also writes the answer.
             requests.spawn_blocking(move || {
                 let response = methods::dispatch(&conn, &id, &method, params, flag);
+                drop(held);
                 conn.inflight.lock().unwrap().remove(&id_key(&id));
                 out.send(&response, Some(permit));
             });

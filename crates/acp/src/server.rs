@@ -2,7 +2,7 @@
 //! listener with its peer-UID check, signals (SIGTERM/SIGINT shut down
 //! gracefully, SIGHUP reloads), and the shutdown sequence.
 
-use crate::conn::{Shared, Transport, serve_connection};
+use crate::conn::{Budget, Shared, Transport, serve_connection};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -91,6 +91,7 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
     let shared = Arc::new(Shared {
         service: service.clone(),
         shutdown: CancellationToken::new(),
+        budget: Budget::new(service.config().max_inflight_bytes),
     });
     let conns = TaskTracker::new();
     let listener = match &opts.socket {

@@ -82,6 +82,10 @@ pub struct Config {
     pub max_edit_bytes: u64,
     /// Bytes per JSON-RPC line; default 16 MiB.
     pub max_frame_bytes: u64,
+    /// Bytes of request lines the whole daemon handles at once (read and not
+    /// yet answered); default 64 MiB. Read at start-up only. Not a SPEC 13
+    /// key: writegate's own bound on memory (docs/behaviour.md).
+    pub max_inflight_bytes: u64,
     pub new_file_mode: NewFileMode,
     /// Milliseconds in-flight operations get at shutdown.
     pub shutdown_grace_ms: u64,
@@ -99,6 +103,7 @@ impl Default for Config {
             max_write_bytes: 5 * 1024 * 1024,
             max_edit_bytes: 5 * 1024 * 1024,
             max_frame_bytes: 16 * 1024 * 1024,
+            max_inflight_bytes: 64 * 1024 * 1024,
             new_file_mode: NewFileMode::Owner,
             shutdown_grace_ms: 10_000,
             audit: AuditConfig::default(),
@@ -128,6 +133,7 @@ pub const ENV_KEYS: &[&str] = &[
     "max_write_bytes",
     "max_edit_bytes",
     "max_frame_bytes",
+    "max_inflight_bytes",
     "new_file_mode",
     "shutdown_grace_ms",
     "audit.path",
@@ -173,6 +179,9 @@ impl Config {
         }
         if self.max_frame_bytes < 1024 {
             return Err(bad("max_frame_bytes", "must be at least 1024"));
+        }
+        if self.max_inflight_bytes < 1024 {
+            return Err(bad("max_inflight_bytes", "must be at least 1024"));
         }
         for (i, w) in self.workspace.iter().enumerate() {
             if !w.root.is_absolute() {

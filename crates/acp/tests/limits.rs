@@ -1,0 +1,216 @@
+//! The daemon's bounds on memory (docs/behaviour.md, "Limits"): the
+//! daemon-wide in-flight budget (`max_inflight_bytes`) and the per-connection
+//! limit of outstanding lines. Connections are served in-process over
+//! in-memory pipes, against a real `Service` on a temp workspace with real
+//! files.
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio_util::sync::CancellationToken;
+use writegate_acp::conn::{Budget, MAX_OUTSTANDING, Shared, Transport, serve_connection};
+use writegate_core::{Config, Registry, Service};
+
+fn write_line(id: u64, path: &Path, content: &str) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "id": id, "method": "fs/write_text_file",
+        "params": {"sessionId": "s", "path": path, "content": content}
+    }))
+    .unwrap();
+    line.push(b'\n');
+    line
+}
+
+/// Three connections pipeline writes whose lines (about 40 KiB each, and one
+/// of 100 KiB, larger than the whole budget) cannot be in flight two at a
+/// time under a 48 KiB budget. Every request is answered `{}` and lands,
+/// the oversized one included (it waits for an idle daemon, not forever),
+/// and at no moment do two requests hold path locks at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_do_not_fit_together_run_one_at_a_time_and_all_land() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let registry = Registry::default();
+    let runtime = registry.register(ws.path(), true).unwrap();
+    let root = runtime.root.clone();
+    let service = Arc::new(Service::new(
+        Config::default(),
+        registry,
+        &state.path().join("audit.jsonl"),
+        state.path().join("approvals.json"),
+    ));
+    let budget = Budget::new(48 * 1024);
+    assert_eq!(budget.available(), 48);
+    let shared = Arc::new(Shared {
+        service: service.clone(),
+        shutdown: CancellationToken::new(),
+        budget,
+    });
+
+    // Watch the path locks from another thread while the writes run.
+    let stop = Arc::new(AtomicBool::new(false));
+    let most = Arc::new(AtomicUsize::new(0));
+    let sampler = {
+        let (stop, most, service) = (stop.clone(), most.clone(), service.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                most.fetch_max(service.live_locks(), Ordering::Relaxed);
+                std::thread::yield_now();
+            }
+        })
+    };
+
+    let mut clients = Vec::new();
+    for c in 0..3u64 {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (sr, sw) = tokio::io::split(server);
+        let conn = tokio::spawn(serve_connection(
+            shared.clone(),
+            runtime.clone(),
+            sr,
+            sw,
+            Transport::Stdio,
+            None,
+        ));
+        let root = root.clone();
+        clients.push(tokio::spawn(async move {
+            let (cr, mut cw) = tokio::io::split(client);
+            let mut expected = Vec::new();
+            for i in 0..5u64 {
+                let size = if c == 0 && i == 4 {
+                    100 * 1024
+                } else {
+                    40 * 1024
+                };
+                let content = format!("{c}-{i}\n").repeat(size / 4);
+                let path = root.join(format!("c{c}-{i}.txt"));
+                cw.write_all(&write_line(i, &path, &content)).await.unwrap();
+                expected.push((path, content));
+            }
+            let mut lines = BufReader::new(cr).lines();
+            for _ in 0..5 {
+                let line = lines.next_line().await.unwrap().expect("an answer");
+                let v: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(v["result"], json!({}), "{v}");
+            }
+            drop(cw); // end of input: the connection drains and returns
+            expected
+        }));
+        drop(conn);
+    }
+    for client in clients {
+        for (path, content) in client.await.unwrap() {
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), content);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    sampler.join().unwrap();
+    assert!(
+        most.load(Ordering::Relaxed) <= 1,
+        "two requests held path locks at once under a budget that fits one"
+    );
+    // Everything was given back.
+    assert_eq!(shared.budget.available(), 48);
+}
+
+#[test]
+fn costs_are_whole_kib_capped_at_the_budget() {
+    let b = Budget::new(10 * 1024);
+    assert_eq!(b.cost(0), 1);
+    assert_eq!(b.cost(1), 1);
+    assert_eq!(b.cost(1024), 1);
+    assert_eq!(b.cost(1025), 2);
+    assert_eq!(b.cost(10 * 1024), 10);
+    assert_eq!(b.cost(50 * 1024 * 1024), 10);
+    assert_eq!(Budget::new(1).available(), 1);
+    assert_eq!(Budget::new(1500).available(), 2);
+}
+
+/// A client that sends 2000 requests without reading any answer: once its
+/// connection has `MAX_OUTSTANDING` lines unanswered-or-unwritten and both
+/// small pipes are full, the daemon stops reading, so the client's writes
+/// stall far short of 2000 (the daemon does not buffer without bound). When
+/// the client starts reading, every request is answered exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_read_its_answers_is_no_longer_read() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let registry = Registry::default();
+    let runtime = registry.register(ws.path(), true).unwrap();
+    let service = Arc::new(Service::new(
+        Config::default(),
+        registry,
+        &state.path().join("audit.jsonl"),
+        state.path().join("approvals.json"),
+    ));
+    let shared = Arc::new(Shared {
+        service,
+        shutdown: CancellationToken::new(),
+        budget: Budget::new(64 * 1024 * 1024),
+    });
+    const PIPE: usize = 4096;
+    const TOTAL: usize = 2000;
+    let (client, server) = tokio::io::duplex(PIPE);
+    let (sr, sw) = tokio::io::split(server);
+    let _conn = tokio::spawn(serve_connection(
+        shared,
+        runtime,
+        sr,
+        sw,
+        Transport::Stdio,
+        None,
+    ));
+    let (cr, mut cw) = tokio::io::split(client);
+    let sent = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let sent = sent.clone();
+        tokio::spawn(async move {
+            for id in 0..TOTAL {
+                let line = format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"_writegate/receipt\",\"params\":{{\"sessionId\":\"s\"}}}}\n"
+                );
+                cw.write_all(line.as_bytes()).await.unwrap();
+                sent.fetch_add(1, Ordering::SeqCst);
+            }
+            cw
+        })
+    };
+    // Wait until the writer has made no progress for 300 ms.
+    let mut last = usize::MAX;
+    let mut still_since = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = sent.load(Ordering::SeqCst);
+        if now != last {
+            last = now;
+            still_since = Instant::now();
+        } else if still_since.elapsed() > Duration::from_millis(300) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the writer never stalled");
+    }
+    // Each request line is ~75 bytes and each answer ~50: the two pipes
+    // hold well under 200 lines, plus MAX_OUTSTANDING inside the daemon.
+    let stalled_at = sent.load(Ordering::SeqCst);
+    assert!(stalled_at < TOTAL, "the daemon read everything");
+    assert!(
+        stalled_at <= MAX_OUTSTANDING + 2 * PIPE / 50 + 8,
+        "the daemon read {stalled_at} lines without their answers being read"
+    );
+    // Now read: everything is answered, each id once.
+    let mut lines = BufReader::new(cr).lines();
+    let mut seen = vec![false; TOTAL];
+    for _ in 0..TOTAL {
+        let line = lines.next_line().await.unwrap().expect("an answer");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let id = v["id"].as_u64().unwrap() as usize;
+        assert!(v.get("result").is_some(), "{v}");
+        assert!(!seen[id], "id {id} answered twice");
+        seen[id] = true;
+    }
+    drop(writer.await.unwrap());
+}
