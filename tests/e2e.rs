@@ -2049,14 +2049,15 @@ fn edit_with_params_that_do_not_fit_the_mode_is_invalid_params_and_not_audited()
     assert!(t.audit_events().is_empty(), "{:?}", t.audit_events());
 }
 
-/// Descriptors the process `pid` holds on files under `dir` (an unlinked
-/// file shows as `<path> (deleted)`).
-fn descriptors_into(pid: u32, dir: &Path) -> Vec<PathBuf> {
+/// Descriptors the process `pid` holds on deleted files named `leaf`
+/// (shown as `<path> (deleted)`).
+fn deleted_descriptors(pid: u32, leaf: &Path) -> Vec<PathBuf> {
+    let shown = format!("{} (deleted)", leaf.display());
     fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .flatten()
         .filter_map(|e| fs::read_link(e.path()).ok())
-        .filter(|t| t.starts_with(dir))
+        .filter(|t| t.as_os_str() == shown.as_str())
         .collect()
 }
 
@@ -2082,10 +2083,10 @@ fn overwrites_release_every_replaced_file() {
     assert!(fs::read_to_string(&p).unwrap().starts_with("199\n"));
     // The release thread closes asynchronously: wait for it (bounded).
     let deadline = Instant::now() + TIMEOUT;
-    let mut held = descriptors_into(pid, &s.ws);
+    let mut held = deleted_descriptors(pid, &p);
     while !held.is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
-        held = descriptors_into(pid, &s.ws);
+        held = deleted_descriptors(pid, &p);
     }
     assert!(held.is_empty(), "descriptors still open: {held:?}");
     assert!(temps(&s.ws).is_empty());

@@ -173,6 +173,27 @@ fn run_daemon(
     .elapsed()
 }
 
+/// Waits (untimed, at most 2 s) until process `pid` holds no descriptor of a
+/// deleted file under `dir`: the daemon and the in-process service free the
+/// files they replaced on a release thread, and that work must not spill
+/// into the next side's timed round.
+fn wait_released(pid: u32, dir: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let held = fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| fs::read_link(e.path()).ok())
+                    .any(|t| t.starts_with(dir) && t.to_string_lossy().ends_with(" (deleted)"))
+            })
+            .unwrap_or(false);
+        if !held || Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
 /// Runs `n` writes through `Service::write_text_file` in this process, over
 /// the same files: the daemon's pipeline without the socket, the JSON or the
 /// thread hand-off. Returns wall time.
@@ -234,6 +255,7 @@ fn run_case(
     // Warm-up: every file exists with this size on both sides' first round.
     run_bare(t, content.as_bytes(), case.conns, FILES / case.conns, 99);
     run_daemon(clients, &prefixes, &content_json, FILES / case.conns);
+    wait_released(pid, &t.ws);
     let (mut bare, mut daemon, mut service) = (Vec::new(), Vec::new(), Vec::new());
     let with_inproc = case.conns == 1;
     BARE_CPU.store(0, Ordering::Relaxed);
@@ -248,6 +270,7 @@ fn run_case(
             let (c0, w0) = process_sched(pid);
             let d = run_daemon(clients, &prefixes, &content_json, per_thread);
             let (c1, w1) = process_sched(pid);
+            wait_released(pid, &t.ws);
             // A blocking thread that exited meanwhile takes its counts along.
             d_cpu += c1.saturating_sub(c0);
             d_wait += w1.saturating_sub(w0);
@@ -263,6 +286,7 @@ fn run_case(
         if with_inproc {
             let d = run_inproc(&inproc.0, &inproc.1, t, &content, writes);
             service.push(d.as_secs_f64() * 1e6 / writes as f64);
+            wait_released(std::process::id(), &t.ws);
         }
     }
     let total = (writes * case.rounds) as f64 * 1e3;

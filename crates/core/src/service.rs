@@ -614,12 +614,11 @@ impl Service {
         self.check_open(ctx)?;
         self.check_cancel(ctx)?;
         let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
-        let existing = match read {
+        let mut existing = match read {
             ReadMode::Whole(max) => writegate_fs::read_existing(&dir, leaf, Some(max)),
             ReadMode::Prefix(max) => writegate_fs::read_prefix(&dir, leaf, max),
         }
         .map_err(Refusal::from)?;
-        let mut existing = existing;
         // The leaf is read again inside the lock through the directory handle
         // with O_NOFOLLOW: a leaf swapped for a symlink or another kind of
         // file since the external check is refused there, and a regular file
@@ -655,6 +654,15 @@ impl Service {
                     Err("generation closed".to_string())
                 }
             };
+            // Keep the old file's read descriptor across the rename only
+            // where that just delays freeing its blocks (local disks);
+            // elsewhere close it first (NFS and FUSE would rename it to a
+            // hidden name while it is open).
+            if let Some(e) = existing.as_mut()
+                && !dir.can_defer_frees()
+            {
+                drop(e.take_handle());
+            }
             let published =
                 writegate_fs::publish(&dir, leaf, &planned.bytes, &opts, &mut precommit)
                     .map_err(Refusal::from)?;

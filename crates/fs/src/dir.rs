@@ -147,6 +147,38 @@ impl Dir {
         &self.path
     }
 
+    /// Whether a file replaced in this directory may be kept open across
+    /// the rename, so that its blocks are freed later by a
+    /// [`crate::Releaser`] instead of inside `renameat` (see `release.rs`).
+    ///
+    /// True only on local disk filesystems where that merely delays the
+    /// freeing: ext2/3/4, XFS, Btrfs, F2FS and tmpfs (`fstatfs` magic
+    /// numbers). False everywhere else, because there an open replaced
+    /// file is visible or harmful: NFS renames it to `.nfsXXXX` (one more
+    /// round trip, and a name in the directory until it is closed), FUSE
+    /// to `.fuse_hiddenXXXX`, and SMB servers may refuse to replace an open
+    /// file. Also false when `fstatfs` fails. One system call.
+    pub fn can_defer_frees(&self) -> bool {
+        const EXT_SUPER_MAGIC: u64 = 0xEF53;
+        const XFS_SUPER_MAGIC: u64 = 0x5846_5342;
+        const BTRFS_SUPER_MAGIC: u64 = 0x9123_683E;
+        const F2FS_SUPER_MAGIC: u64 = 0xF2F5_2010;
+        const TMPFS_MAGIC: u64 = 0x0102_1994;
+        match rustix::fs::fstatfs(&self.fd) {
+            // `f_type` is a signed word on some targets: compare its low
+            // 32 bits, where every magic number lives.
+            Ok(st) => matches!(
+                (st.f_type as u64) & 0xFFFF_FFFF,
+                EXT_SUPER_MAGIC
+                    | XFS_SUPER_MAGIC
+                    | BTRFS_SUPER_MAGIC
+                    | F2FS_SUPER_MAGIC
+                    | TMPFS_MAGIC
+            ),
+            Err(_) => false,
+        }
+    }
+
     /// Whether the handle can be fsynced (false only for a directory we may
     /// search but not read).
     pub(crate) fn syncable(&self) -> bool {
@@ -232,7 +264,8 @@ impl LeafStat {
 /// read descriptor open: a caller that then replaces the file hands it to a
 /// [`crate::Releaser`] with [`Existing::take_handle`], so the old content's
 /// blocks are freed off the request's critical path (see `release.rs`);
-/// otherwise it closes when the `Existing` drops.
+/// otherwise it closes when the `Existing` drops. (Holding a descriptor is
+/// why it is neither `Clone` nor `PartialEq`.)
 #[derive(Debug)]
 pub struct Existing {
     /// The file's bytes; empty when `truncated` is true.
@@ -258,9 +291,13 @@ pub struct Existing {
 }
 
 impl Existing {
-    /// Takes the file's open read-only descriptor (once; `None` after).
+    /// Takes the file's open descriptor (once; `None` after): opened
+    /// `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC` through the directory
+    /// handle, the same inode as `dev`/`ino`, its offset wherever the read
+    /// stopped (0 when `read_existing` refused by size without reading).
     /// Holding it past a `rename` over the file keeps the old inode alive,
-    /// so the rename does not free its blocks.
+    /// so the rename does not free its blocks; see
+    /// [`crate::Dir::can_defer_frees`] for where that is wanted.
     pub fn take_handle(&mut self) -> Option<OwnedFd> {
         self.handle.take()
     }
@@ -384,7 +421,8 @@ fn open_regular(dir: &Dir, leaf: &OsStr) -> Result<Option<(OwnedFd, LeafStat, Pa
 /// error for the caller to refuse: its first `max_bytes` bytes are returned
 /// with `truncated: true` and `len` the file's size. For callers that only
 /// need to look at a file's beginning (the format of a file a whole-file
-/// write replaces, SPEC 7.2). Same errors as [`read_existing`].
+/// write replaces, SPEC 7.2). Same errors as [`read_existing`]; like it, the
+/// result holds the file open until it is dropped or its handle taken.
 pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Existing>, FsError> {
     let Some((fd, meta, shown)) = open_regular(dir, leaf)? else {
         return Ok(None);
@@ -427,7 +465,8 @@ pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Exi
 /// anything but a regular file (directory, fifo, device, socket) ->
 /// [`FsError::NotAFile`], checked before opening so a fifo or device is never
 /// opened; `EACCES`/`EPERM` -> [`FsError::PermissionDenied`]; other failures
-/// -> [`FsError::Io`].
+/// -> [`FsError::Io`]. The result holds the file open until it is dropped or
+/// its handle taken ([`Existing::take_handle`]).
 pub fn read_existing(
     dir: &Dir,
     leaf: &OsStr,

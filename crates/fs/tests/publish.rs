@@ -485,3 +485,64 @@ fn enospc_is_io_error_and_target_stays_identical() {
     assert_eq!(std::fs::read(mnt.join("keep")).unwrap(), b"small original");
     assert_eq!(names(&mnt), vec!["keep"]);
 }
+
+/// The descriptor an `Existing` keeps is the replaced file itself: after a
+/// publish over it, it refers to the old inode (no name left, the old bytes
+/// still readable through it), and it can be taken once.
+#[test]
+fn existing_keeps_the_replaced_inode_open_across_the_publish() {
+    use std::io::Read;
+    let (_t, dir) = tempdir();
+    std::fs::write(dir.join("a.txt"), b"old bytes\n").unwrap();
+    let d = Dir::open_canonical(&dir).unwrap();
+    for prefix in [false, true] {
+        let read = if prefix {
+            writegate_fs::read_prefix(&d, OsStr::new("a.txt"), 4)
+        } else {
+            read_existing(&d, OsStr::new("a.txt"), None)
+        };
+        let mut seen = read.unwrap().expect("the file exists");
+        let before = (seen.dev, seen.ino);
+        let o = PublishOptions {
+            new_file_mode: NewFileMode::Owner,
+            expect_existing: Some(before),
+        };
+        publish(&d, OsStr::new("a.txt"), b"new bytes\n", &o, &mut ok()).unwrap();
+        let fd = seen.take_handle().expect("the read descriptor");
+        assert!(seen.take_handle().is_none(), "taken once");
+        let mut old = std::fs::File::from(fd);
+        let meta = old.metadata().unwrap();
+        assert_eq!((meta.dev(), meta.ino()), before);
+        assert_eq!(meta.nlink(), 0, "the replaced inode has no name left");
+        let mut rest = Vec::new();
+        std::io::Seek::rewind(&mut old).unwrap();
+        old.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"old bytes\n");
+        assert_eq!(std::fs::read(dir.join("a.txt")).unwrap(), b"new bytes\n");
+        std::fs::write(dir.join("a.txt"), b"old bytes\n").unwrap();
+    }
+    assert!(temps(&dir).is_empty());
+}
+
+/// Deferring frees is refused on a filesystem that is not a local disk
+/// (procfs here), and allowed on tmpfs when `/dev/shm` is one.
+#[test]
+fn deferred_frees_only_on_local_disk_filesystems() {
+    let proc_dir = Dir::open_canonical(Path::new("/proc")).unwrap();
+    assert!(!proc_dir.can_defer_frees());
+    let shm_is_tmpfs = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let dash = f.iter().position(|x| *x == "-");
+            f.get(4) == Some(&"/dev/shm") && dash.and_then(|i| f.get(i + 1)) == Some(&"tmpfs")
+        });
+    if shm_is_tmpfs {
+        assert!(
+            Dir::open_canonical(Path::new("/dev/shm"))
+                .unwrap()
+                .can_defer_frees()
+        );
+    }
+}
