@@ -270,8 +270,14 @@ fn serve(a: ServeArgs) -> ExitCode {
             }
         }) as Arc<dyn Fn() + Send + Sync>
     };
+    // At least 4 workers: up to all but one may be running a small request
+    // (writegate_acp::conn::WORKER_LINE_MAX), one stays free for I/O.
+    let workers = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+        .max(4);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .max_blocking_threads(64)
         .enable_all()
         .build()

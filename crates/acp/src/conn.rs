@@ -30,12 +30,34 @@ pub enum Transport {
 }
 
 /// State every connection shares: the service, the daemon-wide shutdown
-/// token and the in-flight byte budget.
+/// token, the in-flight byte budget and the worker slots.
 pub struct Shared {
     pub service: Arc<Service>,
     pub shutdown: CancellationToken,
     pub budget: Budget,
+    /// How many requests may run on the runtime's own workers at once (see
+    /// [`WORKER_LINE_MAX`]); the server gives it one less than the number
+    /// of workers, so one worker always stays free for reading, accepting
+    /// and signals.
+    pub worker_slots: Arc<Semaphore>,
 }
+
+/// Longest request line that may run directly on a runtime worker instead
+/// of a blocking thread.
+///
+/// The hand-off to a blocking thread wakes a sleeping thread, which on a
+/// small VM costs about as much as the rest of the request's IPC together
+/// (a `_writegate/receipt` round trip: ~35 µs on a worker, 60-100 µs through
+/// the blocking pool; docs/performance.md). A request runs on the worker
+/// that read it only when that is safe to block on for a moment: its line
+/// is at most this long (a small write, an edit's parameters, a receipt),
+/// no other request of its connection is in flight (so the connection's
+/// requests still run concurrently: the next one goes to a blocking
+/// thread), no path lock is held anywhere in the daemon (so it will not
+/// queue behind another write), and a worker slot is free. Everything else
+/// goes to the blocking pool as before. Either way the reader task is not
+/// blocked: the request is a task of its own.
+pub const WORKER_LINE_MAX: usize = 64 * 1024;
 
 /// The daemon-wide budget of request bytes in flight (`max_inflight_bytes`),
 /// counted in KiB: a request line holds `ceil(len / 1 KiB)` units (at most
@@ -340,19 +362,40 @@ fn on_line(
                 return;
             }
             let flag = Arc::new(AtomicBool::new(conn.shared.shutdown.is_cancelled()));
-            conn.inflight
-                .lock()
-                .unwrap()
-                .insert(id_key(&id), flag.clone());
+            let alone = {
+                let mut inflight = conn.inflight.lock().unwrap();
+                inflight.insert(id_key(&id), flag.clone());
+                inflight.len() == 1
+            };
+            let slot = if alone
+                && line.len() <= WORKER_LINE_MAX
+                && conn.shared.service.live_locks() == 0
+            {
+                conn.shared.worker_slots.clone().try_acquire_owned().ok()
+            } else {
+                None
+            };
             let conn = conn.clone();
             let out = out.clone();
-            // Straight onto a blocking thread, which also writes the answer.
-            requests.spawn_blocking(move || {
+            // Whoever runs the request also writes its answer.
+            let answer = move || {
                 let response = methods::dispatch(&conn, &id, &method, params, flag);
                 drop(held);
                 conn.inflight.lock().unwrap().remove(&id_key(&id));
                 out.send(&response, Some(permit));
-            });
+            };
+            match slot {
+                // A task of its own on this worker (see WORKER_LINE_MAX).
+                Some(slot) => {
+                    requests.spawn(async move {
+                        answer();
+                        drop(slot);
+                    });
+                }
+                None => {
+                    requests.spawn_blocking(answer);
+                }
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UnixListener;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use writegate_core::Service;
@@ -92,6 +93,12 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
         service: service.clone(),
         shutdown: CancellationToken::new(),
         budget: Budget::new(service.config().max_inflight_bytes),
+        worker_slots: Arc::new(Semaphore::new(
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_workers()
+                .saturating_sub(1),
+        )),
     });
     let conns = TaskTracker::new();
     let listener = match &opts.socket {

@@ -1,8 +1,9 @@
-//! The daemon's bounds on memory (docs/behaviour.md, "Limits"): the
-//! daemon-wide in-flight budget (`max_inflight_bytes`) and the per-connection
-//! limit of outstanding lines. Connections are served in-process over
-//! in-memory pipes, against a real `Service` on a temp workspace with real
-//! files.
+//! How a connection schedules its requests: the daemon-wide in-flight
+//! budget (`max_inflight_bytes`), the per-connection limit of outstanding
+//! lines (docs/behaviour.md, "Limits"), and small requests run on a runtime
+//! worker without holding up the connection (`WORKER_LINE_MAX`).
+//! Connections are served in-process over in-memory pipes, against a real
+//! `Service` on a temp workspace with real files.
 
 use serde_json::{Value, json};
 use std::path::Path;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use writegate_acp::conn::{Budget, MAX_OUTSTANDING, Shared, Transport, serve_connection};
 use writegate_core::{Config, Registry, Service};
@@ -48,6 +50,7 @@ async fn requests_that_do_not_fit_together_run_one_at_a_time_and_all_land() {
         service: service.clone(),
         shutdown: CancellationToken::new(),
         budget,
+        worker_slots: Arc::new(Semaphore::new(1)),
     });
 
     // Watch the path locks from another thread while the writes run.
@@ -150,6 +153,7 @@ async fn a_client_that_does_not_read_its_answers_is_no_longer_read() {
         service,
         shutdown: CancellationToken::new(),
         budget: Budget::new(64 * 1024 * 1024),
+        worker_slots: Arc::new(Semaphore::new(1)),
     });
     const PIPE: usize = 4096;
     const TOTAL: usize = 2000;
@@ -213,4 +217,82 @@ async fn a_client_that_does_not_read_its_answers_is_no_longer_read() {
         seen[id] = true;
     }
     drop(writer.await.unwrap());
+}
+
+/// A small request runs as a task on a runtime worker, but its connection
+/// keeps reading and answering: an edit of a 24 MiB file (small line, so it
+/// takes the worker path; tens of ms of reading, hashing and fsync) is
+/// still running when a `_writegate/receipt` sent after it on the same
+/// connection is answered (SPEC 1: requests on one connection are handled
+/// concurrently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_on_a_worker_does_not_hold_up_its_connection() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let registry = Registry::default();
+    let runtime = registry.register(ws.path(), true).unwrap();
+    let big = runtime.root.join("big.txt");
+    let line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcd\n"; // 51 bytes
+    let mut body = line.repeat(24 * 1024 * 1024 / line.len());
+    body.push_str("UNIQUE-MARKER\n");
+    std::fs::write(&big, &body).unwrap();
+    let config = Config {
+        max_edit_bytes: 64 * 1024 * 1024,
+        max_write_bytes: 64 * 1024 * 1024,
+        ..Config::default()
+    };
+    let service = Arc::new(Service::new(
+        config,
+        registry,
+        &state.path().join("audit.jsonl"),
+        state.path().join("approvals.json"),
+    ));
+    let shared = Arc::new(Shared {
+        service,
+        shutdown: CancellationToken::new(),
+        budget: Budget::new(64 * 1024 * 1024),
+        worker_slots: Arc::new(Semaphore::new(1)),
+    });
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let (sr, sw) = tokio::io::split(server);
+    let _conn = tokio::spawn(serve_connection(
+        shared.clone(),
+        runtime,
+        sr,
+        sw,
+        Transport::Stdio,
+        None,
+    ));
+    let (cr, mut cw) = tokio::io::split(client);
+    let edit = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "_writegate/edit_text_file",
+        "params": {"sessionId": "s", "path": big, "mode": "replace",
+                   "find": "UNIQUE-MARKER", "content": "DONE"}
+    });
+    let mut first = serde_json::to_vec(&edit).unwrap();
+    first.push(b'\n');
+    cw.write_all(&first).await.unwrap();
+    // The edit is running (it holds the only worker slot) before the
+    // receipt is sent.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shared.worker_slots.available_permits() != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the edit never started on a worker"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    cw.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"_writegate/receipt\",\"params\":{\"sessionId\":\"s\"}}\n")
+        .await
+        .unwrap();
+    let mut lines = BufReader::new(cr).lines();
+    let a: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    let b: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(a["id"], 2, "the receipt waited for the edit: {a}");
+    assert!(a.get("result").is_some(), "{a}");
+    assert_eq!(b["id"], 1);
+    assert!(b.get("result").is_some(), "{b}");
+    let after = std::fs::read_to_string(&big).unwrap();
+    assert!(after.ends_with("DONE\n") && after.len() == body.len() - "UNIQUE-MARKER".len() + 4);
+    assert_eq!(shared.worker_slots.available_permits(), 1);
 }
