@@ -456,7 +456,7 @@ fn main() {
         rounds,
     };
     let cases_small = [
-        small(KIB, 1, 16, 64),
+        small(KIB, 1, 16, 128),
         small(KIB, CONNS, 160, 8),
         small(4 * KIB, 1, 40, 16),
         small(4 * KIB, CONNS, 160, 8),

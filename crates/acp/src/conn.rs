@@ -57,6 +57,13 @@ pub struct Shared {
 /// queue behind another write), and a worker slot is free. Everything else
 /// goes to the blocking pool as before. Either way the reader task is not
 /// blocked: the request is a task of its own.
+///
+/// What this trades: a request on a worker blocks that worker while it
+/// runs. Its line is small, but the operation need not be (an edit of a
+/// large file), and between the lock check and its own lock another
+/// connection may take the same path, so it can wait behind that write.
+/// Either way it holds one of at most `workers - 1` slots, so one worker is
+/// always free for reading, accepting and signals.
 pub const WORKER_LINE_MAX: usize = 64 * 1024;
 
 /// The daemon-wide budget of request bytes in flight (`max_inflight_bytes`),
