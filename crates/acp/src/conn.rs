@@ -67,32 +67,47 @@ pub struct Shared {
 pub const WORKER_LINE_MAX: usize = 64 * 1024;
 
 /// The daemon-wide budget of request bytes in flight (`max_inflight_bytes`),
-/// counted in KiB: a request line holds `ceil(len / 1 KiB)` units (at most
-/// the whole budget) from the moment it is read until its answer is built.
-/// A connection whose line does not fit waits before handling it and reads
-/// nothing more meanwhile, so all connections together hold at most the
-/// budget plus one waiting line each.
+/// counted in KiB: a request line longer than [`BUDGET_FREE_LINE`] holds
+/// `ceil(len / 1 KiB)` units (at most the whole budget) from the moment it
+/// is read until its answer is built. A connection whose line does not fit
+/// waits before handling it and reads nothing more meanwhile, so all
+/// connections together hold at most the budget plus one waiting line each.
+/// Answers are not counted (a small `_writegate/read_lines` can have a large
+/// answer); the per-connection [`MAX_OUTSTANDING`] bounds those.
 pub struct Budget {
     units: Arc<Semaphore>,
     total: u32,
 }
 
+/// Lines at most this long (cancels, receipts, reads, edits' parameters,
+/// small writes) never wait for the budget. The semaphore is fair, so a big
+/// line queued for it would otherwise hold up every connection's small
+/// lines, `$/cancel_request` included; small lines are bounded anyway by
+/// [`MAX_OUTSTANDING`] per connection.
+pub const BUDGET_FREE_LINE: usize = 4 * 1024;
+
 impl Budget {
-    /// A budget of `bytes` (rounded up to whole KiB, at least 1 KiB, at most
-    /// `u32::MAX` KiB).
+    /// A budget of `bytes`, rounded up to whole KiB, at least 1 KiB, at most
+    /// what the semaphore can count (2^29 KiB on 32-bit targets).
     pub fn new(bytes: u64) -> Budget {
-        let total = u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
+        let cap = u64::try_from(Semaphore::MAX_PERMITS)
+            .unwrap_or(u64::MAX)
+            .min(u64::from(u32::MAX));
+        let total = u32::try_from(bytes.div_ceil(1024).clamp(1, cap)).unwrap_or(u32::MAX);
         Budget {
             units: Arc::new(Semaphore::new(total as usize)),
             total,
         }
     }
 
-    /// Units a line of `len` bytes costs: whole KiB, at least 1, at most the
-    /// whole budget (so an oversized line waits for an idle daemon instead
-    /// of forever).
+    /// Units a line of `len` bytes costs: 0 up to [`BUDGET_FREE_LINE`],
+    /// else whole KiB, at most the whole budget (so an oversized line waits
+    /// for an idle daemon instead of forever).
     pub fn cost(&self, len: usize) -> u32 {
-        u32::try_from(len.div_ceil(1024).max(1))
+        if len <= BUDGET_FREE_LINE {
+            return 0;
+        }
+        u32::try_from(len.div_ceil(1024))
             .unwrap_or(u32::MAX)
             .min(self.total)
     }
@@ -317,12 +332,19 @@ pub async fn serve_connection<R, W>(
                 let cost = shared.budget.cost(line.len());
                 // At shutdown the line is handled without budget: it is
                 // answered -32800 at once (its cancel flag starts set).
-                let held = tokio::select! {
-                    biased;
-                    p = shared.budget.units.clone().acquire_many_owned(cost) => p.ok(),
-                    _ = shared.shutdown.cancelled() => None,
+                let held = if cost == 0 {
+                    None
+                } else {
+                    tokio::select! {
+                        biased;
+                        p = shared.budget.units.clone().acquire_many_owned(cost) => p.ok(),
+                        _ = shared.shutdown.cancelled() => None,
+                    }
                 };
-                on_line(&conn, &line, &out, &requests, permit, held);
+                // Another whole line already read: this request is not alone
+                // (see WORKER_LINE_MAX).
+                let more = memchr::memchr(b'\n', frames.read_buffer()).is_some();
+                on_line(&conn, &line, &out, &requests, permit, held, more);
             }
         }
     }
@@ -339,7 +361,8 @@ pub async fn serve_connection<R, W>(
 
 /// Handles one line. `permit` is its share of [`MAX_OUTSTANDING`] (released
 /// once the answer is written); `held` its share of the daemon's
-/// [`Budget`] (released once the answer is built).
+/// [`Budget`] (released once the answer is built); `more` says whether
+/// another complete line is already buffered behind it.
 fn on_line(
     conn: &Arc<Conn>,
     line: &[u8],
@@ -347,6 +370,7 @@ fn on_line(
     requests: &TaskTracker,
     permit: OwnedSemaphorePermit,
     held: Option<OwnedSemaphorePermit>,
+    more: bool,
 ) {
     match jsonrpc::classify(line) {
         Incoming::Error(v) => out.send(&v, Some(permit)),
@@ -375,6 +399,7 @@ fn on_line(
                 inflight.len() == 1
             };
             let slot = if alone
+                && !more
                 && line.len() <= WORKER_LINE_MAX
                 && conn.shared.service.live_locks() == 0
             {
@@ -384,11 +409,24 @@ fn on_line(
             };
             let conn = conn.clone();
             let out = out.clone();
-            // Whoever runs the request also writes its answer.
+            // Whoever runs the request also writes its answer. A panic
+            // anywhere in the method (not only inside a file operation,
+            // which `methods::run` already catches) is still answered once,
+            // and the request still leaves the in-flight map.
             let answer = move || {
-                let response = methods::dispatch(&conn, &id, &method, params, flag);
+                let key = id_key(&id);
+                let response = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    methods::dispatch(&conn, &id, &method, params, flag)
+                }))
+                .unwrap_or_else(|_| {
+                    tracing::error!(method = %method, "request panicked");
+                    methods::internal_error(&id)
+                });
                 drop(held);
-                conn.inflight.lock().unwrap().remove(&id_key(&id));
+                conn.inflight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key);
                 out.send(&response, Some(permit));
             };
             match slot {

@@ -316,6 +316,21 @@ pub fn dispatch(
     }
 }
 
+/// The answer to a request whose handling panicked: `internal_error`,
+/// nothing written (the publisher's temp guard has removed its temp file
+/// while unwinding).
+pub fn internal_error(id: &RequestId) -> Value {
+    jsonrpc::failure(
+        id,
+        &writegate_core::Refusal::new(
+            writegate_core::ErrorKind::InternalError,
+            "the request failed unexpectedly; nothing was written",
+        )
+        .into(),
+        "",
+    )
+}
+
 /// Runs an operation unless it was cancelled before it began (then
 /// `-32800`, and no audit event: it never reached routing). A panic in the
 /// operation becomes `internal_error`, so the request is still answered
