@@ -10,11 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use writegate_acp::conn::{BUDGET_FREE_LINE, Budget, Shared, Transport, serve_connection};
-use writegate_core::{Config, Registry, Service};
+use writegate_core::{Config, Registry, Runtime, Service};
 
 fn write_line(id: u64, path: &Path, content: &str) -> Vec<u8> {
     let mut line = serde_json::to_vec(&json!({
@@ -26,6 +26,69 @@ fn write_line(id: u64, path: &Path, content: &str) -> Vec<u8> {
     line
 }
 
+/// A `_writegate/receipt` request line with `id`.
+fn receipt_line(id: u64) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "id": id, "method": "_writegate/receipt",
+        "params": {"sessionId": "s"}
+    }))
+    .unwrap();
+    line.push(b'\n');
+    line
+}
+
+/// A daemon's shared state over a real service on a temp workspace, and
+/// in-process connections to it.
+struct Fixture {
+    runtime: Arc<Runtime>,
+    shared: Arc<Shared>,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Fixture {
+    /// `config` for the service, a budget of `budget` bytes, `slots` worker
+    /// slots.
+    fn new(config: Config, budget: u64, slots: usize) -> Fixture {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let registry = Registry::default();
+        let runtime = registry.register(ws.path(), true).unwrap();
+        let service = Arc::new(Service::new(
+            config,
+            registry,
+            &state.path().join("audit.jsonl"),
+            state.path().join("approvals.json"),
+        ));
+        let shared = Arc::new(Shared {
+            service,
+            shutdown: CancellationToken::new(),
+            budget: Budget::new(budget),
+            worker_slots: Arc::new(Semaphore::new(slots)),
+        });
+        Fixture {
+            runtime,
+            shared,
+            _dirs: (ws, state),
+        }
+    }
+
+    /// A new connection served over an in-memory pipe of `pipe` bytes each
+    /// way; returns the client's ends.
+    fn connect(&self, pipe: usize) -> (ReadHalf<DuplexStream>, WriteHalf<DuplexStream>) {
+        let (client, server) = tokio::io::duplex(pipe);
+        let (sr, sw) = tokio::io::split(server);
+        tokio::spawn(serve_connection(
+            self.shared.clone(),
+            self.runtime.clone(),
+            sr,
+            sw,
+            Transport::Stdio,
+            None,
+        ));
+        tokio::io::split(client)
+    }
+}
+
 /// Three connections pipeline writes whose lines (about 40 KiB each once
 /// JSON-escaped, and one of 125 KiB, larger than the whole budget) cannot be in flight two at a
 /// time under a 48 KiB budget. Every request is answered `{}` and lands,
@@ -34,25 +97,10 @@ fn write_line(id: u64, path: &Path, content: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_that_do_not_fit_together_run_one_at_a_time_and_all_land() {
     within(async {
-        let ws = tempfile::tempdir().unwrap();
-        let state = tempfile::tempdir().unwrap();
-        let registry = Registry::default();
-        let runtime = registry.register(ws.path(), true).unwrap();
-        let root = runtime.root.clone();
-        let service = Arc::new(Service::new(
-            Config::default(),
-            registry,
-            &state.path().join("audit.jsonl"),
-            state.path().join("approvals.json"),
-        ));
-        let budget = Budget::new(48 * 1024);
-        assert_eq!(budget.available(), 48);
-        let shared = Arc::new(Shared {
-            service: service.clone(),
-            shutdown: CancellationToken::new(),
-            budget,
-            worker_slots: Arc::new(Semaphore::new(1)),
-        });
+        let f = Fixture::new(Config::default(), 48 * 1024, 1);
+        assert_eq!(f.shared.budget.available(), 48);
+        let root = f.runtime.root.clone();
+        let service = f.shared.service.clone();
 
         // Watch the path locks from another thread while the writes run.
         let stop = Arc::new(AtomicBool::new(false));
@@ -69,19 +117,9 @@ async fn requests_that_do_not_fit_together_run_one_at_a_time_and_all_land() {
 
         let mut clients = Vec::new();
         for c in 0..3u64 {
-            let (client, server) = tokio::io::duplex(1 << 20);
-            let (sr, sw) = tokio::io::split(server);
-            let conn = tokio::spawn(serve_connection(
-                shared.clone(),
-                runtime.clone(),
-                sr,
-                sw,
-                Transport::Stdio,
-                None,
-            ));
+            let (cr, mut cw) = f.connect(1 << 20);
             let root = root.clone();
             clients.push(tokio::spawn(async move {
-                let (cr, mut cw) = tokio::io::split(client);
                 let mut expected = Vec::new();
                 for i in 0..5u64 {
                     let size = if c == 0 && i == 4 {
@@ -103,7 +141,6 @@ async fn requests_that_do_not_fit_together_run_one_at_a_time_and_all_land() {
                 drop(cw); // end of input: the connection drains and returns
                 expected
             }));
-            drop(conn);
         }
         for client in clients {
             for (path, content) in client.await.unwrap() {
@@ -117,7 +154,7 @@ async fn requests_that_do_not_fit_together_run_one_at_a_time_and_all_land() {
             "two requests held path locks at once under a budget that fits one"
         );
         // Everything was given back.
-        assert_eq!(shared.budget.available(), 48);
+        assert_eq!(f.shared.budget.available(), 48);
     })
     .await
 }
@@ -144,86 +181,58 @@ fn costs_are_whole_kib_above_the_free_size_capped_at_the_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_does_not_read_its_answers_is_no_longer_read() {
     within(async {
-    let ws = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let registry = Registry::default();
-    let runtime = registry.register(ws.path(), true).unwrap();
-    let service = Arc::new(Service::new(
-        Config::default(),
-        registry,
-        &state.path().join("audit.jsonl"),
-        state.path().join("approvals.json"),
-    ));
-    let shared = Arc::new(Shared {
-        service,
-        shutdown: CancellationToken::new(),
-        budget: Budget::new(64 * 1024 * 1024),
-        worker_slots: Arc::new(Semaphore::new(1)),
-    });
-    const PIPE: usize = 4096;
-    const TOTAL: usize = 2000;
-    let (client, server) = tokio::io::duplex(PIPE);
-    let (sr, sw) = tokio::io::split(server);
-    let _conn = tokio::spawn(serve_connection(
-        shared,
-        runtime,
-        sr,
-        sw,
-        Transport::Stdio,
-        None,
-    ));
-    let (cr, mut cw) = tokio::io::split(client);
-    let sent = Arc::new(AtomicUsize::new(0));
-    let writer = {
-        let sent = sent.clone();
-        tokio::spawn(async move {
-            for id in 0..TOTAL {
-                let line = format!(
-                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"_writegate/receipt\",\"params\":{{\"sessionId\":\"s\"}}}}\n"
-                );
-                cw.write_all(line.as_bytes()).await.unwrap();
-                sent.fetch_add(1, Ordering::SeqCst);
+        const PIPE: usize = 4096;
+        const TOTAL: usize = 2000;
+        let f = Fixture::new(Config::default(), 64 * 1024 * 1024, 1);
+        let (cr, mut cw) = f.connect(PIPE);
+        let sent = Arc::new(AtomicUsize::new(0));
+        let writer = {
+            let sent = sent.clone();
+            tokio::spawn(async move {
+                for id in 0..TOTAL {
+                    cw.write_all(&receipt_line(id as u64)).await.unwrap();
+                    sent.fetch_add(1, Ordering::SeqCst);
+                }
+                cw
+            })
+        };
+        // Wait until the writer has made no progress for 300 ms.
+        let mut last = usize::MAX;
+        let mut still_since = Instant::now();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let now = sent.load(Ordering::SeqCst);
+            if now != last {
+                last = now;
+                still_since = Instant::now();
+            } else if still_since.elapsed() > Duration::from_millis(300) {
+                break;
             }
-            cw
-        })
-    };
-    // Wait until the writer has made no progress for 300 ms.
-    let mut last = usize::MAX;
-    let mut still_since = Instant::now();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let now = sent.load(Ordering::SeqCst);
-        if now != last {
-            last = now;
-            still_since = Instant::now();
-        } else if still_since.elapsed() > Duration::from_millis(300) {
-            break;
+            assert!(Instant::now() < deadline, "the writer never stalled");
         }
-        assert!(Instant::now() < deadline, "the writer never stalled");
-    }
-    // What the daemon can have read without its answers being read: the
-    // MAX_OUTSTANDING lines it holds, the answers sitting in the 4 KiB
-    // pipe and the writer task's 8 KiB buffer (~64 B each), and the
-    // requests in the reader's buffer (one 4-8 KiB read, ~84 B each): about
-    // 350 to 400. Without the limit it would read all 2000.
-    let stalled_at = sent.load(Ordering::SeqCst);
-    assert!(
-        stalled_at < 700,
-        "the daemon read {stalled_at} of {TOTAL} lines without their answers being read"
-    );
-    // Now read: everything is answered, each id once.
-    let mut lines = BufReader::new(cr).lines();
-    let mut seen = vec![false; TOTAL];
-    for _ in 0..TOTAL {
-        let line = lines.next_line().await.unwrap().expect("an answer");
-        let v: Value = serde_json::from_str(&line).unwrap();
-        let id = v["id"].as_u64().unwrap() as usize;
-        assert!(v.get("result").is_some(), "{v}");
-        assert!(!seen[id], "id {id} answered twice");
-        seen[id] = true;
-    }
-    drop(writer.await.unwrap());
+        // What the daemon can have read without its answers being read: the
+        // MAX_OUTSTANDING lines it holds, the answers sitting in the 4 KiB
+        // pipe and the writer task's 8 KiB buffer (~64 B each), and the
+        // requests in the reader's buffer (one 4-8 KiB read, ~84 B each): about
+        // 350 to 400. Without the limit it would read all 2000.
+        let stalled_at = sent.load(Ordering::SeqCst);
+        assert!(
+            stalled_at < 700,
+            "the daemon read {stalled_at} of {TOTAL} lines without their answers being read"
+        );
+        // Now read: everything is answered, each id once.
+        let mut lines = BufReader::new(cr).lines();
+        let mut seen = vec![false; TOTAL];
+        for _ in 0..TOTAL {
+            let line = lines.next_line().await.unwrap().expect("an answer");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            let id = v["id"].as_u64().unwrap() as usize;
+            assert!(v.get("result").is_some(), "{v}");
+            assert!(!seen[id], "id {id} answered twice");
+            seen[id] = true;
+        }
+        drop(writer.await.unwrap());
     })
     .await
 }
@@ -237,74 +246,48 @@ async fn a_client_that_does_not_read_its_answers_is_no_longer_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_on_a_worker_does_not_hold_up_its_connection() {
     within(async {
-    let ws = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let registry = Registry::default();
-    let runtime = registry.register(ws.path(), true).unwrap();
-    let big = runtime.root.join("big.txt");
-    let line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcd\n"; // 51 bytes
-    let mut body = line.repeat(24 * 1024 * 1024 / line.len());
-    body.push_str("UNIQUE-MARKER\n");
-    std::fs::write(&big, &body).unwrap();
-    let config = Config {
-        max_edit_bytes: 64 * 1024 * 1024,
-        max_write_bytes: 64 * 1024 * 1024,
-        ..Config::default()
-    };
-    let service = Arc::new(Service::new(
-        config,
-        registry,
-        &state.path().join("audit.jsonl"),
-        state.path().join("approvals.json"),
-    ));
-    let shared = Arc::new(Shared {
-        service,
-        shutdown: CancellationToken::new(),
-        budget: Budget::new(64 * 1024 * 1024),
-        worker_slots: Arc::new(Semaphore::new(1)),
-    });
-    let (client, server) = tokio::io::duplex(1 << 16);
-    let (sr, sw) = tokio::io::split(server);
-    let _conn = tokio::spawn(serve_connection(
-        shared.clone(),
-        runtime,
-        sr,
-        sw,
-        Transport::Stdio,
-        None,
-    ));
-    let (cr, mut cw) = tokio::io::split(client);
-    let edit = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "_writegate/edit_text_file",
-        "params": {"sessionId": "s", "path": big, "mode": "replace",
-                   "find": "UNIQUE-MARKER", "content": "DONE"}
-    });
-    let mut first = serde_json::to_vec(&edit).unwrap();
-    first.push(b'\n');
-    cw.write_all(&first).await.unwrap();
-    // The edit is running (it holds the only worker slot) before the
-    // receipt is sent.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while shared.worker_slots.available_permits() != 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the edit never started on a worker"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    cw.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"_writegate/receipt\",\"params\":{\"sessionId\":\"s\"}}\n")
-        .await
-        .unwrap();
-    let mut lines = BufReader::new(cr).lines();
-    let a: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-    let b: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-    assert_eq!(a["id"], 2, "the receipt waited for the edit: {a}");
-    assert!(a.get("result").is_some(), "{a}");
-    assert_eq!(b["id"], 1);
-    assert!(b.get("result").is_some(), "{b}");
-    let after = std::fs::read_to_string(&big).unwrap();
-    assert!(after.ends_with("DONE\n") && after.len() == body.len() - "UNIQUE-MARKER".len() + 4);
-    assert_eq!(shared.worker_slots.available_permits(), 1);
+        let config = Config {
+            max_edit_bytes: 64 * 1024 * 1024,
+            max_write_bytes: 64 * 1024 * 1024,
+            ..Config::default()
+        };
+        let f = Fixture::new(config, 64 * 1024 * 1024, 1);
+        let shared = f.shared.clone();
+        let big = f.runtime.root.join("big.txt");
+        let line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcd\n"; // 51 bytes
+        let mut body = line.repeat(24 * 1024 * 1024 / line.len());
+        body.push_str("UNIQUE-MARKER\n");
+        std::fs::write(&big, &body).unwrap();
+        let (cr, mut cw) = f.connect(1 << 16);
+        let edit = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "_writegate/edit_text_file",
+            "params": {"sessionId": "s", "path": big, "mode": "replace",
+                       "find": "UNIQUE-MARKER", "content": "DONE"}
+        });
+        let mut first = serde_json::to_vec(&edit).unwrap();
+        first.push(b'\n');
+        cw.write_all(&first).await.unwrap();
+        // The edit is running (it holds the only worker slot) before the
+        // receipt is sent.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while shared.worker_slots.available_permits() != 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the edit never started on a worker"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        cw.write_all(&receipt_line(2)).await.unwrap();
+        let mut lines = BufReader::new(cr).lines();
+        let a: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        let b: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(a["id"], 2, "the receipt waited for the edit: {a}");
+        assert!(a.get("result").is_some(), "{a}");
+        assert_eq!(b["id"], 1);
+        assert!(b.get("result").is_some(), "{b}");
+        let after = std::fs::read_to_string(&big).unwrap();
+        assert!(after.ends_with("DONE\n") && after.len() == body.len() - "UNIQUE-MARKER".len() + 4);
+        assert_eq!(shared.worker_slots.available_permits(), 1);
     })
     .await
 }
@@ -318,46 +301,22 @@ async fn a_request_on_a_worker_does_not_hold_up_its_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_worker_stays_free_for_other_connections() {
     within(async {
-        let ws = tempfile::tempdir().unwrap();
-        let state = tempfile::tempdir().unwrap();
-        let registry = Registry::default();
-        let runtime = registry.register(ws.path(), true).unwrap();
+        let config = Config {
+            max_edit_bytes: 64 * 1024 * 1024,
+            ..Config::default()
+        };
+        let f = Fixture::new(config, 64 * 1024 * 1024, 1);
+        let (runtime, shared) = (f.runtime.clone(), f.shared.clone());
         let line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcd\n";
         let body = line.repeat(48 * 1024 * 1024 / line.len());
         for name in ["a.txt", "b.txt"] {
             std::fs::write(runtime.root.join(name), &body).unwrap();
         }
-        let config = Config {
-            max_edit_bytes: 64 * 1024 * 1024,
-            ..Config::default()
-        };
-        let service = Arc::new(Service::new(
-            config,
-            registry,
-            &state.path().join("audit.jsonl"),
-            state.path().join("approvals.json"),
-        ));
-        let shared = Arc::new(Shared {
-            service,
-            shutdown: CancellationToken::new(),
-            budget: Budget::new(64 * 1024 * 1024),
-            worker_slots: Arc::new(Semaphore::new(1)),
-        });
         let start = Instant::now();
         // One connection: send `request`, return when its answer arrived.
         let open = |request: Value| {
-            let (client, server) = tokio::io::duplex(1 << 16);
-            let (sr, sw) = tokio::io::split(server);
-            tokio::spawn(serve_connection(
-                shared.clone(),
-                runtime.clone(),
-                sr,
-                sw,
-                Transport::Stdio,
-                None,
-            ));
+            let (cr, mut cw) = f.connect(1 << 16);
             async move {
-                let (cr, mut cw) = tokio::io::split(client);
                 let mut bytes = serde_json::to_vec(&request).unwrap();
                 bytes.push(b'\n');
                 cw.write_all(&bytes).await.unwrap();
