@@ -51,9 +51,9 @@ pub struct Shared {
 /// the blocking pool; docs/performance.md). A request runs on the worker
 /// that read it only when that is safe to block on for a moment: its line
 /// is at most this long (a small write, an edit's parameters, a receipt),
-/// no other request of its connection is in flight (so the connection's
-/// requests still run concurrently: the next one goes to a blocking
-/// thread), no path lock is held anywhere in the daemon (so it will not
+/// no other request of its connection is in flight or already buffered
+/// behind it (so the connection's requests still run concurrently: the
+/// next one goes to a blocking thread), no path lock is held anywhere in the daemon (so it will not
 /// queue behind another write), and a worker slot is free. Everything else
 /// goes to the blocking pool as before. Either way the reader task is not
 /// blocked: the request is a task of its own.
@@ -394,7 +394,7 @@ fn on_line(
             }
             let flag = Arc::new(AtomicBool::new(conn.shared.shutdown.is_cancelled()));
             let alone = {
-                let mut inflight = conn.inflight.lock().unwrap();
+                let mut inflight = conn.inflight.lock().unwrap_or_else(|p| p.into_inner());
                 inflight.insert(id_key(&id), flag.clone());
                 inflight.len() == 1
             };
