@@ -294,12 +294,13 @@ pub fn dispatch(
             }
             "_writegate/receipt" => {
                 let p: ReceiptWire = parse(params)?;
-                Ok(service.receipt(&p.session_id))
+                Ok(run(&cancel, || Ok(service.receipt(&p.session_id)))?)
             }
             "_writegate/approve" => {
                 let p: ApproveWire = parse(params)?;
                 let ctx = ctx(p.session_id.as_deref().unwrap_or(""));
-                Ok(service.approve(&ctx, &p.pattern, p.scope)?)
+                // A cancelled approve stores nothing (-32800).
+                Ok(run(&cancel, || service.approve(&ctx, &p.pattern, p.scope))?)
             }
             _ => Err(Unanswered::MethodNotFound),
         }
