@@ -19,14 +19,35 @@ pub(crate) trait Unit: Copy + Eq + Into<u32> + std::fmt::Debug + 'static {
     fn as_bytes(_units: &[Self]) -> Option<&[u8]> {
         None
     }
+    /// Appends this unit's bytes to `out`, big-endian when `be`.
+    fn push_bytes(self, be: bool, out: &mut Vec<u8>);
 }
 impl Unit for u8 {
     fn as_bytes(units: &[u8]) -> Option<&[u8]> {
         Some(units)
     }
+    fn push_bytes(self, _be: bool, out: &mut Vec<u8>) {
+        out.push(self);
+    }
 }
-impl Unit for u16 {}
-impl Unit for u32 {}
+impl Unit for u16 {
+    fn push_bytes(self, be: bool, out: &mut Vec<u8>) {
+        out.extend_from_slice(&if be {
+            self.to_be_bytes()
+        } else {
+            self.to_le_bytes()
+        });
+    }
+}
+impl Unit for u32 {
+    fn push_bytes(self, be: bool, out: &mut Vec<u8>) {
+        out.extend_from_slice(&if be {
+            self.to_be_bytes()
+        } else {
+            self.to_le_bytes()
+        });
+    }
+}
 
 /// True for the units of `' '` and `'\t'` (indentation).
 pub(crate) fn is_indent<U: Unit>(u: U) -> bool {
@@ -245,21 +266,13 @@ impl Repr for Utf16Repr {
     }
     fn write(&self, units: &[u16], out: &mut Vec<u8>) {
         out.reserve(units.len() * 2);
-        for u in units {
-            out.extend_from_slice(&if self.be {
-                u.to_be_bytes()
-            } else {
-                u.to_le_bytes()
-            });
+        for &u in units {
+            u.push_bytes(self.be, out);
         }
     }
     fn encode_into(&self, s: &str, out: &mut Vec<u8>) -> Result<(), TextError> {
         for u in s.encode_utf16() {
-            out.extend_from_slice(&if self.be {
-                u.to_be_bytes()
-            } else {
-                u.to_le_bytes()
-            });
+            u.push_bytes(self.be, out);
         }
         Ok(())
     }
@@ -307,22 +320,13 @@ impl Repr for Utf32Repr {
     }
     fn write(&self, units: &[u32], out: &mut Vec<u8>) {
         out.reserve(units.len() * 4);
-        for u in units {
-            out.extend_from_slice(&if self.be {
-                u.to_be_bytes()
-            } else {
-                u.to_le_bytes()
-            });
+        for &u in units {
+            u.push_bytes(self.be, out);
         }
     }
     fn encode_into(&self, s: &str, out: &mut Vec<u8>) -> Result<(), TextError> {
         for c in s.chars() {
-            let u = c as u32;
-            out.extend_from_slice(&if self.be {
-                u.to_be_bytes()
-            } else {
-                u.to_le_bytes()
-            });
+            u32::from(c).push_bytes(self.be, out);
         }
         Ok(())
     }
