@@ -224,3 +224,82 @@ fn nothing_reads_the_shared_folder() {
         }
     }
 }
+
+/// Architecture Invariant: core speaks no wire: no JSON values, no `_meta`
+/// keys, no JSON-RPC codes in `writegate-core` (the audit log's own JSON
+/// lines are serialised from typed structs in `audit.rs`).
+#[test]
+fn core_speaks_no_wire() {
+    let hits = find(
+        &["crates/core"],
+        &[
+            "serde_json::Value",
+            "serde_json::Map",
+            "json!(",
+            "\"_meta\"",
+            "-32",
+            "qwen-code/",
+        ],
+    );
+    assert!(
+        hits.is_empty(),
+        "wire types in crates/core:\n{}",
+        hits.join("\n")
+    );
+}
+
+/// Architecture Invariant: method names live in the method table: outside
+/// `crates/acp/src/methods/` (and the CLI's client, which sends them) no
+/// ACP source names a method.
+#[test]
+fn method_names_live_in_the_table() {
+    let hits: Vec<_> = find(
+        &["crates/acp"],
+        &["\"fs/", "\"_writegate/", "\"initialize\""],
+    )
+    .into_iter()
+    .filter(|h| !h.contains("crates/acp/src/methods/") && !h.contains("crates/acp/src/client.rs"))
+    .collect();
+    assert!(
+        hits.is_empty(),
+        "method names outside the table:\n{}",
+        hits.join("\n")
+    );
+}
+
+/// Architecture Invariant: every method module is one row of the table
+/// (adding a method is one module plus one line).
+#[test]
+fn every_method_module_is_in_the_table() {
+    let dir = repo().join("crates/acp/src/methods");
+    let table = std::fs::read_to_string(dir.join("mod.rs")).unwrap();
+    for f in rust_files(&dir) {
+        let name = f.file_stem().unwrap().to_string_lossy().into_owned();
+        if name == "mod" || name == "cancel_request" {
+            continue;
+        }
+        assert!(
+            table.contains(&format!("entry::<{name}::")),
+            "methods/{name}.rs has no row in TABLE"
+        );
+    }
+}
+
+/// Architecture Invariant: what a transport allows is decided in one
+/// place; nothing else grants the external writer, and core's default
+/// allows nothing (checked in `writegate-core`'s `api` tests).
+#[test]
+fn only_the_transport_table_grants_capabilities() {
+    let hits: Vec<_> = find(
+        &["crates/acp", "crates/core", "bin/writegate"],
+        &["external_writer: true", "choose_workspace: true"],
+    )
+    .into_iter()
+    .filter(|h| !h.contains("crates/acp/src/transport.rs"))
+    .collect();
+    assert!(
+        hits.is_empty(),
+        "capabilities granted outside transport.rs:\n{}",
+        hits.join("\n")
+    );
+}

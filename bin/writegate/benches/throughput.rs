@@ -30,7 +30,7 @@ use std::fs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use writegate_core::{Config, OpCtx, Registry, Service, WriteParams};
+use writegate_core::{Allowances, Config, OpCtx, Registry, Service, WriteOptions, WriteParams};
 
 /// Files overwritten round-robin by both sides.
 const FILES: usize = 64;
@@ -204,7 +204,8 @@ fn run_inproc(svc: &Service, ctx: &OpCtx, t: &Tree, content: &str, n: usize) -> 
         let p = WriteParams {
             path: t.ws.join(&files[k % files.len()]),
             content: content.to_owned(),
-            meta: None,
+            options: WriteOptions::default(),
+            marker: None,
         };
         svc.write_text_file(ctx, &p).expect("in-process write");
     }
@@ -226,7 +227,8 @@ fn inproc_service(t: &Tree) -> (Service, OpCtx) {
     let ctx = OpCtx {
         runtime,
         session_id: Some("inproc".into()),
-        external_writes: false,
+        allows: Allowances::NONE,
+        route: "ACP writeTextFile",
         cancel: Arc::new(AtomicBool::new(false)),
     };
     (svc, ctx)

@@ -1,274 +1,159 @@
-//! One connection: reads frames, answers each request exactly once
-//! (concurrently, in any order), honours `$/cancel_request`, and drains its
-//! responses before returning (SPEC 1, 2).
+//! One connection's loop, whatever it serves: reads lines (with the line
+//! limit, the per-connection [`MAX_OUTSTANDING`] and the daemon-wide
+//! [`Budget`]), parses each into a typed message, hands requests and
+//! notifications to a [`Handler`], matches responses against the
+//! connection's own outgoing requests ([`Outgoing`]) and gives the rest to
+//! the handler, and drains everything it owes before returning.
+//!
+//! `serve` (answer ACP itself, [`crate::serve::Serve`]) and a proxy are two
+//! handlers over this one loop.
 
+use crate::budget::Budget;
 use crate::frame::{Frame, LineCodec};
-use crate::jsonrpc::{self, Incoming};
-use crate::methods;
-use agent_client_protocol_schema::v1::{CancelRequestNotification, RequestId};
+use crate::message::{self, ErrorObject, Incoming, Message, Notification, Request, Response};
+use crate::outbox::{MAX_OUTSTANDING, Outbox, Queued, drained};
+use crate::outgoing::Outgoing;
+use agent_client_protocol_schema::v1::RequestId;
 use futures::StreamExt;
-use serde_json::{Value, json};
-use std::collections::HashMap;
+use serde::Serialize;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use writegate_core::{Runtime, Service};
-
-/// Which transport a connection came over; decides its default runtime and
-/// whether `initialize` may pick another workspace (SPEC 2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// stdin/stdout of a host that spawned the daemon.
-    Stdio,
-    /// A same-UID Unix-socket peer.
-    Socket,
-}
+use writegate_core::Service;
 
 /// State every connection shares: the service, the daemon-wide shutdown
 /// token, the in-flight byte budget and the worker slots.
 pub struct Shared {
+    /// The service.
     pub service: Arc<Service>,
+    /// Cancelled at shutdown.
     pub shutdown: CancellationToken,
+    /// The in-flight byte budget.
     pub budget: Budget,
     /// How many requests may run on the runtime's own workers at once (see
-    /// [`WORKER_LINE_MAX`]); the server gives it one less than the number
-    /// of workers, so one worker always stays free for reading, accepting
-    /// and signals.
+    /// [`crate::serve::WORKER_LINE_MAX`]); the server gives it one less
+    /// than the number of workers, so one worker always stays free for
+    /// reading, accepting and signals.
     pub worker_slots: Arc<Semaphore>,
 }
 
-/// Longest request line that may run directly on a runtime worker instead
-/// of a blocking thread.
-///
-/// The hand-off to a blocking thread wakes a sleeping thread, which on a
-/// small VM costs about as much as the rest of the request's IPC together
-/// (a `_writegate/receipt` round trip: ~35 µs on a worker, 60-100 µs through
-/// the blocking pool; docs/performance.md). A request runs on the worker
-/// that read it only when that is safe to block on for a moment: its line
-/// is at most this long (a small write, an edit's parameters, a receipt),
-/// no other request of its connection is in flight or already buffered
-/// behind it (so the connection's requests still run concurrently: the
-/// next one goes to a blocking thread), no path lock is held anywhere in the daemon (so it will not
-/// queue behind another write), and a worker slot is free. Everything else
-/// goes to the blocking pool as before. Either way the reader task is not
-/// blocked: the request is a task of its own.
-///
-/// What this trades: a request on a worker blocks that worker while it
-/// runs. Its line is small, but the operation need not be (an edit of a
-/// large file), and between the lock check and its own lock another
-/// connection may take the same path, so it can wait behind that write.
-/// Either way it holds one of at most `workers - 1` slots, so one worker is
-/// always free for reading, accepting and signals.
-pub const WORKER_LINE_MAX: usize = 64 * 1024;
-
-/// The daemon-wide budget of request bytes in flight (`max_inflight_bytes`),
-/// counted in KiB: a request line longer than [`BUDGET_FREE_LINE`] holds
-/// `ceil(len / 1 KiB)` units (at most the whole budget) from the moment it
-/// is read until its answer is built. A connection whose line does not fit
-/// waits before handling it and reads nothing more meanwhile, so all
-/// connections together hold at most the budget plus one waiting line each.
-/// Answers are not counted (a small `_writegate/read_lines` can have a large
-/// answer); the per-connection [`MAX_OUTSTANDING`] bounds those.
-pub struct Budget {
-    units: Arc<Semaphore>,
-    total: u32,
+/// What a line read costs until it is answered: its share of
+/// [`MAX_OUTSTANDING`] (released once the answer is written) and of the
+/// daemon's [`Budget`] (released once the answer is built).
+pub struct Ticket {
+    permit: OwnedSemaphorePermit,
+    held: Option<OwnedSemaphorePermit>,
+    /// Another whole line is already buffered behind this one.
+    pub more: bool,
+    /// The line's length in bytes.
+    pub len: usize,
 }
 
-/// Lines at most this long (cancels, receipts, reads, edits' parameters,
-/// small writes) never wait for the budget. The semaphore is fair, so a big
-/// line queued for it would otherwise hold up every connection's small
-/// lines, `$/cancel_request` included; small lines are bounded anyway by
-/// [`MAX_OUTSTANDING`] per connection.
-pub const BUDGET_FREE_LINE: usize = 4 * 1024;
-
-impl Budget {
-    /// A budget of `bytes`, rounded up to whole KiB, at least 1 KiB, at most
-    /// what the semaphore can count (2^29 KiB on 32-bit targets).
-    pub fn new(bytes: u64) -> Budget {
-        let cap = u64::try_from(Semaphore::MAX_PERMITS)
-            .unwrap_or(u64::MAX)
-            .min(u64::from(u32::MAX));
-        let total = u32::try_from(bytes.div_ceil(1024).clamp(1, cap)).unwrap_or(u32::MAX);
-        Budget {
-            units: Arc::new(Semaphore::new(total as usize)),
-            total,
-        }
-    }
-
-    /// Units a line of `len` bytes costs: 0 up to [`BUDGET_FREE_LINE`],
-    /// else whole KiB, at most the whole budget (so an oversized line waits
-    /// for an idle daemon instead of forever).
-    pub fn cost(&self, len: usize) -> u32 {
-        if len <= BUDGET_FREE_LINE {
-            return 0;
-        }
-        u32::try_from(len.div_ceil(1024))
-            .unwrap_or(u32::MAX)
-            .min(self.total)
-    }
-
-    /// Units free right now (for tests and logs).
-    pub fn available(&self) -> usize {
-        self.units.available_permits()
+impl Ticket {
+    /// Releases the budget share (the answer is built; only its writing is
+    /// left).
+    pub fn built(&mut self) {
+        self.held = None;
     }
 }
 
-/// Per-connection state.
-pub struct Conn {
+/// A connection's outward side: sends lines, sends requests of its own and
+/// gets their answers, and runs tasks the loop waits for before it ends.
+pub struct Link {
+    /// The shared daemon state.
     pub shared: Arc<Shared>,
-    pub transport: Transport,
-    runtime: RwLock<Arc<Runtime>>,
-    first_seen: AtomicBool,
-    inflight: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    out: Outbox,
+    outgoing: Outgoing,
+    tasks: TaskTracker,
 }
 
-impl Conn {
-    /// The connection's runtime. If its generation was closed by a reload and
-    /// the same root is registered again (trust changed), the connection
-    /// moves to the fresh runtime for new requests; requests already holding
-    /// the old one fail with `generation_closed`.
-    pub fn runtime(&self) -> Arc<Runtime> {
-        let current = self.runtime.read().unwrap().clone();
-        if current.guard.is_open() {
-            return current;
-        }
-        let fresh = self
-            .shared
-            .service
-            .registry()
-            .all()
-            .into_iter()
-            .find(|r| r.root == current.root);
-        match fresh {
-            Some(f) => {
-                *self.runtime.write().unwrap() = f.clone();
-                f
-            }
-            None => current,
-        }
+impl Link {
+    /// Answers a request: `line` is its response line; the ticket's
+    /// permits are released.
+    pub fn answer(&self, line: Vec<u8>, ticket: Ticket) {
+        let Ticket { permit, held, .. } = ticket;
+        drop(held);
+        self.out.send(line, Some(permit));
     }
 
-    /// Binds the connection to another runtime (socket `initialize`).
-    pub fn set_runtime(&self, rt: Arc<Runtime>) {
-        *self.runtime.write().unwrap() = rt;
+    /// Sends a line that answers nothing (a notification, a forwarded
+    /// message).
+    pub fn send(&self, line: Vec<u8>) {
+        self.out.send(line, None);
     }
 
-    /// True only for the first request on this connection.
-    pub fn take_first(&self) -> bool {
-        !self.first_seen.swap(true, Ordering::SeqCst)
+    /// Sends a request of this side's own, with an id that cannot collide
+    /// with the peer's; the receiver gets its `result` or `error`, or is
+    /// closed when the connection ends first.
+    pub fn request<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> (
+        RequestId,
+        oneshot::Receiver<Result<serde_json::Value, ErrorObject>>,
+    ) {
+        let (id, rx) = self.outgoing.register();
+        self.out
+            .send(message::request_line(&id, method, params), None);
+        (id, rx)
     }
 
-    fn cancel(&self, id: &RequestId) {
-        if let Some(flag) = self.inflight.lock().unwrap().get(&id_key(id)) {
-            flag.store(true, Ordering::SeqCst);
-        }
+    /// Stops waiting for an outgoing request (its answer, if it comes, is
+    /// handed to the handler as not ours).
+    pub fn forget(&self, id: &RequestId) {
+        self.outgoing.forget(id);
     }
 
-    fn cancel_all(&self) {
-        for flag in self.inflight.lock().unwrap().values() {
-            flag.store(true, Ordering::SeqCst);
-        }
+    /// The tasks the connection waits for before it ends.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.tasks
     }
 }
 
-fn id_key(id: &RequestId) -> String {
-    serde_json::to_string(id).unwrap_or_default()
+/// What a connection does with the messages it reads.
+pub trait Handler: Send + Sync + 'static {
+    /// A request: answer it exactly once, through [`Link::answer`] with
+    /// `ticket` (now or from a task). `raw` is the line as read.
+    fn request(&self, link: &Arc<Link>, req: Request, raw: &[u8], ticket: Ticket);
+
+    /// A notification (never answered). `raw` is the line as read.
+    fn notification(&self, link: &Arc<Link>, n: Notification, raw: &[u8]);
+
+    /// A response to none of this side's own requests. Dropped by default.
+    fn response(&self, _link: &Arc<Link>, _r: Response, _raw: &[u8]) {}
+
+    /// The loop stops reading because the daemon shuts down: cancel what
+    /// has not begun to commit.
+    fn shutdown(&self) {}
 }
 
-/// The write side of a connection. A response is written straight from the
-/// thread that produced it with one non-blocking `write(2)` on a duplicate
-/// of the socket's descriptor when nothing is queued (no hop back to the
-/// async runtime, which is most of a small write's overhead); whatever does
-/// not fit, and every later response until the queue drains, goes through
-/// the connection's async writer task. Each line is written whole by one of
-/// the two paths, never interleaved. Without a descriptor (stdio) every
-/// response goes through the task.
-pub struct Outbox {
-    direct: Option<OwnedFd>,
-    /// True while the writer task holds queued bytes: direct writes wait
-    /// their turn in the queue.
-    backlog: Arc<Mutex<bool>>,
-    tx: mpsc::UnboundedSender<Queued>,
-}
-
-/// A line waiting for the writer task, with the connection's permit for it
-/// (released once the line is written).
-type Queued = (Vec<u8>, Option<OwnedSemaphorePermit>);
-
-/// Lines a connection may have outstanding: read but not yet answered, or
-/// answered but not yet written to the peer. At the limit the connection
-/// stops reading, so a client that never reads its answers cannot make the
-/// daemon buffer without bound.
-pub const MAX_OUTSTANDING: usize = 64;
-
-impl Outbox {
-    /// Sends one JSON-RPC message as one line; `permit` (the line's share of
-    /// [`MAX_OUTSTANDING`]) is released once the line is written.
-    pub fn send(&self, msg: &Value, permit: Option<OwnedSemaphorePermit>) {
-        let mut line = serde_json::to_vec(msg).unwrap_or_default();
-        line.push(b'\n');
-        let mut backlog = self.backlog.lock().unwrap();
-        if !*backlog && let Some(fd) = &self.direct {
-            let mut written = 0;
-            while written < line.len() {
-                match rustix::io::write(fd, &line[written..]) {
-                    Ok(n) => written += n,
-                    Err(rustix::io::Errno::INTR) => continue,
-                    Err(_) => break, // EAGAIN (full) or a broken peer: the task takes over
-                }
-            }
-            if written == line.len() {
-                return;
-            }
-            line.drain(..written);
-        }
-        *backlog = true;
-        let _ = self.tx.send((line, permit));
-    }
-}
-
-/// Called by the writer task when its queue is empty: direct writes may
-/// resume. Checked under the lock so a line queued meanwhile keeps the
-/// backlog on. (The task holds only the flag, never a sender, so the queue
-/// closes when the last [`Outbox`] is dropped.)
-fn drained(backlog: &Mutex<bool>, rx: &mpsc::UnboundedReceiver<Queued>) {
-    let mut b = backlog.lock().unwrap();
-    if rx.is_empty() {
-        *b = false;
-    }
-}
-
-/// Serves one connection until end of input or daemon shutdown, then waits
-/// for its in-flight requests and flushes their responses. Returns when
-/// everything it owed has been written (or the peer is gone).
+/// Serves one connection with `handler` until end of input or daemon
+/// shutdown, then waits for its tasks and flushes their output. Returns
+/// when everything it owed has been written (or the peer is gone).
 ///
 /// `direct`: a duplicate of the connection's (non-blocking) descriptor for
 /// direct response writes (see [`Outbox`]); `None` for stdio.
-pub async fn serve_connection<R, W>(
+pub async fn run_connection<H, R, W>(
     shared: Arc<Shared>,
-    primary: Arc<Runtime>,
+    handler: Arc<H>,
     reader: R,
     writer: W,
-    transport: Transport,
     direct: Option<OwnedFd>,
 ) where
+    H: Handler,
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let max = shared.service.config().max_frame_bytes as usize;
+    let max = usize::try_from(shared.service.config().max_frame_bytes).unwrap_or(usize::MAX);
     let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
     let backlog = Arc::new(Mutex::new(false));
-    let out = Arc::new(Outbox {
-        direct,
-        backlog: backlog.clone(),
-        tx,
-    });
     let writer_task = {
+        let backlog = backlog.clone();
         tokio::spawn(async move {
             let mut w = BufWriter::new(writer);
             while let Some((line, permit)) = rx.recv().await {
@@ -286,27 +171,25 @@ pub async fn serve_connection<R, W>(
             let _ = w.flush().await;
         })
     };
-    let conn = Arc::new(Conn {
+    let link = Arc::new(Link {
         shared: shared.clone(),
-        transport,
-        runtime: RwLock::new(primary),
-        first_seen: AtomicBool::new(false),
-        inflight: Mutex::new(HashMap::new()),
+        out: Outbox::new(direct, backlog, tx),
+        outgoing: Outgoing::new(),
+        tasks: TaskTracker::new(),
     });
-    let requests = TaskTracker::new();
     let mut frames = FramedRead::new(reader, LineCodec::new(max));
     let permits = Arc::new(Semaphore::new(MAX_OUTSTANDING));
     loop {
         // Backpressure: no permit, no read.
         let permit = tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
+            () = shared.shutdown.cancelled() => break,
             p = permits.clone().acquire_owned() => match p {
                 Ok(p) => p,
                 Err(_) => break,
             },
         };
         let next = tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
+            () = shared.shutdown.cancelled() => break,
             next = frames.next() => next,
         };
         match next {
@@ -316,17 +199,12 @@ pub async fn serve_connection<R, W>(
                 break;
             }
             Some(Ok(Frame::TooLong)) => {
-                out.send(
-                    &jsonrpc::error(
-                        &RequestId::Null,
-                        jsonrpc::INVALID_REQUEST,
-                        "frame too long",
-                        Some(json!(format!(
-                            "a line may hold at most {max} bytes (max_frame_bytes)"
-                        ))),
-                    ),
-                    Some(permit),
+                let error = ErrorObject::invalid_request(
+                    "frame too long",
+                    format!("a line may hold at most {max} bytes (max_frame_bytes)"),
                 );
+                link.out
+                    .send(message::error_line(&RequestId::Null, &error), Some(permit));
             }
             Some(Ok(Frame::Line(line))) => {
                 let cost = shared.budget.cost(line.len());
@@ -338,108 +216,40 @@ pub async fn serve_connection<R, W>(
                     tokio::select! {
                         biased;
                         p = shared.budget.units.clone().acquire_many_owned(cost) => p.ok(),
-                        _ = shared.shutdown.cancelled() => None,
+                        () = shared.shutdown.cancelled() => None,
                     }
                 };
-                // Another whole line already read: this request is not alone
-                // (see WORKER_LINE_MAX).
-                let more = memchr::memchr(b'\n', frames.read_buffer()).is_some();
-                on_line(&conn, &line, &out, &requests, permit, held, more);
+                let ticket = Ticket {
+                    permit,
+                    held,
+                    more: memchr::memchr(b'\n', frames.read_buffer()).is_some(),
+                    len: line.len(),
+                };
+                on_line(&link, &*handler, &line, ticket);
             }
         }
     }
     if shared.shutdown.is_cancelled() {
-        // Anything that has not begun to commit is answered -32800.
-        conn.cancel_all();
+        handler.shutdown();
     }
-    requests.close();
-    requests.wait().await;
-    // The last sender goes with the outbox; the writer task then drains and ends.
-    drop(out);
+    link.tasks.close();
+    link.tasks.wait().await;
+    link.outgoing.clear();
+    // The last sender goes with the link; the writer task then drains and ends.
+    drop(link);
     let _ = writer_task.await;
 }
 
-/// Handles one line. `permit` is its share of [`MAX_OUTSTANDING`] (released
-/// once the answer is written); `held` its share of the daemon's
-/// [`Budget`] (released once the answer is built); `more` says whether
-/// another complete line is already buffered behind it.
-fn on_line(
-    conn: &Arc<Conn>,
-    line: &[u8],
-    out: &Arc<Outbox>,
-    requests: &TaskTracker,
-    permit: OwnedSemaphorePermit,
-    held: Option<OwnedSemaphorePermit>,
-    more: bool,
-) {
-    match jsonrpc::classify(line) {
-        Incoming::Error(v) => out.send(&v, Some(permit)),
-        Incoming::Ignored => {}
-        Incoming::Notification { method, params } => {
-            if method == "$/cancel_request" {
-                match serde_json::from_value::<CancelRequestNotification>(params) {
-                    Ok(n) => conn.cancel(&n.request_id),
-                    Err(e) => tracing::debug!(error = %e, "ignoring malformed $/cancel_request"),
-                }
-            }
-        }
-        Incoming::Request { id, method, params } => {
-            let first = conn.take_first();
-            if method == "initialize" {
-                out.send(
-                    &methods::initialize(conn, &id, &params, first),
-                    Some(permit),
-                );
-                return;
-            }
-            let flag = Arc::new(AtomicBool::new(conn.shared.shutdown.is_cancelled()));
-            let alone = {
-                let mut inflight = conn.inflight.lock().unwrap_or_else(|p| p.into_inner());
-                inflight.insert(id_key(&id), flag.clone());
-                inflight.len() == 1
-            };
-            let slot = if alone
-                && !more
-                && line.len() <= WORKER_LINE_MAX
-                && conn.shared.service.live_locks() == 0
-            {
-                conn.shared.worker_slots.clone().try_acquire_owned().ok()
-            } else {
-                None
-            };
-            let conn = conn.clone();
-            let out = out.clone();
-            // Whoever runs the request also writes its answer. A panic
-            // anywhere in the method (not only inside a file operation,
-            // which `methods::run` already catches) is still answered once,
-            // and the request still leaves the in-flight map.
-            let answer = move || {
-                let key = id_key(&id);
-                let response = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    methods::dispatch(&conn, &id, &method, params, flag)
-                }))
-                .unwrap_or_else(|_| {
-                    tracing::error!(method = %method, "request panicked");
-                    methods::internal_error(&id)
-                });
-                drop(held);
-                conn.inflight
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&key);
-                out.send(&response, Some(permit));
-            };
-            match slot {
-                // A task of its own on this worker (see WORKER_LINE_MAX).
-                Some(slot) => {
-                    requests.spawn(async move {
-                        answer();
-                        drop(slot);
-                    });
-                }
-                None => {
-                    requests.spawn_blocking(answer);
-                }
+/// Parses one line and hands it on.
+fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: &[u8], ticket: Ticket) {
+    match message::parse(line) {
+        Incoming::Malformed { id, error } => link.answer(message::error_line(&id, &error), ticket),
+        Incoming::Dropped => {}
+        Incoming::Message(Message::Request(req)) => handler.request(link, req, line, ticket),
+        Incoming::Message(Message::Notification(n)) => handler.notification(link, n, line),
+        Incoming::Message(Message::Response(r)) => {
+            if let Some(r) = link.outgoing.complete(r) {
+                handler.response(link, r, line);
             }
         }
     }

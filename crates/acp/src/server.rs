@@ -2,7 +2,10 @@
 //! listener with its peer-UID check, signals (SIGTERM/SIGINT shut down
 //! gracefully, SIGHUP reloads), and the shutdown sequence.
 
-use crate::conn::{Budget, Shared, Transport, serve_connection};
+use crate::budget::Budget;
+use crate::conn::Shared;
+use crate::serve::serve_connection;
+use crate::transport::Transport;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use writegate_acp::conn::{BUDGET_FREE_LINE, Budget, Shared, Transport, serve_connection};
+use writegate_acp::budget::{BUDGET_FREE_LINE, Budget};
+use writegate_acp::conn::Shared;
+use writegate_acp::serve::serve_connection;
+use writegate_acp::transport::Transport;
 use writegate_core::{Config, Registry, Runtime, Service};
 
 fn write_line(id: u64, path: &Path, content: &str) -> Vec<u8> {

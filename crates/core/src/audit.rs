@@ -16,13 +16,14 @@ pub struct AuditEvent {
     pub ts: String,
     /// `fs.access` or `fs.denied`.
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: EventKind,
     /// `write`, `edit` or `read`.
-    pub intent: &'static str,
-    /// `ACP writeTextFile`, `edit`, `ACP readTextFile`, `read_lines`.
+    pub intent: Intent,
+    /// The front end's name for the method or tool: `ACP writeTextFile`,
+    /// `edit`, `ACP readTextFile`, `read_lines`, ...
     pub route: &'static str,
     /// `workspace` or `external`.
-    pub writer: &'static str,
+    pub writer: Writer,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// Runtime id of the connection's workspace.
@@ -59,6 +60,39 @@ pub struct AuditEvent {
     /// Raw path, only with `audit.raw_paths`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+}
+
+/// An event's `type`.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub enum EventKind {
+    /// `fs.access`: the operation succeeded.
+    #[serde(rename = "fs.access")]
+    Access,
+    /// `fs.denied`: it was refused or failed.
+    #[serde(rename = "fs.denied")]
+    Denied,
+}
+
+/// What an operation meant to do (`intent`).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Intent {
+    /// A whole-file write.
+    Write,
+    /// An edit (any mode of SPEC 8).
+    Edit,
+    /// A read.
+    Read,
+}
+
+/// Which writer handled (or would have handled) an operation (`writer`).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Writer {
+    /// The workspace writer.
+    Workspace,
+    /// The external host writer.
+    External,
 }
 
 /// Where events go: a 0600 JSON-lines file, one `write(2)` per event.

@@ -1,7 +1,5 @@
 //! Error kinds on the wire (SPEC 11) and the failure type of every operation.
 
-use serde_json::{Map, Value};
-
 /// The stable `errorKind` strings of SPEC 11. Clients branch on these, so the
 /// strings never change; `status` is the HTTP-like number the table gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,41 +103,127 @@ impl ErrorKind {
     }
 }
 
-/// A refusal of an operation that reached routing: an errorKind, a hint a
-/// model can act on, and extra `data` fields (e.g. `count` and `lines` for
-/// `ambiguous_text_match`, `command` for `approval_required`).
-#[derive(Debug, Clone, PartialEq)]
+/// Structured facts a refusal carries besides its kind and hint, for the
+/// front ends to put on their wire (ACP `error.data`, an MCP tool result).
+/// Core names the facts; each front end owns the key names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Detail {
+    /// `ambiguous_text_match`: how many occurrences, and the 1-based line
+    /// where each starts.
+    Ambiguous {
+        /// Number of occurrences (at least 2).
+        count: usize,
+        /// Start line of each occurrence.
+        lines: Vec<usize>,
+    },
+    /// `line_out_of_range`: the line asked for and the file's line count.
+    LineOutOfRange {
+        /// The 1-based line asked for.
+        line: u64,
+        /// Lines in the file.
+        total: usize,
+    },
+    /// `line_mismatch`: the line asked for and what it holds.
+    LineMismatch {
+        /// The 1-based line asked for.
+        line: u64,
+        /// Its text, escaped for display.
+        holds: String,
+    },
+    /// `approval_required`: the synthetic command to approve (SPEC 12).
+    Approval {
+        /// `edit_file <mode> <canonical path>`.
+        command: String,
+    },
+    /// `path_not_found`: the path as the request named it.
+    NotFound {
+        /// The requested path (ACP `data.uri`).
+        uri: String,
+    },
+    /// `hash_mismatch`: the file's current hash (`sha256:<hex>`, or
+    /// `missing` when the file does not exist).
+    HashMismatch {
+        /// The hash the request expected.
+        expected: String,
+        /// The file's hash now.
+        current: String,
+    },
+}
+
+/// A refusal of an operation: an errorKind, a hint a model or a person can
+/// act on (one or two sentences: what happened, what to do next), and the
+/// structured [`Detail`] of that kind, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
+    /// The stable errorKind (SPEC 11).
     pub kind: ErrorKind,
+    /// What happened and what to do next.
     pub hint: String,
-    pub extra: Map<String, Value>,
+    /// Structured facts for the wire.
+    pub detail: Option<Detail>,
 }
 
 impl Refusal {
-    /// A refusal with a hint and no extra data.
+    /// A refusal with a hint and no detail.
     pub fn new(kind: ErrorKind, hint: impl Into<String>) -> Self {
         Refusal {
             kind,
             hint: hint.into(),
-            extra: Map::new(),
+            detail: None,
         }
     }
 
-    /// Adds one extra `data` field.
-    pub fn with(mut self, key: &str, value: Value) -> Self {
-        self.extra.insert(key.to_string(), value);
+    /// The same refusal with `detail`.
+    #[must_use]
+    pub fn with_detail(mut self, detail: Detail) -> Self {
+        self.detail = Some(detail);
         self
     }
 }
 
-/// How an operation can fail, which decides the JSON-RPC error:
-/// `Refused` is `-32603` (or `-32002` for `path_not_found`, SPEC 11),
-/// `InvalidParams` is `-32602`, `Cancelled` is `-32800`.
-#[derive(Debug, Clone, PartialEq)]
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.hint.is_empty() {
+            f.write_str(self.kind.as_str())
+        } else {
+            write!(f, "{}: {}", self.kind.as_str(), self.hint)
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// How an operation can fail. Each front end maps these to its wire once:
+/// for ACP, `Refused` is a JSON-RPC error with `data.errorKind` (`-32002`
+/// for `path_not_found`, SPEC 11), `InvalidParams` is `-32602`, `Cancelled`
+/// is `-32800`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
+    /// Refused with an errorKind (and audited).
     Refused(Refusal),
+    /// The parameters do not fit the operation; the reason in words.
     InvalidParams(String),
+    /// Cancelled before it began to commit.
     Cancelled,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Refused(r) => r.fmt(f),
+            Failure::InvalidParams(why) => write!(f, "invalid params: {why}"),
+            Failure::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Failure::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 impl From<Refusal> for Failure {
@@ -188,15 +272,12 @@ impl From<writegate_text::TextError> for Failure {
             T::TextNotFound(_) => Refusal::new(ErrorKind::TextNotFound, hint),
             T::AmbiguousTextMatch { count, lines } => {
                 Refusal::new(ErrorKind::AmbiguousTextMatch, hint)
-                    .with("count", count.into())
-                    .with("lines", lines.into())
+                    .with_detail(Detail::Ambiguous { count, lines })
             }
             T::LineOutOfRange { line, total } => Refusal::new(ErrorKind::LineOutOfRange, hint)
-                .with("line", line.into())
-                .with("totalLines", total.into()),
+                .with_detail(Detail::LineOutOfRange { line, total }),
             T::LineMismatch { line, holds } => Refusal::new(ErrorKind::LineMismatch, hint)
-                .with("line", line.into())
-                .with("lineHolds", holds.into()),
+                .with_detail(Detail::LineMismatch { line, holds }),
             T::InvalidRequest(msg) => return Failure::InvalidParams(msg),
             T::Guard(_) => Refusal::new(ErrorKind::InternalError, hint),
         };

@@ -1,27 +1,39 @@
 //! writegate's core: workspaces and runtimes with generation guards
-//! (SPEC 2), routing decisions and the marker parser (SPEC 4), the approval
-//! gate (SPEC 12), the write/edit/read pipeline that ties the resolver
-//! (`writegate-paths`), the text core (`writegate-text`) and the publisher
-//! (`writegate-fs`) together, audit records (SPEC 10), error kinds (SPEC 11)
-//! and configuration (SPEC 13).
+//! (SPEC 2), routing decisions (SPEC 4), the approval gate (SPEC 12), the
+//! write/edit/read pipeline that ties the resolver (`writegate-paths`), the
+//! text core (`writegate-text`) and the publisher (`writegate-fs`) together
+//! (`op`, `service`), audit records (SPEC 10), error kinds (SPEC 11) and
+//! configuration (SPEC 13).
 //!
-//! It is synchronous: callers at the edge (`writegate-acp`) run operations on
-//! blocking threads. It must never write to disk itself (every write goes
-//! through `writegate-fs`), never speak the wire (no JSON-RPC framing or
-//! error codes), and never depend on an async runtime.
+//! Front ends (ACP serve, ACP proxy, MCP, the CLI) pass an [`OpCtx`] and
+//! typed parameters ([`api`]) and get typed outcomes or a [`Failure`]; each
+//! maps those to its own wire. The audit event format is core's own.
+//!
+//! It is synchronous: callers at the edge run operations on blocking
+//! threads. It must never write to disk itself (every write goes through
+//! `writegate-fs`), never speak a wire (no JSON, no JSON-RPC codes, no
+//! `_meta` parsing in its API), and never depend on an async runtime.
 
+pub mod api;
 pub mod audit;
 pub mod config;
 pub mod error;
+mod op;
 pub mod policy;
 pub mod routing;
 pub mod runtime;
 pub mod service;
 
+pub use api::{
+    Allowances, EditParams, EditReport, FileFormat, LineEnding, LinesRead, OpCtx, ReadParams,
+    Receipt, TextRead, WriteOutcome, WriteParams,
+};
 pub use config::Config;
-pub use error::{ErrorKind, Failure, Refusal};
+pub use error::{Detail, ErrorKind, Failure, Refusal};
+pub use routing::MarkerSource;
 pub use runtime::{Registry, Runtime};
-pub use service::{EditParams, OpCtx, ReadParams, Service, WriteParams};
+pub use service::{Approved, DynamicWorkspaceError, Service};
+pub use writegate_text::{EditMode, LineEndingChoice, WriteOptions};
 
 use sha2::{Digest, Sha256};
 use std::path::Path;

@@ -1,0 +1,495 @@
+//! JSON-RPC 2.0 messages, both directions (SPEC 1): one line's bytes in, a
+//! typed [`Incoming`] out; typed responses and requests out as lines.
+//! Pure: no IO.
+//!
+//! Every message is kept, responses included, so a peer that sends its own
+//! requests (a proxy, a server asking its client) can match their answers
+//! (see [`crate::outgoing`]).
+
+use agent_client_protocol_schema::v1::RequestId;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// Parse error.
+pub const PARSE_ERROR: i64 = -32700;
+/// Invalid request (batch, not an object, bad id, frame too long).
+pub const INVALID_REQUEST: i64 = -32600;
+/// Unknown method.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// Params that do not fit the method.
+pub const INVALID_PARAMS: i64 = -32602;
+/// Every refusal but `path_not_found` (SPEC 11).
+pub const INTERNAL_ERROR: i64 = -32603;
+/// ACP's resource-not-found, used for `path_not_found`.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// Request cancelled.
+pub const REQUEST_CANCELLED: i64 = -32800;
+
+/// A JSON-RPC error object: `{code, message, data?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ErrorObject {
+    /// The JSON-RPC code.
+    pub code: i64,
+    /// A short sentence.
+    pub message: String,
+    /// Structured detail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    /// An error with `code`, `message` and optional `data`.
+    pub fn new(code: i64, message: impl Into<String>, data: Option<Value>) -> ErrorObject {
+        ErrorObject {
+            code,
+            message: message.into(),
+            data,
+        }
+    }
+
+    /// `-32601` with the method name in `data`.
+    pub fn method_not_found(method: &str) -> ErrorObject {
+        ErrorObject::new(METHOD_NOT_FOUND, "method not found", Some(json!(method)))
+    }
+
+    /// `-32602` with the reason in `data`.
+    pub fn invalid_params(why: impl Into<String>) -> ErrorObject {
+        ErrorObject::new(
+            INVALID_PARAMS,
+            "invalid params",
+            Some(Value::String(why.into())),
+        )
+    }
+
+    /// `-32600` with the reason in `data`.
+    pub fn invalid_request(message: &str, why: impl Into<String>) -> ErrorObject {
+        ErrorObject::new(INVALID_REQUEST, message, Some(Value::String(why.into())))
+    }
+}
+
+/// A request: answer exactly once, echoing `id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The id, echoed exactly in the answer.
+    pub id: RequestId,
+    /// The method name.
+    pub method: String,
+    /// `params` (`Null` when absent).
+    pub params: Value,
+}
+
+/// A notification: never answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    /// The method name.
+    pub method: String,
+    /// `params` (`Null` when absent).
+    pub params: Value,
+}
+
+/// A response to a request the other side received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// The id of the request it answers.
+    pub id: RequestId,
+    /// `result`, or `error`.
+    pub result: Result<Value, ErrorObject>,
+}
+
+/// A well-formed message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// A request.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+    /// A response.
+    Response(Response),
+}
+
+/// What one line holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    /// A well-formed message.
+    Message(Message),
+    /// A line that is not a well-formed message: answer `error` with `id`
+    /// (null unless the request's id was readable).
+    Malformed {
+        /// The id to answer with.
+        id: RequestId,
+        /// The error to answer.
+        error: ErrorObject,
+    },
+    /// A line that is not a well-formed message and must not be answered
+    /// (a malformed notification, a malformed response).
+    Dropped,
+}
+
+fn malformed(id: RequestId, code: i64, message: &str, why: &str) -> Incoming {
+    Incoming::Malformed {
+        id,
+        error: ErrorObject::new(code, message, Some(json!(why))),
+    }
+}
+
+/// Parses a line (without its terminator).
+pub fn parse(line: &[u8]) -> Incoming {
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => return parse_failure(line, &e),
+    };
+    let mut obj = match value {
+        Value::Object(o) => o,
+        Value::Array(_) => {
+            return malformed(
+                RequestId::Null,
+                INVALID_REQUEST,
+                "batch requests are not supported",
+                "send one JSON object per line",
+            );
+        }
+        _ => {
+            return malformed(
+                RequestId::Null,
+                INVALID_REQUEST,
+                "invalid request",
+                "a message must be a JSON object",
+            );
+        }
+    };
+    let id = match obj.get("id") {
+        None => None,
+        Some(raw) => match serde_json::from_value::<RequestId>(raw.clone()) {
+            Ok(id) => Some(id),
+            Err(_) => {
+                return malformed(
+                    RequestId::Null,
+                    INVALID_REQUEST,
+                    "invalid request",
+                    "id must be null, an integer within i64, or a string",
+                );
+            }
+        },
+    };
+    let invalid = |why: &str| {
+        malformed(
+            id.clone().unwrap_or(RequestId::Null),
+            INVALID_REQUEST,
+            "invalid request",
+            why,
+        )
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("jsonrpc must be \"2.0\"");
+    }
+    let method = match obj.get("method") {
+        Some(Value::String(m)) => m.clone(),
+        Some(_) => return invalid("method must be a string"),
+        None if obj.contains_key("result") || obj.contains_key("error") => {
+            return response(obj, id);
+        }
+        None => return invalid("method is missing"),
+    };
+    // Moved out, not cloned: a whole file can travel in params.
+    let params = obj.remove("params").unwrap_or(Value::Null);
+    let Some(id) = id else {
+        // A notification is never answered, whatever its params.
+        return Incoming::Message(Message::Notification(Notification { method, params }));
+    };
+    if !matches!(params, Value::Object(_) | Value::Array(_) | Value::Null) {
+        return malformed(
+            id,
+            INVALID_REQUEST,
+            "invalid request",
+            "params must be an object or an array",
+        );
+    }
+    Incoming::Message(Message::Request(Request { id, method, params }))
+}
+
+/// A response object: `result`, or an `error` object. Never answered,
+/// even when malformed (answering a response could loop between peers).
+fn response(mut obj: Map<String, Value>, id: Option<RequestId>) -> Incoming {
+    let Some(id) = id else {
+        return Incoming::Dropped;
+    };
+    let result = match (obj.remove("result"), obj.remove("error")) {
+        (Some(r), None) => Ok(r),
+        (None, Some(e)) => match serde_json::from_value::<ErrorObject>(e) {
+            Ok(e) => Err(e),
+            Err(_) => return Incoming::Dropped,
+        },
+        _ => return Incoming::Dropped,
+    };
+    Incoming::Message(Message::Response(Response { id, result }))
+}
+
+/// A line serde_json refused. Content holding a lone surrogate (`\ud800`)
+/// is not valid Unicode: SPEC 9 refuses it before anything is touched, as
+/// invalid params of the request when the line is otherwise valid JSON and
+/// its id can be read; anything else is a parse error with `id: null`.
+fn parse_failure(line: &[u8], e: &serde_json::Error) -> Incoming {
+    if let Some(sanitized) = without_surrogates(line) {
+        let Some(id) = sanitized.as_object().and_then(|o| o.get("id")) else {
+            // A notification is never answered, even a malformed one.
+            return Incoming::Dropped;
+        };
+        let id: RequestId = serde_json::from_value(id.clone()).unwrap_or(RequestId::Null);
+        return malformed(
+            id,
+            INVALID_PARAMS,
+            "invalid params",
+            "a string is not valid Unicode: it holds a lone surrogate (\\ud800-\\udfff escape); send valid UTF-16 pairs",
+        );
+    }
+    malformed(RequestId::Null, PARSE_ERROR, "parse error", &e.to_string())
+}
+
+/// Parses a line whose only fault is surrogate escapes: every
+/// `\uD800`-`\uDFFF` escape is replaced with `\uFFFD` (for reading the id
+/// only; the content itself is refused). `None` when the line holds no such
+/// escape or is still not valid JSON after the replacement.
+fn without_surrogates(line: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut out = String::with_capacity(text.len());
+    let mut replaced = false;
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 1 < bytes.len() {
+            if bytes[i + 1] == b'u'
+                && i + 6 <= bytes.len()
+                && let Some(hex) = text.get(i + 2..i + 6)
+                && let Ok(cp) = u32::from_str_radix(hex, 16)
+                && (0xD800..=0xDFFF).contains(&cp)
+            {
+                out.push_str("\\uFFFD");
+                replaced = true;
+                i += 6;
+                continue;
+            }
+            out.push_str(text.get(i..i + 2)?);
+            i += 2;
+            continue;
+        }
+        let ch = text.get(i..)?.chars().next()?;
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    if !replaced {
+        return None;
+    }
+    serde_json::from_str(&out).ok()
+}
+
+#[derive(Serialize)]
+struct OkLine<'a, T: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    result: &'a T,
+}
+
+#[derive(Serialize)]
+struct ErrLine<'a> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    error: &'a ErrorObject,
+}
+
+#[derive(Serialize)]
+struct RequestLine<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    method: &'a str,
+    params: &'a P,
+}
+
+#[derive(Serialize)]
+struct NotificationLine<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: &'a P,
+}
+
+fn line_of(msg: &impl Serialize) -> Vec<u8> {
+    // Serialising these shapes cannot fail: keys are strings and the values
+    // come from serde types; an empty line would be a bug, never a panic.
+    let mut line = serde_json::to_vec(msg).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// A success response line, `\n`-terminated.
+pub fn ok_line<T: Serialize>(id: &RequestId, result: &T) -> Vec<u8> {
+    line_of(&OkLine {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+}
+
+/// An error response line, `\n`-terminated.
+pub fn error_line(id: &RequestId, error: &ErrorObject) -> Vec<u8> {
+    line_of(&ErrLine {
+        jsonrpc: "2.0",
+        id,
+        error,
+    })
+}
+
+/// A response line for `result`, `\n`-terminated.
+pub fn response_line(id: &RequestId, result: &Result<Value, ErrorObject>) -> Vec<u8> {
+    match result {
+        Ok(v) => ok_line(id, v),
+        Err(e) => error_line(id, e),
+    }
+}
+
+/// A request line, `\n`-terminated.
+pub fn request_line<P: Serialize>(id: &RequestId, method: &str, params: &P) -> Vec<u8> {
+    line_of(&RequestLine {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+}
+
+/// A notification line, `\n`-terminated.
+pub fn notification_line<P: Serialize>(method: &str, params: &P) -> Vec<u8> {
+    line_of(&NotificationLine {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err_code(i: &Incoming) -> (i64, Value) {
+        match i {
+            Incoming::Malformed { id, error } => (error.code, serde_json::to_value(id).unwrap()),
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    fn line_json(line: &[u8]) -> Value {
+        serde_json::from_slice(line).unwrap()
+    }
+
+    #[test]
+    fn parse_error_and_batch_have_null_id() {
+        assert_eq!(err_code(&parse(b"{nope")), (PARSE_ERROR, Value::Null));
+        assert_eq!(err_code(&parse(b"[{}]")), (INVALID_REQUEST, Value::Null));
+        assert_eq!(err_code(&parse(b"42")), (INVALID_REQUEST, Value::Null));
+    }
+
+    #[test]
+    fn ids_echoed_exactly() {
+        for (raw, want) in [
+            ("null", Value::Null),
+            ("9223372036854775807", json!(9_223_372_036_854_775_807_i64)),
+            ("-5", json!(-5)),
+            ("\"a b\"", json!("a b")),
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{raw},"method":"m"}}"#);
+            match parse(line.as_bytes()) {
+                Incoming::Message(Message::Request(r)) => {
+                    assert_eq!(line_json(&ok_line(&r.id, &json!({})))["id"], want, "{raw}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_ids_are_invalid_requests() {
+        for raw in ["1.5", "9223372036854775808", "{}", "[1]", "true"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{raw},"method":"m"}}"#);
+            assert_eq!(
+                err_code(&parse(line.as_bytes())).0,
+                INVALID_REQUEST,
+                "{raw}"
+            );
+        }
+    }
+
+    #[test]
+    fn notifications_and_responses_are_kept() {
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","method":"x"}"#),
+            Incoming::Message(Message::Notification(_))
+        ));
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Incoming::Message(Message::Response(Response {
+                id: RequestId::Number(1),
+                result: Ok(json!({})),
+            }))
+        );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":"a","error":{"code":-32601,"message":"m"}}"#),
+            Incoming::Message(Message::Response(Response {
+                id: RequestId::Str("a".into()),
+                result: Err(ErrorObject::new(-32601, "m", None)),
+            }))
+        );
+        // A malformed response is dropped, never answered.
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":1,"error":"nope"}"#),
+            Incoming::Dropped
+        );
+        assert_eq!(parse(br#"{"jsonrpc":"2.0","result":1}"#), Incoming::Dropped);
+    }
+
+    #[test]
+    fn lone_surrogate_is_invalid_params_with_the_id() {
+        let line = br#"{"jsonrpc":"2.0","id":7,"method":"fs/write_text_file","params":{"content":"x\ud800y"}}"#;
+        let (code, id) = err_code(&parse(line));
+        assert_eq!((code, id), (INVALID_PARAMS, json!(7)));
+        for content in [
+            r"ok\ud83d",
+            r"\ud800",
+            r"\udc00",
+            r"\ude00\ud83d",
+            r"\ud800\u0041",
+        ] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":"s","method":"fs/write_text_file","params":{{"content":"{content}"}}}}"#
+            );
+            let (code, id) = err_code(&parse(line.as_bytes()));
+            assert_eq!((code, id), (INVALID_PARAMS, json!("s")), "{content}");
+        }
+        // Another syntax error with a surrogate is still a parse error.
+        let (code, id) = err_code(&parse(br#"{"id":1,"x":"\ud800" nope}"#));
+        assert_eq!((code, id), (PARSE_ERROR, Value::Null));
+        // A notification with a lone surrogate is still never answered.
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","method":"x","params":{"c":"\ud800"}}"#),
+            Incoming::Dropped
+        );
+        // A valid pair is fine.
+        let ok = br#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"content":"\ud83d\ude00"}}"#;
+        assert!(matches!(parse(ok), Incoming::Message(Message::Request(_))));
+    }
+
+    #[test]
+    fn lines_have_the_envelope() {
+        let id = RequestId::Number(3);
+        assert_eq!(
+            line_json(&error_line(&id, &ErrorObject::method_not_found("x"))),
+            json!({"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"method not found","data":"x"}})
+        );
+        assert_eq!(
+            line_json(&request_line(&id, "m", &json!({"a":1}))),
+            json!({"jsonrpc":"2.0","id":3,"method":"m","params":{"a":1}})
+        );
+        assert_eq!(
+            line_json(&notification_line("n", &json!([]))),
+            json!({"jsonrpc":"2.0","method":"n","params":[]})
+        );
+        assert!(ok_line(&id, &json!({})).ends_with(b"}\n"));
+    }
+}

@@ -1,0 +1,262 @@
+//! The method table (SPEC 3): one module per method, each with its
+//! `Params` type, `Result` type and handler (a [`Method`] impl); one
+//! [`TABLE`] from which dispatch, the extension-method list and the
+//! `initialize` capabilities are all derived. Handlers need a [`Call`]
+//! (the service, the connection's state, the request's cancel flag), not
+//! a connection: anything that can build a [`ConnState`] can call them.
+//!
+//! Adding a method: a new module with a `Method` impl, and one line in
+//! [`TABLE`].
+
+mod approve;
+pub(crate) mod cancel_request;
+mod edit_text_file;
+mod initialize;
+mod read_lines;
+mod read_text_file;
+mod receipt;
+mod write_text_file;
+
+use crate::message::{ErrorObject, error_line, ok_line};
+use crate::state::ConnState;
+use crate::wire::failure_error;
+use agent_client_protocol_schema::v1::RequestId;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use writegate_core::{ErrorKind, Failure, OpCtx, Refusal};
+
+pub use cancel_request::CANCEL_REQUEST;
+
+/// What a handler gets: the connection's state and this request's cancel
+/// flag.
+pub struct Call<'a> {
+    /// The connection's state (service, transport, runtime).
+    pub conn: &'a ConnState,
+    /// Set by `$/cancel_request` or shutdown.
+    pub cancel: Arc<AtomicBool>,
+    /// True for the connection's first request.
+    pub first: bool,
+}
+
+impl Call<'_> {
+    /// The operation context of a core call: the connection's runtime and
+    /// allowances, this request's session, cancel flag, and the audit
+    /// `route`.
+    pub fn ctx(&self, session_id: &str, route: &'static str) -> OpCtx {
+        OpCtx {
+            runtime: self.conn.runtime(),
+            session_id: Some(session_id.to_string()),
+            allows: self.conn.transport.allowances(),
+            route,
+            cancel: self.cancel.clone(),
+        }
+    }
+}
+
+/// Why a method did not produce a result.
+#[derive(Debug)]
+pub enum MethodError {
+    /// A core failure (mapped once, by [`failure_error`]).
+    Failed(Failure),
+    /// A protocol error of the method itself.
+    Protocol(ErrorObject),
+}
+
+impl From<Failure> for MethodError {
+    fn from(f: Failure) -> Self {
+        MethodError::Failed(f)
+    }
+}
+
+/// One method: its name, params, result and handler.
+pub trait Method {
+    /// The JSON-RPC method name.
+    const NAME: &'static str;
+    /// Answered on the connection's reader (cheap, no file IO), instead of
+    /// a worker or blocking thread.
+    const INLINE: bool = false;
+    /// The params, parsed with serde (`-32602` when they do not fit).
+    type Params: DeserializeOwned;
+    /// The result, serialised as the response's `result`.
+    type Result: Serialize;
+    /// Whether the method is served on this connection at all
+    /// (`-32601` otherwise).
+    fn enabled(_conn: &ConnState) -> bool {
+        true
+    }
+    /// Checks that need no IO and must come before cancellation is
+    /// honoured (bad combinations are `-32602`, never audited).
+    fn check(_params: &Self::Params) -> Result<(), Failure> {
+        Ok(())
+    }
+    /// The request's path, reported as `data.uri` of a `-32002`.
+    fn uri(_params: &Self::Params) -> Option<&Path> {
+        None
+    }
+    /// Runs the method.
+    fn handle(call: &Call<'_>, params: Self::Params) -> Result<Self::Result, MethodError>;
+}
+
+/// One row of the table.
+pub struct Entry {
+    /// The method name.
+    pub name: &'static str,
+    /// See [`Method::INLINE`].
+    pub inline: bool,
+    answer: fn(&Call<'_>, &RequestId, Value) -> Vec<u8>,
+}
+
+impl Entry {
+    /// Answers a request for this method: the response line.
+    pub fn answer(&self, call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
+        (self.answer)(call, id, params)
+    }
+}
+
+const fn entry<M: Method>() -> Entry {
+    Entry {
+        name: M::NAME,
+        inline: M::INLINE,
+        answer: answer_with::<M>,
+    }
+}
+
+/// Every request method served, in the order `initialize` lists them.
+pub static TABLE: [Entry; 7] = [
+    entry::<initialize::Initialize>(),
+    entry::<write_text_file::WriteTextFile>(),
+    entry::<read_text_file::ReadTextFile>(),
+    entry::<edit_text_file::EditTextFile>(),
+    entry::<read_lines::ReadLines>(),
+    entry::<receipt::Receipt>(),
+    entry::<approve::Approve>(),
+];
+
+/// The table's row for `method`.
+pub fn find(method: &str) -> Option<&'static Entry> {
+    TABLE.iter().find(|e| e.name == method)
+}
+
+/// The extension methods served (`_`-prefixed names), as `initialize`
+/// lists them.
+pub fn extension_methods() -> impl Iterator<Item = &'static str> {
+    TABLE.iter().map(|e| e.name).filter(|n| n.starts_with('_'))
+}
+
+/// Whether `method` is in the table.
+pub fn serves(method: &str) -> bool {
+    find(method).is_some()
+}
+
+/// The response line for a request of `method` (in the table or not).
+pub fn answer(call: &Call<'_>, id: &RequestId, method: &str, params: Value) -> Vec<u8> {
+    match find(method) {
+        Some(e) => e.answer(call, id, params),
+        None => error_line(id, &ErrorObject::method_not_found(method)),
+    }
+}
+
+fn answer_with<M: Method>(call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
+    if !M::enabled(call.conn) {
+        return error_line(id, &ErrorObject::method_not_found(M::NAME));
+    }
+    let params: M::Params = match serde_json::from_value(params) {
+        Ok(p) => p,
+        Err(e) => return error_line(id, &ErrorObject::invalid_params(e.to_string())),
+    };
+    let uri = M::uri(&params)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Err(f) = M::check(&params) {
+        return error_line(id, &failure_error(&f, &uri));
+    }
+    let result = if M::INLINE {
+        M::handle(call, params)
+    } else {
+        run(call, || M::handle(call, params))
+    };
+    match result {
+        Ok(r) => ok_line(id, &r),
+        Err(MethodError::Failed(f)) => error_line(id, &failure_error(&f, &uri)),
+        Err(MethodError::Protocol(e)) => error_line(id, &e),
+    }
+}
+
+/// Runs a method unless it was cancelled before it began (then `-32800`,
+/// and no audit event: it never reached routing). A panic in it becomes
+/// `internal_error`, so the request is still answered once; the publisher
+/// has removed its temp file on unwinding, and the pipeline has written the
+/// operation's one audit event.
+fn run<T>(call: &Call<'_>, op: impl FnOnce() -> Result<T, MethodError>) -> Result<T, MethodError> {
+    if call.cancel.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Failure::Cancelled.into());
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)) {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::error!("operation panicked");
+            Err(Failure::from(Refusal::new(
+                ErrorKind::InternalError,
+                "the operation failed unexpectedly; nothing was written",
+            ))
+            .into())
+        }
+    }
+}
+
+/// The answer to a request whose handling panicked outside an operation:
+/// `internal_error`, nothing written.
+pub fn internal_error(id: &RequestId) -> Vec<u8> {
+    error_line(
+        id,
+        &failure_error(
+            &Refusal::new(
+                ErrorKind::InternalError,
+                "the request failed unexpectedly; nothing was written",
+            )
+            .into(),
+            "",
+        ),
+    )
+}
+
+/// `-32602` for a relative path (SPEC 3: paths must be absolute).
+fn absolute(path: &Path) -> Result<(), Failure> {
+    if path.is_absolute() {
+        Ok(())
+    } else {
+        Err(Failure::InvalidParams(format!(
+            "path must be absolute, got {:?}",
+            path.display().to_string()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_extensions_listed() {
+        let mut names: Vec<_> = TABLE.iter().map(|e| e.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TABLE.len());
+        assert_eq!(
+            extension_methods().collect::<Vec<_>>(),
+            [
+                "_writegate/edit_text_file",
+                "_writegate/read_lines",
+                "_writegate/receipt",
+                "_writegate/approve"
+            ]
+        );
+        assert!(serves("fs/write_text_file") && !serves("fs/delete"));
+        assert!(find("initialize").unwrap().inline);
+        assert!(!find("fs/write_text_file").unwrap().inline);
+    }
+}

@@ -1,0 +1,246 @@
+//! ACP's wire forms of core values: the one mapping from a core
+//! [`Failure`] to a JSON-RPC error (SPEC 11), the `_meta` fields a request
+//! may carry (the tool-write-origin marker and the format hints, SPEC 4),
+//! and the `_meta` a read reports.
+
+use crate::message::{ErrorObject, INTERNAL_ERROR, REQUEST_CANCELLED, RESOURCE_NOT_FOUND};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use writegate_core::{
+    Detail, ErrorKind, Failure, FileFormat, LineEndingChoice, MarkerSource, WriteOptions,
+};
+
+/// The `_meta` key of the tool-write-origin marker.
+pub const MARKER_KEY: &str = "qwen-code/tool-write-origin";
+
+/// `_meta` key naming the workspace of a socket connection in `initialize`.
+pub const WORKSPACE_META_KEY: &str = "writegate/workspace";
+
+/// Parses `_meta["qwen-code/tool-write-origin"]` (SPEC 4). Returns the
+/// marker's source only for a JSON object with exactly the two keys
+/// `version` (the integer 1, not `1.0` or `"1"`) and `source` (one of the
+/// four sources). Anything else is no marker at all (fail closed; never an
+/// error of its own).
+pub fn parse_marker(meta: Option<&Map<String, Value>>) -> Option<MarkerSource> {
+    let marker = meta?.get(MARKER_KEY)?.as_object()?;
+    if marker.len() != 2 {
+        return None;
+    }
+    let version = marker.get("version")?;
+    if !(version.is_u64() && version.as_u64() == Some(1)) {
+        return None;
+    }
+    MarkerSource::from_name(marker.get("source")?.as_str()?)
+}
+
+/// The only three `_meta` fields that reach the encoder (SPEC 4): `bom`
+/// (boolean), `encoding` (string), `lineEnding` (`"lf"` or `"crlf"`).
+/// Wrongly typed or unknown values are ignored.
+pub fn write_options(meta: Option<&Map<String, Value>>) -> WriteOptions {
+    let mut opts = WriteOptions::default();
+    let Some(meta) = meta else { return opts };
+    opts.bom = meta.get("bom").and_then(Value::as_bool);
+    opts.encoding = meta
+        .get("encoding")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    opts.line_ending = match meta.get("lineEnding").and_then(Value::as_str) {
+        Some("lf") => Some(LineEndingChoice::Lf),
+        Some("crlf") => Some(LineEndingChoice::Crlf),
+        _ => None,
+    };
+    opts
+}
+
+/// `_meta` as an object, or `None` (any other JSON type is ignored).
+pub fn meta_object(meta: Option<Value>) -> Option<Map<String, Value>> {
+    match meta {
+        Some(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
+
+/// The `_meta` a read reports: the file's format as found and its hash,
+/// under the same names `_writegate/read_lines` uses.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct FormatMeta {
+    /// Encoding name.
+    pub encoding: &'static str,
+    /// Whether the file has a BOM.
+    pub bom: bool,
+    /// `lf`, `crlf` or `cr`.
+    pub line_ending: &'static str,
+    /// `sha256:<hex>` of the file's bytes.
+    pub hash: String,
+}
+
+impl FormatMeta {
+    /// The meta of a file with `format` and `hash`.
+    pub fn new(format: FileFormat, hash: String) -> FormatMeta {
+        FormatMeta {
+            encoding: format.encoding,
+            bom: format.bom,
+            line_ending: format.line_ending.as_str(),
+            hash,
+        }
+    }
+}
+
+/// The JSON-RPC error of a core failure (SPEC 11), the only place that maps
+/// one: `path_not_found` is `-32002` with `data {uri, errorKind, hint}`
+/// (`uri` from the refusal's detail, else the request's path `uri`); bad
+/// params `-32602`; cancellation `-32800`; every other refusal `-32603`
+/// with `data {errorKind, hint, status, ...detail}`.
+pub fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
+    match f {
+        Failure::InvalidParams(why) => ErrorObject::invalid_params(why.clone()),
+        Failure::Cancelled => ErrorObject::new(REQUEST_CANCELLED, "request cancelled", None),
+        Failure::Refused(r) => {
+            let mut data = Map::new();
+            data.insert("errorKind".into(), r.kind.as_str().into());
+            if !r.hint.is_empty() {
+                data.insert("hint".into(), r.hint.clone().into());
+            }
+            let mut uri = uri.to_string();
+            match &r.detail {
+                Some(Detail::Ambiguous { count, lines }) => {
+                    data.insert("count".into(), json!(count));
+                    data.insert("lines".into(), json!(lines));
+                }
+                Some(Detail::LineOutOfRange { line, total }) => {
+                    data.insert("line".into(), json!(line));
+                    data.insert("totalLines".into(), json!(total));
+                }
+                Some(Detail::LineMismatch { line, holds }) => {
+                    data.insert("line".into(), json!(line));
+                    data.insert("lineHolds".into(), json!(holds));
+                }
+                Some(Detail::Approval { command }) => {
+                    data.insert("command".into(), json!(command));
+                }
+                Some(Detail::NotFound { uri: u }) => uri.clone_from(u),
+                Some(Detail::HashMismatch { current, .. }) => {
+                    data.insert("currentHash".into(), json!(current));
+                }
+                None => {}
+            }
+            if r.kind == ErrorKind::PathNotFound {
+                data.insert("uri".into(), uri.into());
+                ErrorObject::new(
+                    RESOURCE_NOT_FOUND,
+                    "resource not found",
+                    Some(Value::Object(data)),
+                )
+            } else {
+                data.insert("status".into(), r.kind.status().into());
+                ErrorObject::new(INTERNAL_ERROR, r.kind.as_str(), Some(Value::Object(data)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use writegate_core::Refusal;
+
+    fn meta(v: Value) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert(MARKER_KEY.to_string(), v);
+        m
+    }
+
+    #[test]
+    fn valid_markers() {
+        for s in MarkerSource::ALL {
+            let m = meta(json!({"version": 1, "source": s.as_str()}));
+            assert_eq!(parse_marker(Some(&m)), Some(s));
+        }
+    }
+
+    #[test]
+    fn every_malformed_marker_is_no_marker() {
+        let bad = [
+            json!({"version": 2, "source": "edit"}),
+            json!({"version": 1.0, "source": "edit"}),
+            json!({"version": "1", "source": "edit"}),
+            json!({"version": 1, "source": "shell"}),
+            json!({"version": 1, "source": "edit", "extra": true}),
+            json!({"version": 1}),
+            json!({"source": "edit"}),
+            json!({"version": 1, "source": null}),
+            json!(null),
+            json!([1, "edit"]),
+            json!("write_file"),
+            json!({"version": -1, "source": "edit"}),
+        ];
+        for b in bad {
+            assert_eq!(parse_marker(Some(&meta(b.clone()))), None, "{b}");
+        }
+        assert_eq!(parse_marker(None), None);
+        assert_eq!(parse_marker(Some(&Map::new())), None);
+    }
+
+    #[test]
+    fn only_three_fields_cross_and_wrong_types_are_ignored() {
+        let m: Map<String, Value> = serde_json::from_value(json!({
+            "bom": "yes", "encoding": 7, "lineEnding": "cr", "other": 1
+        }))
+        .unwrap();
+        assert_eq!(write_options(Some(&m)), WriteOptions::default());
+        let m: Map<String, Value> = serde_json::from_value(json!({
+            "bom": true, "encoding": "utf-16le", "lineEnding": "crlf"
+        }))
+        .unwrap();
+        let o = write_options(Some(&m));
+        assert_eq!(o.bom, Some(true));
+        assert_eq!(o.encoding.as_deref(), Some("utf-16le"));
+        assert_eq!(o.line_ending, Some(LineEndingChoice::Crlf));
+    }
+
+    #[test]
+    fn refusals_map_to_codes() {
+        let e = failure_error(&Refusal::new(ErrorKind::PathNotFound, "h").into(), "/x");
+        assert_eq!(e.code, RESOURCE_NOT_FOUND);
+        let data = e.data.unwrap();
+        assert_eq!(data["uri"], "/x");
+        assert_eq!(data["errorKind"], "path_not_found");
+        let e = failure_error(&Refusal::new(ErrorKind::SymlinkEscape, "h").into(), "/x");
+        assert_eq!(e.code, INTERNAL_ERROR);
+        assert_eq!(e.data.unwrap()["status"], 400);
+        assert_eq!(
+            failure_error(&Failure::Cancelled, "").code,
+            REQUEST_CANCELLED
+        );
+        let e = failure_error(
+            &Refusal::new(ErrorKind::AmbiguousTextMatch, "h")
+                .with_detail(Detail::Ambiguous {
+                    count: 2,
+                    lines: vec![1, 3],
+                })
+                .into(),
+            "",
+        );
+        let data = e.data.unwrap();
+        assert_eq!(
+            (data["count"].clone(), data["lines"].clone()),
+            (json!(2), json!([1, 3]))
+        );
+    }
+
+    /// Every errorKind reaches the wire as its string, with SPEC 11's code.
+    #[test]
+    fn every_kind_has_one_wire_form() {
+        for k in ErrorKind::ALL {
+            let e = failure_error(&Refusal::new(k, "h").into(), "/p");
+            assert_eq!(e.data.as_ref().unwrap()["errorKind"], k.as_str());
+            let want = if k == ErrorKind::PathNotFound {
+                RESOURCE_NOT_FOUND
+            } else {
+                INTERNAL_ERROR
+            };
+            assert_eq!(e.code, want, "{k:?}");
+        }
+    }
+}

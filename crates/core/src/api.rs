@@ -1,0 +1,255 @@
+//! The typed surface of the core: what a front end passes in (an
+//! operation context and parsed parameters) and what it gets back (typed
+//! outcomes or a [`Failure`](crate::Failure)). No wire types here: each
+//! front end (ACP, MCP, the CLI) maps these to its own messages.
+
+use crate::routing::MarkerSource;
+use crate::runtime::Runtime;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use writegate_text::{EditMode, Ending, Format, WriteOptions};
+
+/// What a connection's transport allows. Each front end declares this per
+/// connection; the [`Default`] allows nothing, so a transport added later
+/// gets no capability it did not ask for (SPEC 4: "never for any other
+/// transport a later version adds").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Allowances {
+    /// Marked tool writes outside the workspace may take the external host
+    /// writer (SPEC 4 condition 1). The config can still turn it off.
+    pub external_writer: bool,
+    /// The connection may pick its workspace (SPEC 2: the first request of
+    /// a socket connection).
+    pub choose_workspace: bool,
+    /// Files may be read through this transport (`fs/read_text_file` also
+    /// needs the config's `read_text_file`).
+    pub reads: bool,
+}
+
+impl Allowances {
+    /// Allows nothing (the same as [`Default`]).
+    pub const NONE: Allowances = Allowances {
+        external_writer: false,
+        choose_workspace: false,
+        reads: false,
+    };
+}
+
+/// What one request runs under.
+#[derive(Clone)]
+pub struct OpCtx {
+    /// The connection's runtime (its owning workspace, SPEC 2).
+    pub runtime: Arc<Runtime>,
+    /// The request's session, recorded in audit events and receipts.
+    pub session_id: Option<String>,
+    /// What the connection's transport allows.
+    pub allows: Allowances,
+    /// The audit event's `route`: which front-end method or tool asked
+    /// (`"ACP writeTextFile"`, `"edit"`, ...). Chosen by the front end.
+    pub route: &'static str,
+    /// Set by `$/cancel_request` or shutdown: the operation stops before it
+    /// begins to commit.
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl OpCtx {
+    /// Whether the request was cancelled.
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+}
+
+/// A whole-file write (ACP `fs/write_text_file`, SPEC 3, 7).
+#[derive(Debug, Clone)]
+pub struct WriteParams {
+    /// Absolute path as the request named it.
+    pub path: PathBuf,
+    /// The new text.
+    pub content: String,
+    /// The format hints that may reach the encoder (SPEC 4: `bom`,
+    /// `encoding`, `lineEnding`), already parsed by the front end.
+    pub options: WriteOptions,
+    /// The tool-write-origin marker's source, when the request carried a
+    /// valid marker (SPEC 4); `None` otherwise.
+    pub marker: Option<MarkerSource>,
+}
+
+/// An edit (SPEC 8).
+#[derive(Debug, Clone)]
+pub struct EditParams {
+    /// Absolute path as the request named it.
+    pub path: PathBuf,
+    /// The edit mode.
+    pub mode: EditMode,
+    /// New text (empty for `delete`).
+    pub content: String,
+    /// Text to find (`replace`).
+    pub find: Option<String>,
+    /// 1-based line (`replace`, `insert`, `delete`).
+    pub line: Option<u64>,
+    /// 1-based last line of a range (`replace`, `delete`).
+    pub end_line: Option<u64>,
+    /// `sha256:<hex>` the file must still have.
+    pub expected_hash: Option<String>,
+    /// Compute and report, write nothing.
+    pub dry_run: bool,
+    /// Format hints, as for [`WriteParams::options`].
+    pub options: WriteOptions,
+    /// Marker source, as for [`WriteParams::marker`].
+    pub marker: Option<MarkerSource>,
+}
+
+/// A read (`fs/read_text_file`, `_writegate/read_lines`).
+#[derive(Debug, Clone)]
+pub struct ReadParams {
+    /// Absolute path as the request named it.
+    pub path: PathBuf,
+    /// First line, 1-based (0 is treated as 1).
+    pub line: Option<u64>,
+    /// At most this many lines.
+    pub limit: Option<u64>,
+}
+
+/// A file's format as found: what reads report and what an edit keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileFormat {
+    /// The encoding's name (`utf-8`, `utf-16le`, `windows-1252`, ...).
+    pub encoding: &'static str,
+    /// Whether the file starts with a BOM.
+    pub bom: bool,
+    /// The dominant line ending (`\n` when the file has none).
+    pub line_ending: LineEnding,
+}
+
+/// A line ending, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineEnding {
+    /// `\n`
+    Lf,
+    /// `\r\n`
+    Crlf,
+    /// A lone `\r`
+    Cr,
+}
+
+impl LineEnding {
+    /// `lf`, `crlf` or `cr`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineEnding::Lf => "lf",
+            LineEnding::Crlf => "crlf",
+            LineEnding::Cr => "cr",
+        }
+    }
+}
+
+impl From<&Format> for FileFormat {
+    fn from(f: &Format) -> Self {
+        FileFormat {
+            encoding: f.encoding.name(),
+            bom: f.bom,
+            line_ending: match f.dominant {
+                Some(Ending::CrLf) => LineEnding::Crlf,
+                Some(Ending::Cr) => LineEnding::Cr,
+                _ => LineEnding::Lf,
+            },
+        }
+    }
+}
+
+/// What a committed whole-file write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// The file did not exist before.
+    pub created: bool,
+    /// Size before, in bytes (0 when created).
+    pub bytes_before: u64,
+    /// Size after, in bytes.
+    pub bytes_after: u64,
+    /// `sha256:<hex>` of the new bytes.
+    pub hash: String,
+}
+
+/// What an edit did (SPEC 8.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditReport {
+    /// One sentence a model can act on.
+    pub message: String,
+    /// The file did not exist before.
+    pub created: bool,
+    /// Size before, in bytes.
+    pub bytes_before: u64,
+    /// Size after, in bytes (what it would be, for a dry run).
+    pub bytes_after: u64,
+    /// `sha256:<hex>` of the new bytes.
+    pub hash: String,
+    /// First line edited.
+    pub line: Option<u64>,
+    /// The line asked for, when reconciliation moved the edit (SPEC 8.4).
+    pub moved_from: Option<u64>,
+    /// The indentation kept, in words ("4 spaces").
+    pub kept_indentation: Option<String>,
+    /// The edited lines as they now read, whitespace made visible (at most 3).
+    pub now_reads: Vec<String>,
+    /// Unified diff (dry run only).
+    pub diff: Option<String>,
+    /// Nothing was written.
+    pub dry_run: bool,
+}
+
+/// Numbered lines for the edit tool (`_writegate/read_lines`, SPEC 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinesRead {
+    /// `(n, text)` of each line, text without its ending.
+    pub lines: Vec<(u64, String)>,
+    /// Lines in the whole file (SPEC 8.1).
+    pub total_lines: usize,
+    /// `sha256:<hex>` of the file's bytes.
+    pub hash: String,
+    /// The file's format.
+    pub format: FileFormat,
+}
+
+/// Decoded text of whole lines (`fs/read_text_file`, SPEC 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextRead {
+    /// The lines with their own endings.
+    pub content: String,
+    /// `sha256:<hex>` of the file's bytes.
+    pub hash: String,
+    /// The file's format.
+    pub format: FileFormat,
+}
+
+/// One file written in a session (`_writegate/receipt`, SPEC 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// Canonical path.
+    pub path: String,
+    /// `write` or the edit mode.
+    pub mode: &'static str,
+    /// The file did not exist before.
+    pub created: bool,
+    /// Size before, in bytes.
+    pub bytes_before: u64,
+    /// Size after, in bytes.
+    pub bytes_after: u64,
+    /// `sha256:<hex>` after.
+    pub hash_after: String,
+    /// RFC 3339 UTC time of the commit.
+    pub time: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transport that declares nothing gets nothing (SPEC 4).
+    #[test]
+    fn the_default_allows_nothing() {
+        assert_eq!(Allowances::default(), Allowances::NONE);
+        let a = Allowances::default();
+        assert!(!a.external_writer && !a.choose_workspace && !a.reads);
+    }
+}

@@ -1,0 +1,472 @@
+//! The operation pipeline as named steps (SPEC 2, 4, 7, 10, 12):
+//!
+//! ```text
+//! begin → admit → resolve → approve → lock → read → commit → finish
+//! ```
+//!
+//! One [`Op`] value carries an operation through them. It owns the config
+//! snapshot (one per operation: a reload in between cannot mix two
+//! configs), the audit event being drafted, and, from [`Op::lock`] on, the
+//! path lock's guard. [`Op::finish`] consumes it: it writes the one audit
+//! event and only then releases the lock, so "the path lock is held until
+//! the audit event is written" (SPEC 7.4) and "exactly one event per
+//! operation" (SPEC 10) hold by construction, not by each caller's care.
+//! An `Op` dropped without `finish` (a panic in a step) still writes one
+//! `fs.denied` event with `internal_error`, before its guard is released.
+//!
+//! A method is a short sequence of these steps (see `service.rs`); a later
+//! delete or rename reuses them with a different commit.
+
+use crate::api::OpCtx;
+use crate::audit::{AuditEvent, EventKind, Intent, Writer, now_rfc3339};
+use crate::config::{Config, NewFileMode};
+use crate::error::{Detail, ErrorKind, Failure, Refusal};
+use crate::policy::{rate, synthetic_command};
+use crate::routing::{MarkerSource, Route, external_route};
+use crate::service::Service;
+use crate::{path_hash, sha256_tagged};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+use writegate_fs::{Dir, Existing, PathGuard, PublishOptions};
+use writegate_paths::{OsView, ResolveError};
+
+/// How much of the existing file is read inside the lock.
+#[derive(Clone, Copy)]
+pub(crate) enum ReadMode {
+    /// All of it, or `truncated` (then refused by the caller) when over the
+    /// limit.
+    Whole(u64),
+    /// At most this many bytes: enough to learn the format of a file a
+    /// whole-file write replaces (SPEC 7.2 allows replacing a file over the
+    /// cap), without ever loading a huge or sparse file.
+    Prefix(u64),
+}
+
+/// A canonical target: where the operation really goes.
+pub(crate) struct Target {
+    pub(crate) canonical: PathBuf,
+}
+
+impl Target {
+    /// The parent directory and the leaf name.
+    fn split(&self) -> Result<(&Path, &OsStr), Failure> {
+        match (self.canonical.parent(), self.canonical.file_name()) {
+            (Some(p), Some(l)) => Ok((p, l)),
+            _ => Err(Refusal::new(ErrorKind::ParseError, "the path names no file").into()),
+        }
+    }
+}
+
+/// The target's directory handle and the existing file, read inside the
+/// lock (or, for reads, without one).
+pub(crate) struct Loaded {
+    pub(crate) dir: Dir,
+    pub(crate) existing: Option<Existing>,
+}
+
+/// What a commit did.
+pub(crate) struct Committed {
+    pub(crate) created: bool,
+    pub(crate) bytes_before: u64,
+    pub(crate) bytes_after: u64,
+    pub(crate) hash_after: String,
+}
+
+/// One operation in flight. See the module doc.
+pub(crate) struct Op<'s> {
+    svc: &'s Service,
+    ctx: &'s OpCtx,
+    /// The config snapshot this operation runs under.
+    pub(crate) cfg: Arc<Config>,
+    /// The audit event being drafted; `None` once written.
+    event: Option<AuditEvent>,
+    raw_path: String,
+    start: Instant,
+    /// Declared after `event` is written and dropped last (see `Drop`).
+    guard: Option<PathGuard<'s>>,
+}
+
+impl<'s> Op<'s> {
+    /// Starts an operation on the path `raw` as the request named it:
+    /// takes the config snapshot and drafts the audit event (`pathHash` of
+    /// the raw input until the path is resolved).
+    pub(crate) fn begin(
+        svc: &'s Service,
+        ctx: &'s OpCtx,
+        intent: Intent,
+        mode: Option<&'static str>,
+        raw: &Path,
+    ) -> Op<'s> {
+        let event = AuditEvent {
+            v: 1,
+            ts: String::new(),
+            kind: EventKind::Denied,
+            intent,
+            route: ctx.route,
+            writer: Writer::Workspace,
+            session_id: ctx.session_id.clone(),
+            workspace: ctx.runtime.id.clone(),
+            path_hash: path_hash(raw),
+            size_bytes: None,
+            mode: mode.map(str::to_string),
+            created: None,
+            bytes_before: None,
+            bytes_after: None,
+            hash_before: None,
+            hash_after: None,
+            error_kind: None,
+            hint: None,
+            duration_ms: 0,
+            source: None,
+            dry_run: None,
+            path: None,
+        };
+        Op {
+            svc,
+            ctx,
+            cfg: svc.config(),
+            event: Some(event),
+            raw_path: raw.display().to_string(),
+            start: Instant::now(),
+            guard: None,
+        }
+    }
+
+    fn event(&mut self) -> &mut AuditEvent {
+        self.event
+            .as_mut()
+            .expect("the event is drafted until finish consumes the op")
+    }
+
+    /// Notes the request's content size and dry-run flag in the event.
+    pub(crate) fn note_request(&mut self, size: u64, dry_run: bool) {
+        let e = self.event();
+        e.size_bytes = Some(size);
+        if dry_run {
+            e.dry_run = Some(true);
+        }
+    }
+
+    /// The generation guard is still open (SPEC 2).
+    pub(crate) fn check_open(&self) -> Result<(), Failure> {
+        if self.ctx.runtime.guard.is_open() {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                ErrorKind::GenerationClosed,
+                "the workspace was removed or its trust changed; reconnect and retry",
+            )
+            .into())
+        }
+    }
+
+    fn check_cancel(&self) -> Result<(), Failure> {
+        if self.ctx.cancelled() {
+            Err(Failure::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Admits a write or edit: audit sink healthy, generation open,
+    /// workspace trusted, request content within `max_write_bytes`.
+    pub(crate) fn admit_write(&self, content_len: u64) -> Result<(), Failure> {
+        if !self.svc.audit().healthy() {
+            return Err(Refusal::new(
+                ErrorKind::IoError,
+                "the audit log cannot be written and audit.required is on",
+            )
+            .into());
+        }
+        self.check_open()?;
+        if !self.ctx.runtime.trusted {
+            return Err(Refusal::new(
+                ErrorKind::UntrustedWorkspace,
+                "this workspace is not trusted for writes; mark it trusted in the config",
+            )
+            .into());
+        }
+        if content_len > self.cfg.max_write_bytes {
+            return Err(too_large(content_len, self.cfg.max_write_bytes));
+        }
+        Ok(())
+    }
+
+    /// Resolves a write's path and chooses its route (SPEC 4, 5, 7.1): the
+    /// workspace resolver, or, for a marked write outside the workspace on
+    /// a connection that allows it, the external checks. Records the
+    /// canonical `pathHash`, the writer and the marker's source.
+    pub(crate) fn resolve_write(
+        &mut self,
+        raw: &Path,
+        marker: Option<MarkerSource>,
+    ) -> Result<Target, Failure> {
+        let root = &self.ctx.runtime.root;
+        let canonical = match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root)) {
+            Ok(r) => r.canonical,
+            Err(ResolveError::OutsideWorkspace(msg)) => {
+                let enabled = self.ctx.allows.external_writer && self.cfg.external_tool_writes;
+                let Some(Route::External(source)) = external_route(enabled, marker) else {
+                    return Err(Refusal::from(ResolveError::OutsideWorkspace(msg)).into());
+                };
+                // Refusals of the external writer are its own events.
+                let e = self.event();
+                e.writer = Writer::External;
+                e.source = Some(source.as_str());
+                let ext = writegate_paths::resolve_external(&OsView, raw).map_err(Refusal::from)?;
+                // Only paths outside every root of this runtime may take
+                // the external route (SPEC 4): a path the resolver refused
+                // for another reason (a suspicious name reached through a
+                // link) but whose target is inside the workspace stays
+                // refused.
+                if writegate_paths::is_within(&ext.canonical, root) {
+                    return Err(Refusal::from(ResolveError::OutsideWorkspace(msg)).into());
+                }
+                ext.canonical
+            }
+            Err(e) => return Err(Refusal::from(e).into()),
+        };
+        self.event().path_hash = path_hash(&canonical);
+        self.check_open()?;
+        Ok(Target { canonical })
+    }
+
+    /// Resolves a read's path: workspace only (SPEC 3).
+    pub(crate) fn resolve_read(&mut self, raw: &Path) -> Result<Target, Failure> {
+        self.check_open()?;
+        let r =
+            writegate_paths::resolve(&OsView, raw, std::slice::from_ref(&self.ctx.runtime.root))
+                .map_err(Refusal::from)?;
+        self.event().path_hash = path_hash(&r.canonical);
+        Ok(Target {
+            canonical: r.canonical,
+        })
+    }
+
+    /// The approval gate (SPEC 12): the synthetic command of `mode` on the
+    /// target, rated by the config's rules; above `auto_approve` it needs a
+    /// matching approval (a `once` approval is consumed).
+    pub(crate) fn approve(&self, target: &Target, mode: &str) -> Result<(), Failure> {
+        let command = synthetic_command(mode, &target.canonical);
+        let level = rate(&self.cfg.policy, &command, &target.canonical);
+        if level > self.cfg.policy.auto_approve {
+            let session = self.ctx.session_id.clone().unwrap_or_default();
+            if !self
+                .svc
+                .approvals()
+                .take(&command, &session, &self.ctx.runtime.id)
+            {
+                return Err(Refusal::new(
+                    ErrorKind::ApprovalRequired,
+                    format!(
+                        "`{command}` is rated {level:?}; ask the user, then call _writegate/approve with a pattern and retry"
+                    ),
+                )
+                .with_detail(Detail::Approval { command })
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the daemon-wide lock of the target (SPEC 7.4), held until
+    /// [`Op::finish`] has written the audit event; then checks the
+    /// generation and cancellation again.
+    pub(crate) fn lock(&mut self, target: &Target) -> Result<(), Failure> {
+        self.guard = Some(self.svc.locks().lock(&target.canonical));
+        self.check_open()?;
+        self.check_cancel()
+    }
+
+    /// Opens the target's directory (no symlink in any component) and reads
+    /// the existing file through it with `O_NOFOLLOW`. Records its size and,
+    /// when read whole, its hash.
+    pub(crate) fn read(&mut self, target: &Target, mode: ReadMode) -> Result<Loaded, Failure> {
+        let (parent, leaf) = target.split()?;
+        let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
+        // A leaf swapped for a symlink or another kind of file since it was
+        // resolved is refused here; a regular file replaced by another write
+        // that committed while this one waited is simply the current
+        // content (SPEC 7.4: writes serialise, not fail).
+        let existing = match mode {
+            ReadMode::Whole(max) => writegate_fs::read_existing(&dir, leaf, Some(max)),
+            ReadMode::Prefix(max) => writegate_fs::read_prefix(&dir, leaf, max),
+        }
+        .map_err(Refusal::from)?;
+        if let Some(e) = existing.as_ref() {
+            let hash = (!e.truncated).then(|| sha256_tagged(&e.bytes));
+            let ev = self.event();
+            ev.bytes_before = Some(e.len);
+            ev.hash_before = hash;
+        }
+        Ok(Loaded { dir, existing })
+    }
+
+    /// Reads a whole file for the read methods (no lock: a read sees one
+    /// published version or the next, never a torn file). A missing file
+    /// is `path_not_found` naming `raw`; a file over `max_edit_bytes` is
+    /// `file_too_large`. Records the size read.
+    pub(crate) fn read_for_reader(
+        &mut self,
+        target: &Target,
+        raw: &Path,
+    ) -> Result<Vec<u8>, Failure> {
+        let (parent, leaf) = target.split()?;
+        let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
+        let max = self.cfg.max_edit_bytes;
+        match writegate_fs::read_existing(&dir, leaf, Some(max)).map_err(Refusal::from)? {
+            None => Err(Refusal::new(
+                ErrorKind::PathNotFound,
+                format!("{} does not exist", raw.display()),
+            )
+            .with_detail(Detail::NotFound {
+                uri: raw.display().to_string(),
+            })
+            .into()),
+            Some(e) if e.truncated => Err(too_large(e.len, max)),
+            Some(e) => {
+                self.event().bytes_before = Some(e.len);
+                Ok(e.bytes)
+            }
+        }
+    }
+
+    /// Publishes `bytes` over the target atomically and durably (SPEC 7.3),
+    /// or, for a dry run, only computes what would change. Checks the
+    /// encoded size against `max_write_bytes` first. Records the outcome in
+    /// the event and, when written, a receipt for the session.
+    pub(crate) fn commit(
+        &mut self,
+        target: &Target,
+        loaded: Loaded,
+        bytes: &[u8],
+        dry_run: bool,
+    ) -> Result<Committed, Failure> {
+        let len = bytes.len() as u64;
+        if len > self.cfg.max_write_bytes {
+            return Err(too_large(len, self.cfg.max_write_bytes));
+        }
+        let Loaded { dir, mut existing } = loaded;
+        let hash_after = sha256_tagged(bytes);
+        let bytes_before = existing.as_ref().map_or(0, |e| e.len);
+        let created = if dry_run {
+            existing.is_none()
+        } else {
+            let (_, leaf) = target.split()?;
+            let opts = PublishOptions {
+                new_file_mode: match self.cfg.new_file_mode {
+                    NewFileMode::Owner => writegate_fs::NewFileMode::Owner,
+                    NewFileMode::System => writegate_fs::NewFileMode::System,
+                },
+                expect_existing: existing.as_ref().map(|e| (e.dev, e.ino)),
+            };
+            let guard = &self.ctx.runtime.guard;
+            let mut precommit = || {
+                if guard.is_open() {
+                    Ok(())
+                } else {
+                    Err("generation closed".to_string())
+                }
+            };
+            // Keep the old file's read descriptor across the rename only
+            // where that just delays freeing its blocks (local disks);
+            // elsewhere close it first (NFS and FUSE would rename it to a
+            // hidden name while it is open).
+            if let Some(e) = existing.as_mut()
+                && !dir.can_defer_frees()
+            {
+                drop(e.take_handle());
+            }
+            let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit)
+                .map_err(Refusal::from)?;
+            // The replaced file's last reference goes to the releaser: its
+            // blocks are freed there, not on this request's path.
+            if let Some(fd) = existing.as_mut().and_then(Existing::take_handle) {
+                self.svc.releaser().release(fd);
+            }
+            published.created
+        };
+        let e = self.event();
+        e.created = Some(created);
+        e.bytes_after = Some(len);
+        e.hash_after = Some(hash_after.clone());
+        let done = Committed {
+            created,
+            bytes_before,
+            bytes_after: len,
+            hash_after,
+        };
+        if !dry_run {
+            let mode = self.event().mode.clone().unwrap_or_default();
+            self.svc
+                .add_receipt(self.ctx, &mode, &target.canonical, &done);
+        }
+        Ok(done)
+    }
+
+    /// Ends the operation: writes its one audit event (`fs.access` for
+    /// `Ok`, `fs.denied` with the errorKind otherwise), then releases the
+    /// path lock, and hands `result` back.
+    pub(crate) fn finish<T>(mut self, result: Result<T, Failure>) -> Result<T, Failure> {
+        let (kind, error_kind, hint) = match &result {
+            Ok(_) => (EventKind::Access, None, None),
+            Err(Failure::Refused(r)) => (
+                EventKind::Denied,
+                Some(r.kind.as_str()),
+                Some(r.hint.clone()),
+            ),
+            Err(Failure::InvalidParams(m)) => (EventKind::Denied, None, Some(m.clone())),
+            Err(Failure::Cancelled) => (EventKind::Denied, None, Some("cancelled".to_string())),
+        };
+        self.write_event(kind, error_kind, hint);
+        // `self` drops here: the guard is released after the event.
+        result
+    }
+
+    fn write_event(
+        &mut self,
+        kind: EventKind,
+        error_kind: Option<&'static str>,
+        hint: Option<String>,
+    ) {
+        let Some(mut event) = self.event.take() else {
+            return;
+        };
+        let raw = self.svc.audit().raw_paths();
+        event.ts = now_rfc3339();
+        event.kind = kind;
+        event.error_kind = error_kind;
+        event.hint = if raw { hint } else { None };
+        event.duration_ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if raw {
+            event.path = Some(std::mem::take(&mut self.raw_path));
+        }
+        self.svc.audit().record(&event);
+    }
+}
+
+impl Drop for Op<'_> {
+    /// An operation that never reached [`Op::finish`] (a panic in a step)
+    /// still leaves its one event, written before the guard (a field,
+    /// dropped after this) releases the lock.
+    fn drop(&mut self) {
+        if self.event.is_some() {
+            self.write_event(
+                EventKind::Denied,
+                Some(ErrorKind::InternalError.as_str()),
+                Some("the operation failed unexpectedly; nothing was written".to_string()),
+            );
+        }
+    }
+}
+
+/// `file_too_large` for `len` bytes over `max`.
+pub(crate) fn too_large(len: u64, max: u64) -> Failure {
+    Refusal::new(
+        ErrorKind::FileTooLarge,
+        format!("{len} bytes is over the limit of {max} bytes"),
+    )
+    .into()
+}

@@ -1,0 +1,325 @@
+//! The operation pipeline in-process: a real `Service` on temp directories
+//! with real files, no wire and no daemon. Each test checks the bytes on
+//! disk and the audit log (exactly one event per operation, SPEC 10).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use writegate_core::policy::Scope;
+use writegate_core::{
+    Allowances, Config, Detail, EditMode, EditParams, ErrorKind, Failure, MarkerSource, OpCtx,
+    ReadParams, Registry, Runtime, Service, WriteOptions, WriteParams,
+};
+
+struct World {
+    svc: Service,
+    rt: Arc<Runtime>,
+    root: PathBuf,
+    state: tempfile::TempDir,
+    _ws: tempfile::TempDir,
+}
+
+fn world(trusted: bool) -> World {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let registry = Registry::default();
+    let rt = registry.register(&root, trusted).unwrap();
+    let svc = Service::new(
+        Config::default(),
+        registry,
+        &state.path().join("audit.jsonl"),
+        state.path().join("approvals.json"),
+    );
+    World {
+        svc,
+        rt,
+        root,
+        state,
+        _ws: ws,
+    }
+}
+
+impl World {
+    fn ctx(&self, allows: Allowances) -> OpCtx {
+        OpCtx {
+            runtime: self.rt.clone(),
+            session_id: Some("s1".into()),
+            allows,
+            route: "test",
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.state.path().join("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut n: Vec<_> = std::fs::read_dir(&self.root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    }
+}
+
+fn write(path: &Path, content: &str) -> WriteParams {
+    WriteParams {
+        path: path.to_path_buf(),
+        content: content.into(),
+        options: WriteOptions::default(),
+        marker: None,
+    }
+}
+
+fn edit(path: &Path, mode: EditMode, content: &str) -> EditParams {
+    EditParams {
+        path: path.to_path_buf(),
+        mode,
+        content: content.into(),
+        find: None,
+        line: None,
+        end_line: None,
+        expected_hash: None,
+        dry_run: false,
+        options: WriteOptions::default(),
+        marker: None,
+    }
+}
+
+fn kind(r: Result<impl std::fmt::Debug, Failure>) -> ErrorKind {
+    match r {
+        Err(Failure::Refused(r)) => r.kind,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// A write keeps the file's CRLF; the read reports format and hash; two
+/// operations, two events.
+#[test]
+fn write_keeps_crlf_and_read_reports_the_format() {
+    let w = world(true);
+    let f = w.root.join("a.txt");
+    std::fs::write(&f, b"one\r\ntwo\r\n").unwrap();
+    let ctx = w.ctx(Allowances::NONE);
+    let out = w.svc.write_text_file(&ctx, &write(&f, "x\ny\n")).unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), b"x\r\ny\r\n");
+    assert!(!out.created);
+    assert_eq!((out.bytes_before, out.bytes_after), (10, 6));
+    let read = w
+        .svc
+        .read_lines(
+            &ctx,
+            &ReadParams {
+                path: f.clone(),
+                line: None,
+                limit: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(read.hash, out.hash);
+    assert_eq!(read.format.line_ending.as_str(), "crlf");
+    assert_eq!(read.lines, vec![(1, "x".into()), (2, "y".into())]);
+    let events = w.events();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["type"], "fs.access");
+    assert_eq!(events[0]["intent"], "write");
+    assert_eq!(events[0]["route"], "test");
+    assert_eq!(events[1]["intent"], "read");
+}
+
+/// SPEC 2: an untrusted workspace refuses writes and still reads.
+#[test]
+fn untrusted_refuses_writes_not_reads() {
+    let w = world(false);
+    let f = w.root.join("a.txt");
+    std::fs::write(&f, b"keep\n").unwrap();
+    let ctx = w.ctx(Allowances::NONE);
+    assert_eq!(
+        kind(w.svc.write_text_file(&ctx, &write(&f, "new\n"))),
+        ErrorKind::UntrustedWorkspace
+    );
+    assert_eq!(std::fs::read(&f).unwrap(), b"keep\n");
+    let read = w.svc.read_text_file(
+        &ctx,
+        &ReadParams {
+            path: f,
+            line: None,
+            limit: None,
+        },
+    );
+    assert_eq!(read.unwrap().content, "keep\n");
+    let events = w.events();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["errorKind"], "untrusted_workspace");
+}
+
+/// SPEC 2: a closed generation refuses before anything is touched.
+#[test]
+fn closed_generation_writes_nothing() {
+    let w = world(true);
+    w.rt.guard.close();
+    let f = w.root.join("new.txt");
+    let ctx = w.ctx(Allowances::NONE);
+    assert_eq!(
+        kind(w.svc.write_text_file(&ctx, &write(&f, "x\n"))),
+        ErrorKind::GenerationClosed
+    );
+    assert!(w.names().is_empty());
+    assert_eq!(w.events().len(), 1);
+}
+
+/// SPEC 8: a stale `expectedHash` is refused with the current hash; the
+/// file is unchanged and no temp file is left.
+#[test]
+fn stale_expected_hash_names_the_current_hash() {
+    let w = world(true);
+    let f = w.root.join("a.txt");
+    std::fs::write(&f, b"a\nb\n").unwrap();
+    let ctx = w.ctx(Allowances::NONE);
+    let mut p = edit(&f, EditMode::Replace, "B");
+    p.line = Some(2);
+    p.expected_hash = Some("sha256:00".into());
+    let Err(Failure::Refused(r)) = w.svc.edit_text_file(&ctx, &p) else {
+        panic!("expected hash_mismatch")
+    };
+    assert_eq!(r.kind, ErrorKind::HashMismatch);
+    let Some(Detail::HashMismatch { current, .. }) = r.detail else {
+        panic!("no detail: {r:?}")
+    };
+    assert!(current.starts_with("sha256:") && current.len() == 71);
+    assert_eq!(std::fs::read(&f).unwrap(), b"a\nb\n");
+    assert_eq!(w.names(), ["a.txt"]);
+    assert_eq!(w.events()[0]["errorKind"], "hash_mismatch");
+}
+
+/// SPEC 8.6: a dry run reports a diff and writes nothing; its event says so.
+#[test]
+fn dry_run_writes_nothing_and_reports_a_diff() {
+    let w = world(true);
+    let f = w.root.join("a.txt");
+    std::fs::write(&f, b"a\nb\n").unwrap();
+    let ctx = w.ctx(Allowances::NONE);
+    let mut p = edit(&f, EditMode::Replace, "B");
+    p.line = Some(2);
+    p.dry_run = true;
+    let r = w.svc.edit_text_file(&ctx, &p).unwrap();
+    assert!(r.dry_run);
+    assert!(r.diff.unwrap().contains("+B"));
+    assert_eq!(std::fs::read(&f).unwrap(), b"a\nb\n");
+    let events = w.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["dryRun"], true);
+    assert!(
+        w.svc.receipt("s1").is_empty(),
+        "a dry run leaves no receipt"
+    );
+}
+
+/// SPEC 1: a request cancelled before it takes the lock writes nothing
+/// and still leaves one event.
+#[test]
+fn cancelled_before_the_lock_writes_nothing() {
+    let w = world(true);
+    let f = w.root.join("a.txt");
+    let ctx = w.ctx(Allowances::NONE);
+    ctx.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        w.svc.write_text_file(&ctx, &write(&f, "x\n")).unwrap_err(),
+        Failure::Cancelled
+    );
+    assert!(w.names().is_empty());
+    assert_eq!(w.events().len(), 1);
+    assert_eq!(w.svc.live_locks(), 0);
+}
+
+/// SPEC 12: a held write needs an approval; `once` is spent by one write.
+#[test]
+fn approval_once_is_spent() {
+    let w = world(true);
+    let f = w.root.join(".env");
+    let ctx = w.ctx(Allowances::NONE);
+    let Err(Failure::Refused(r)) = w.svc.write_text_file(&ctx, &write(&f, "K=1\n")) else {
+        panic!("expected approval_required")
+    };
+    let Some(Detail::Approval { command }) = r.detail else {
+        panic!("no command")
+    };
+    assert!(!f.exists());
+    w.svc.approve(&ctx, &command, Scope::Once).unwrap();
+    w.svc.write_text_file(&ctx, &write(&f, "K=1\n")).unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), b"K=1\n");
+    assert_eq!(
+        kind(w.svc.write_text_file(&ctx, &write(&f, "K=2\n"))),
+        ErrorKind::ApprovalRequired
+    );
+    assert_eq!(std::fs::read(&f).unwrap(), b"K=1\n");
+    assert_eq!(w.events().len(), 3);
+}
+
+/// SPEC 4: a marked write outside the workspace takes the external writer
+/// only when the connection's transport allows it.
+#[test]
+fn the_external_writer_needs_the_allowance() {
+    let w = world(true);
+    let outside = tempfile::tempdir().unwrap();
+    let f = std::fs::canonicalize(outside.path()).unwrap().join("o.txt");
+    let mut p = write(&f, "out\n");
+    p.marker = Some(MarkerSource::WriteFile);
+    assert_eq!(
+        kind(w.svc.write_text_file(&w.ctx(Allowances::NONE), &p)),
+        ErrorKind::PathOutsideWorkspace
+    );
+    assert!(!f.exists());
+    let allows = Allowances {
+        external_writer: true,
+        ..Allowances::NONE
+    };
+    w.svc.write_text_file(&w.ctx(allows), &p).unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), b"out\n");
+    let events = w.events();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["writer"], "workspace");
+    assert_eq!(events[1]["writer"], "external");
+    assert_eq!(events[1]["source"], "write_file");
+}
+
+/// SPEC 8.3 and 10: an edit that fails in the text core leaves the file and
+/// one event with the kind; receipts list only what was written.
+#[test]
+fn failed_edit_is_one_denied_event_and_no_receipt() {
+    let w = world(true);
+    let f = w.root.join("a.txt");
+    std::fs::write(&f, b"x\nx\n").unwrap();
+    let ctx = w.ctx(Allowances::NONE);
+    let mut p = edit(&f, EditMode::Replace, "y");
+    p.find = Some("x".into());
+    let Err(Failure::Refused(r)) = w.svc.edit_text_file(&ctx, &p) else {
+        panic!("expected ambiguous_text_match")
+    };
+    assert_eq!(
+        r.detail,
+        Some(Detail::Ambiguous {
+            count: 2,
+            lines: vec![1, 2]
+        })
+    );
+    assert_eq!(std::fs::read(&f).unwrap(), b"x\nx\n");
+    w.svc
+        .edit_text_file(&ctx, &edit(&f, EditMode::Append, "z\n"))
+        .unwrap();
+    let receipts = w.svc.receipt("s1");
+    assert_eq!(receipts.len(), 1);
+    assert_eq!(receipts[0].mode, "append");
+    let events = w.events();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["type"], "fs.denied");
+    assert_eq!(events[1]["type"], "fs.access");
+}
