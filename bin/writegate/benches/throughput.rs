@@ -206,6 +206,7 @@ fn run_inproc(svc: &Service, ctx: &OpCtx, t: &Tree, content: &str, n: usize) -> 
             content: content.to_owned(),
             options: WriteOptions::default(),
             marker: None,
+            convert_encoding: false,
         };
         svc.write_text_file(ctx, &p).expect("in-process write");
     }

@@ -13,6 +13,15 @@ use writegate_core::{
 /// The `_meta` key of the tool-write-origin marker.
 pub const MARKER_KEY: &str = "qwen-code/tool-write-origin";
 
+/// `_meta` key of an explicit encoding conversion: `true` lets
+/// `_meta.encoding` / `_meta.bom` convert an existing file (SPEC 9).
+pub const CONVERT_KEY: &str = "writegate/convertEncoding";
+
+/// Whether `_meta["writegate/convertEncoding"]` is exactly `true`.
+pub fn convert_encoding(meta: Option<&Map<String, Value>>) -> bool {
+    meta.and_then(|m| m.get(CONVERT_KEY)) == Some(&Value::Bool(true))
+}
+
 /// `_meta` key naming the workspace of a socket connection in `initialize`.
 pub const WORKSPACE_META_KEY: &str = "writegate/workspace";
 
@@ -126,15 +135,15 @@ pub fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
                 None => {}
             }
             if r.kind == ErrorKind::PathNotFound {
+                // ACP's wording, which agents match on, then the path.
+                let message = format!("Resource not found: {uri}");
                 data.insert("uri".into(), uri.into());
-                ErrorObject::new(
-                    RESOURCE_NOT_FOUND,
-                    "resource not found",
-                    Some(Value::Object(data)),
-                )
+                ErrorObject::new(RESOURCE_NOT_FOUND, message, Some(Value::Object(data)))
             } else {
                 data.insert("status".into(), r.kind.status().into());
-                ErrorObject::new(INTERNAL_ERROR, r.kind.as_str(), Some(Value::Object(data)))
+                // Agents show `message` to the model: one sentence with the
+                // kind, what happened and what to do next.
+                ErrorObject::new(INTERNAL_ERROR, r.to_string(), Some(Value::Object(data)))
             }
         }
     }
@@ -203,11 +212,13 @@ mod tests {
     fn refusals_map_to_codes() {
         let e = failure_error(&Refusal::new(ErrorKind::PathNotFound, "h").into(), "/x");
         assert_eq!(e.code, RESOURCE_NOT_FOUND);
+        assert_eq!(e.message, "Resource not found: /x");
         let data = e.data.unwrap();
         assert_eq!(data["uri"], "/x");
         assert_eq!(data["errorKind"], "path_not_found");
         let e = failure_error(&Refusal::new(ErrorKind::SymlinkEscape, "h").into(), "/x");
         assert_eq!(e.code, INTERNAL_ERROR);
+        assert_eq!(e.message, "symlink_escape: h");
         assert_eq!(e.data.unwrap()["status"], 400);
         assert_eq!(
             failure_error(&Failure::Cancelled, "").code,

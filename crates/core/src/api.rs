@@ -73,6 +73,11 @@ pub struct WriteParams {
     /// The tool-write-origin marker's source, when the request carried a
     /// valid marker (SPEC 4); `None` otherwise.
     pub marker: Option<MarkerSource>,
+    /// The request explicitly asks to convert an existing file to
+    /// `options.encoding` / `options.bom`. Without it an existing file keeps
+    /// its own encoding and BOM whatever `options` say (SPEC 9: an echoed
+    /// `_meta.encoding` must never convert a file).
+    pub convert_encoding: bool,
 }
 
 /// An edit (SPEC 8).
@@ -98,6 +103,8 @@ pub struct EditParams {
     pub options: WriteOptions,
     /// Marker source, as for [`WriteParams::marker`].
     pub marker: Option<MarkerSource>,
+    /// As for [`WriteParams::convert_encoding`] (mode `write`).
+    pub convert_encoding: bool,
 }
 
 /// A read (`fs/read_text_file`, `_writegate/read_lines`).

@@ -209,24 +209,25 @@ impl<'s> Op<'s> {
             Err(ResolveError::OutsideWorkspace(msg)) => {
                 let enabled = self.ctx.allows.external_writer && self.cfg.external_tool_writes;
                 let Some(Route::External(source)) = external_route(enabled, marker) else {
-                    return Err(Refusal::from(ResolveError::OutsideWorkspace(msg)).into());
+                    return Err(resolve_refusal(ResolveError::OutsideWorkspace(msg), root).into());
                 };
                 // Refusals of the external writer are its own events.
                 let e = self.event();
                 e.writer = Writer::External;
                 e.source = Some(source.as_str());
-                let ext = writegate_paths::resolve_external(&OsView, raw).map_err(Refusal::from)?;
+                let ext = writegate_paths::resolve_external(&OsView, raw)
+                    .map_err(|e| resolve_refusal(e, root))?;
                 // Only paths outside every root of this runtime may take
                 // the external route (SPEC 4): a path the resolver refused
                 // for another reason (a suspicious name reached through a
                 // link) but whose target is inside the workspace stays
                 // refused.
                 if writegate_paths::is_within(&ext.canonical, root) {
-                    return Err(Refusal::from(ResolveError::OutsideWorkspace(msg)).into());
+                    return Err(resolve_refusal(ResolveError::OutsideWorkspace(msg), root).into());
                 }
                 ext.canonical
             }
-            Err(e) => return Err(Refusal::from(e).into()),
+            Err(e) => return Err(resolve_refusal(e, root).into()),
         };
         self.event().path_hash = path_hash(&canonical);
         self.check_open()?;
@@ -460,6 +461,25 @@ impl Drop for Op<'_> {
             );
         }
     }
+}
+
+/// A resolver refusal with what a model or a person needs to act on it:
+/// what happened to which path (the resolver's own words), the workspace
+/// root when the path is outside it, and what to do next.
+fn resolve_refusal(e: ResolveError, root: &Path) -> Refusal {
+    let what = e.to_string();
+    let mut r = Refusal::from(e);
+    r.hint = match r.kind {
+        ErrorKind::PathOutsideWorkspace if what.contains("suspicious") => format!(
+            "{what}; such names are refused everywhere (they can alias devices or other files); choose another name"
+        ),
+        ErrorKind::PathOutsideWorkspace => format!(
+            "{what} (the workspace is {root}); write inside {root}, or ask the user to register that directory as a workspace",
+            root = root.display()
+        ),
+        _ => format!("{what}; {}", r.hint),
+    };
+    r
 }
 
 /// `file_too_large` for `len` bytes over `max`.

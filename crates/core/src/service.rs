@@ -192,7 +192,12 @@ impl Service {
             op.approve(&target, "write")?;
             op.lock(&target)?;
             let loaded = op.read(&target, ReadMode::Prefix(op.cfg.max_edit_bytes))?;
-            let bytes = encode_over(&p.content, loaded.existing.as_ref(), &p.options)?;
+            let bytes = encode_over(
+                &p.content,
+                loaded.existing.as_ref(),
+                &p.options,
+                p.convert_encoding,
+            )?;
             op.commit(&target, loaded, &bytes, false)
         })();
         op.finish(result).map(|c| WriteOutcome {
@@ -382,33 +387,120 @@ fn plan_edit(
         display_path: &display,
         want_diff: p.dry_run,
     };
+    // An existing file keeps its encoding and BOM unless the request
+    // converts it explicitly (SPEC 9); one whose encoding is unknown cannot
+    // be rewritten without that.
+    let opts = match existing {
+        Some(e) if p.mode == EditMode::Write => {
+            let known = writegate_text::detect(format_sample(e)).is_ok();
+            if !known && !(p.convert_encoding && p.options.encoding.is_some()) {
+                return Err(unknown_encoding());
+            }
+            kept_format_options(&p.options, known, p.convert_encoding)
+        }
+        _ => p.options.clone(),
+    };
+    let aligned = match existing {
+        Some(e) if p.mode == EditMode::Write => writegate_text::detect(format_sample(e))
+            .ok()
+            .and_then(|f| aligned_endings(&p.content, e, &f, &opts)),
+        _ => None,
+    };
+    let mut opts = opts;
+    let req = match &aligned {
+        Some(a) => {
+            opts.line_ending = Some(writegate_text::LineEndingChoice::Lf);
+            EditRequest { content: a, ..req }
+        }
+        None => req,
+    };
     // A whole-file write over a file larger than the read limit sees only
     // its beginning, which is all the format needs.
     Ok(writegate_text::apply_edit(
         existing.map(format_sample),
         &req,
-        &p.options,
+        &opts,
     )?)
 }
 
-/// Encodes a whole-file write over `existing` (SPEC 9): the existing format
-/// is kept unless `_meta` says otherwise; an existing file whose encoding
-/// cannot be detected is refused unless `_meta` names an encoding.
+/// Encodes a whole-file write over `existing` (SPEC 9). An existing file
+/// keeps its own encoding and BOM: `_meta.encoding` / `_meta.bom` apply to
+/// new files, and to an existing file only with `convert` (an explicit
+/// conversion request). An existing file whose encoding cannot be detected
+/// is `unsupported_encoding` unless the request converts it explicitly.
 fn encode_over(
     content: &str,
     existing: Option<&Existing>,
     opts: &WriteOptions,
+    convert: bool,
 ) -> Result<Vec<u8>, Failure> {
-    let format = match existing {
-        Some(e) => match writegate_text::detect(format_sample(e)) {
-            Ok(f) => Some(f),
-            Err(_) if opts.encoding.is_some() => None,
-            Err(err) => return Err(err.into()),
-        },
-        None => None,
+    let Some(e) = existing else {
+        return Ok(writegate_text::encode_whole(content, None, opts)?.0);
     };
-    let (bytes, _) = writegate_text::encode_whole(content, format.as_ref(), opts)?;
-    Ok(bytes)
+    let format = match writegate_text::detect(format_sample(e)) {
+        Ok(f) => Some(f),
+        Err(_) if convert && opts.encoding.is_some() => None,
+        Err(_) => return Err(unknown_encoding()),
+    };
+    let mut opts = kept_format_options(opts, format.is_some(), convert);
+    let aligned = format
+        .as_ref()
+        .and_then(|f| aligned_endings(content, e, f, &opts));
+    let content = match &aligned {
+        Some(a) => {
+            // Every break is decided: write them as given.
+            opts.line_ending = Some(writegate_text::LineEndingChoice::Lf);
+            a.as_str()
+        }
+        None => content,
+    };
+    Ok(writegate_text::encode_whole(content, format.as_ref(), &opts)?.0)
+}
+
+/// For a whole-file write over a file whose dominant ending is `\r\n` or
+/// `\r` and a request that names no `lineEnding`: the content with each
+/// unchanged line's own ending kept and every other break in the dominant
+/// ending (`writegate_text::align_endings`), so a mixed file read and
+/// written back changes no byte outside the edit. `None` when that does not
+/// apply (LF-dominant file, explicit `lineEnding`, a file read only in
+/// part, a diff over its deadline): then SPEC 9's plain rule converts
+/// every break.
+fn aligned_endings(
+    content: &str,
+    e: &Existing,
+    format: &writegate_text::Format,
+    opts: &WriteOptions,
+) -> Option<String> {
+    let dominant = format.dominant?;
+    if dominant == writegate_text::Ending::Lf || opts.line_ending.is_some() || e.truncated {
+        return None;
+    }
+    let old = writegate_text::decode(&e.bytes, format);
+    writegate_text::align_endings(&old, content, dominant)
+}
+
+/// The options that may change an existing file's format: all of them with
+/// an explicit conversion, else only `lineEnding` (SPEC 9).
+fn kept_format_options(opts: &WriteOptions, existing: bool, convert: bool) -> WriteOptions {
+    if !existing || convert {
+        return opts.clone();
+    }
+    WriteOptions {
+        encoding: None,
+        bom: None,
+        line_ending: opts.line_ending,
+    }
+}
+
+/// `unsupported_encoding` for an existing file whose encoding is unknown.
+fn unknown_encoding() -> Failure {
+    Refusal::new(
+        ErrorKind::UnsupportedEncoding,
+        "the existing file's encoding cannot be detected, so it cannot be rewritten as it is; \
+         to replace it in another encoding, send _meta.encoding with \
+         _meta[\"writegate/convertEncoding\"]: true",
+    )
+    .into()
 }
 
 /// The bytes to detect an existing file's format from: all of them, or for
@@ -506,6 +598,7 @@ mod tests {
                         content: "new\n".into(),
                         options: WriteOptions::default(),
                         marker: None,
+                        convert_encoding: false,
                     },
                 )
             })
@@ -568,6 +661,7 @@ mod tests {
                             dry_run: false,
                             options: WriteOptions::default(),
                             marker: None,
+                            convert_encoding: false,
                         },
                     )
                     .unwrap()
@@ -604,6 +698,7 @@ mod tests {
             content: "Host b\n".into(),
             options: WriteOptions::default(),
             marker: None,
+            convert_encoding: false,
         };
         let err = svc.write_text_file(&c, &p).unwrap_err();
         let Failure::Refused(r) = err else { panic!() };

@@ -76,6 +76,7 @@ fn write(path: &Path, content: &str) -> WriteParams {
         content: content.into(),
         options: WriteOptions::default(),
         marker: None,
+        convert_encoding: false,
     }
 }
 
@@ -91,6 +92,7 @@ fn edit(path: &Path, mode: EditMode, content: &str) -> EditParams {
         dry_run: false,
         options: WriteOptions::default(),
         marker: None,
+        convert_encoding: false,
     }
 }
 

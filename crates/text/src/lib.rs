@@ -21,6 +21,7 @@ pub mod edit;
 pub mod error;
 pub mod escape;
 pub mod format;
+pub mod keep;
 pub mod lines;
 pub mod read;
 mod repr;
@@ -34,5 +35,6 @@ pub use format::{
     Encoding, Format, LineEndingChoice, WriteOptions, decode, detect, encode_text, encode_whole,
     sniff_bom,
 };
+pub use keep::align_endings;
 pub use lines::{Ending, Line, convert_breaks, dominant, split_bytes, split_units};
 pub use read::{NumberedLines, numbered_lines, read_text};

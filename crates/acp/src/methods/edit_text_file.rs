@@ -4,7 +4,7 @@
 //! `_meta?`. Result: SPEC 8.6's object.
 
 use super::{Call, Method, MethodError, absolute};
-use crate::wire::{meta_object, parse_marker, write_options};
+use crate::wire::{convert_encoding, meta_object, parse_marker, write_options};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -137,6 +137,7 @@ impl Method for EditTextFile {
                 dry_run: p.dry_run,
                 options: write_options(meta.as_ref()),
                 marker: parse_marker(meta.as_ref()),
+                convert_encoding: convert_encoding(meta.as_ref()),
             },
         )?;
         Ok(EditResult {

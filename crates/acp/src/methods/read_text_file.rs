@@ -1,10 +1,13 @@
 //! `fs/read_text_file {sessionId, path, line?, limit?}` (ACP, SPEC 3): whole
-//! lines with their own endings, decoded. Served only when the config's
+//! lines with their own endings, decoded, and in `_meta` the file's format
+//! and hash (`{encoding, bom, lineEnding, hash}`, SPEC 9) so that a client
+//! that echoes them back on its write keeps the file as it is. Served only when the config's
 //! `read_text_file` is on and the transport allows reads (`-32601`
 //! otherwise).
 
 use super::{Call, Method, MethodError, absolute};
 use crate::state::ConnState;
+use crate::wire::FormatMeta;
 use agent_client_protocol_schema::v1::ReadTextFileRequest;
 use serde::Serialize;
 use std::path::Path;
@@ -13,11 +16,14 @@ use writegate_core::{Failure, ReadParams};
 /// The method.
 pub struct ReadTextFile;
 
-/// `{content}`.
+/// `{content, _meta: {encoding, bom, lineEnding, hash}}`.
 #[derive(Serialize)]
 pub struct TextResult {
     /// The lines read.
     pub content: String,
+    /// The file's format as read and the `sha256:` hash of its bytes.
+    #[serde(rename = "_meta")]
+    pub meta: FormatMeta,
 }
 
 impl Method for ReadTextFile {
@@ -49,6 +55,7 @@ impl Method for ReadTextFile {
         )?;
         Ok(TextResult {
             content: read.content,
+            meta: FormatMeta::new(read.format, read.hash),
         })
     }
 }

@@ -2,7 +2,7 @@
 //! replaces the whole file, creating it if missing. Result `{}`.
 
 use super::{Call, Method, MethodError, absolute};
-use crate::wire::{parse_marker, write_options};
+use crate::wire::{convert_encoding, parse_marker, write_options};
 use agent_client_protocol_schema::v1::WriteTextFileRequest;
 use serde::Serialize;
 use std::path::Path;
@@ -33,6 +33,7 @@ impl Method for WriteTextFile {
         let params = WriteParams {
             options: write_options(p.meta.as_ref()),
             marker: parse_marker(p.meta.as_ref()),
+            convert_encoding: convert_encoding(p.meta.as_ref()),
             path: p.path,
             content: p.content,
         };
