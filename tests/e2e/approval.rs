@@ -119,7 +119,7 @@ fn approval_workspace_scope_covers_every_session_of_that_workspace_only() {
     });
     let mut a = d.stdio_client();
     let mut b = d.connect();
-    let r = initialize_in(&mut b, json!(t.wsb));
+    let r = initialize_in(&mut b, &json!(t.wsb));
     assert!(r.get("result").is_some(), "{r}");
     let mut audit = t.audit();
     approve(&mut a, "s1", "edit_file write */.env", "workspace");

@@ -25,12 +25,12 @@ use std::time::{Duration, Instant};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_writegate");
 /// Upper bound for any single wait (a broken daemon fails instead of hanging).
-pub(crate) const TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const TIMEOUT: Duration = Duration::from_mins(1);
 
 /// A temp tree `wg-e2e-XXXXXX/`: `ws/` (workspace A, the primary),
 /// `ws-b/` (workspace B), `out/` (outside every workspace), `home/`,
-/// `state/` (XDG_STATE_HOME, and the audit log `state/audit.jsonl`),
-/// `config/`, `run/` (XDG_RUNTIME_DIR; the daemon creates `run/wg/` for its
+/// `state/` (`XDG_STATE_HOME`, and the audit log `state/audit.jsonl`),
+/// `config/`, `run/` (`XDG_RUNTIME_DIR`; the daemon creates `run/wg/` for its
 /// socket), and `logs/` (each daemon's stdout and stderr).
 pub(crate) struct Tree {
     _tmp: tempfile::TempDir,
@@ -46,7 +46,7 @@ pub(crate) struct Tree {
 }
 
 /// How [`Tree::daemon`] starts `writegate serve`.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 pub(crate) struct Opts<'a> {
     pub(crate) stdio: bool,
     pub(crate) socket: bool,
@@ -232,7 +232,7 @@ impl Audit {
     }
 
     /// Exactly one new event, of type `kind`; checks the fields every event
-    /// carries and that no raw path leaks (raw_paths is off).
+    /// carries and that no raw path leaks (`raw_paths` is off).
     pub(crate) fn one(&mut self, kind: &str) -> Value {
         let fresh = self.new_events();
         assert_eq!(fresh.len(), 1, "exactly one audit event: {fresh:?}");
@@ -271,7 +271,7 @@ impl Daemon {
 
     pub(crate) fn connect(&self) -> Client {
         let s = UnixStream::connect(&self.sock)
-            .unwrap_or_else(|e| panic!("connect {:?}: {e}", self.sock));
+            .unwrap_or_else(|e| panic!("connect {}: {e}", self.sock.display()));
         let r = s.try_clone().unwrap();
         Client::new(Writer::Sock(s), r)
     }
@@ -346,7 +346,7 @@ impl Client {
 
     pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
         let res = match &mut self.w {
-            Writer::Pipe(Some(p)) => p.write_all(bytes).and_then(|_| p.flush()),
+            Writer::Pipe(Some(p)) => p.write_all(bytes).and_then(|()| p.flush()),
             Writer::Pipe(None) => panic!("stdin already closed"),
             Writer::Sock(s) => s.write_all(bytes),
         };
@@ -452,7 +452,9 @@ impl Client {
 }
 
 pub(crate) fn req(id: impl Into<Value>, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.into(), "method": method, "params": params})
+    let mut r = json!({"jsonrpc": "2.0", "id": id.into(), "method": method});
+    r["params"] = params;
+    r
 }
 
 /// The params of an `fs/write_text_file` of session `s`.
@@ -512,7 +514,7 @@ pub(crate) fn temps(dir: &Path) -> Vec<PathBuf> {
             let n = e.file_name().to_string_lossy().into_owned();
             if e.file_type().unwrap().is_dir() {
                 stack.push(p);
-            } else if n.starts_with('.') && n.ends_with(".tmp") {
+            } else if n.starts_with('.') && p.extension().is_some_and(|x| x == "tmp") {
                 out.push(p);
             }
         }
@@ -624,7 +626,7 @@ pub(crate) fn check_initialize(r: &Value, ws: &Path, read: bool) -> String {
 pub(crate) fn small_content(conn: i64, i: i64) -> String {
     format!(
         "connection {conn}, write {i}\n{}\n",
-        "x".repeat((i as usize * 7) % 50)
+        "x".repeat(usize::try_from(i * 7 % 50).expect("i >= 0"))
     )
 }
 
@@ -688,12 +690,13 @@ pub(crate) fn refused_unchanged(
     kind: &str,
 ) -> Value {
     let before = t.snapshot();
-    let r = c.call(method, params.clone());
+    let what = format!("{method} {params}");
+    let r = c.call(method, params);
     assert_refused(&r, kind);
     assert_eq!(
         t.snapshot(),
         before,
-        "{method} {params}: a refusal must not change the tree"
+        "{what}: a refusal must not change the tree"
     );
     let ev = audit.one("fs.denied");
     assert_eq!(ev["errorKind"], kind, "{ev}");
@@ -761,7 +764,7 @@ pub(crate) fn stdio_session(t: &Tree, extra: &[&str]) -> (Daemon, Client, Audit)
 }
 
 /// `initialize` asking for `workspace` (a root or a runtime id).
-pub(crate) fn initialize_in(c: &mut Client, workspace: Value) -> Value {
+pub(crate) fn initialize_in(c: &mut Client, workspace: &Value) -> Value {
     c.call(
         "initialize",
         json!({"protocolVersion": 1, "_meta": {"writegate/workspace": workspace}}),

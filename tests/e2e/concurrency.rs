@@ -57,16 +57,13 @@ fn concurrency_eight_socket_connections_of_twenty_five_writes() {
             })
         })
         .collect();
-    for (conn, h) in handles.into_iter().enumerate() {
+    for (conn, h) in (0_i64..).zip(handles) {
         let got = h.join().unwrap();
         assert_eq!(got.len(), 25);
         for i in 0..25 {
             assert_eq!(got.get(i)["result"], json!({}), "{}", got.get(i));
             let p = s.ws.join(format!("c{conn}-{i}.txt"));
-            assert_eq!(
-                fs::read_to_string(&p).unwrap(),
-                small_content(conn as i64, i)
-            );
+            assert_eq!(fs::read_to_string(&p).unwrap(), small_content(conn, i));
         }
     }
     let a = s.audit_events();

@@ -78,8 +78,8 @@ fn framing_bad_params_are_invalid_params_with_reason() {
         json!([1, 2]),
         json!(null),
     ];
-    for (i, params) in cases.iter().enumerate() {
-        let r = c.call_id(i as i64, "fs/write_text_file", params.clone());
+    for (i, params) in (0_i64..).zip(&cases) {
+        let r = c.call_id(i, "fs/write_text_file", params.clone());
         assert_eq!(r["error"]["code"], -32602, "{params}: {r}");
         let data = &r["error"]["data"];
         assert!(

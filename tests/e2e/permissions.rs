@@ -61,16 +61,16 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
         ("write", secret.clone()),
         ("append", locked.join("f.txt")),
     ];
-    for (i, (mode, p)) in refused.iter().enumerate() {
+    for (i, (mode, p)) in (0_i64..).zip(&refused) {
         let r = if *mode == "write" {
             c.call_id(
-                10 + i as i64,
+                10 + i,
                 "fs/write_text_file",
                 write_params(p, "overwritten\n"),
             )
         } else {
             c.call_id(
-                10 + i as i64,
+                10 + i,
                 "_writegate/edit_text_file",
                 json!({"sessionId": "s", "path": p, "mode": "append", "content": "more\n"}),
             )

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -111,7 +112,7 @@ fn shutdown_sigterm_mid_pipeline_leaves_no_torn_files() {
     for e in fs::read_dir(&s.ws).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();
         assert!(
-            !(name.starts_with('.') && name.ends_with(".tmp")),
+            !(name.starts_with('.') && Path::new(&name).extension().is_some_and(|x| x == "tmp")),
             "temp file left: {name}"
         );
         let rest = name

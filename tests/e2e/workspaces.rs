@@ -74,7 +74,7 @@ fn concurrent_appends_from_two_workspaces_to_one_file_all_land() {
     });
     let a = d.stdio_client();
     let mut b = d.connect();
-    let r = initialize_in(&mut b, json!(t.wsb));
+    let r = initialize_in(&mut b, &json!(t.wsb));
     assert_eq!(workspace_of(&r)["root"], json!(t.wsb), "{r}");
     let go = Arc::new(AtomicBool::new(false));
     let spawn = |mut c: Client, tag: &'static str, meta: Option<Value>| {
@@ -154,7 +154,7 @@ fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_rem
     });
     let mut a = d.stdio_client();
     let mut c = d.connect();
-    let r = initialize_in(&mut c, json!(b));
+    let r = initialize_in(&mut c, &json!(b));
     let w = workspace_of(&r);
     assert_eq!(w["root"], json!(t.wsb), "{r}");
     assert_eq!(w["trusted"], true, "{r}");
@@ -229,7 +229,7 @@ fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_rem
 
     // B is no longer registered; the command-line workspace A is unaffected.
     let mut c2 = d.connect();
-    let r = initialize_in(&mut c2, json!(b));
+    let r = initialize_in(&mut c2, &json!(b));
     assert_eq!(r["error"]["code"], -32602, "{r}");
     let r = a.call(
         "fs/write_text_file",
@@ -249,7 +249,7 @@ fn sighup_with_an_invalid_config_keeps_the_old_one() {
         ..Opts::default()
     });
     let mut c = d.connect();
-    let r = initialize_in(&mut c, json!(b));
+    let r = initialize_in(&mut c, &json!(b));
     assert_eq!(workspace_of(&r)["trusted"], true, "{r}");
     let target = t.wsb.join("f.txt");
     let r = c.call("fs/write_text_file", write_params(&target, "one\n"));
@@ -271,7 +271,7 @@ fn sighup_with_an_invalid_config_keeps_the_old_one() {
     assert_eq!(fs::read(&target).unwrap(), b"two\n");
     // A new connection still finds B, trusted.
     let mut c2 = d.connect();
-    let r = initialize_in(&mut c2, json!(b));
+    let r = initialize_in(&mut c2, &json!(b));
     assert_eq!(workspace_of(&r)["trusted"], true, "{r}");
 }
 
@@ -320,7 +320,7 @@ fn dynamic_workspaces_off_refuses_an_unregistered_directory() {
     fs::create_dir(&stranger).unwrap();
     let d = t.socket_daemon(&[]);
     let mut c = d.connect();
-    let r = initialize_in(&mut c, json!(stranger));
+    let r = initialize_in(&mut c, &json!(stranger));
     assert_eq!(r["error"]["code"], -32602, "{r}");
     // The connection stays with the primary: the stranger is outside.
     let mut audit = t.audit();
@@ -357,7 +357,7 @@ fn dynamic_workspaces_on_register_with_trust_only_from_the_config_list() {
 
     // An unregistered directory is registered, untrusted.
     let mut c = d.connect();
-    let r = initialize_in(&mut c, json!(stranger));
+    let r = initialize_in(&mut c, &json!(stranger));
     let w = workspace_of(&r);
     assert_eq!(w["root"], json!(stranger), "{r}");
     assert_eq!(w["trusted"], false, "{r}");
@@ -371,13 +371,13 @@ fn dynamic_workspaces_on_register_with_trust_only_from_the_config_list() {
     // A second connection naming it by runtime id finds the same runtime.
     let id = w["id"].as_str().unwrap().to_string();
     let mut c_id = d.connect();
-    let r = initialize_in(&mut c_id, json!(id));
+    let r = initialize_in(&mut c_id, &json!(id));
     assert_eq!(workspace_of(&r)["root"], json!(stranger), "{r}");
 
     // Roots of the config list keep the list's trust.
     for (root, trusted) in [(&listed, true), (&listed_untrusted, false)] {
         let mut c = d.connect();
-        let r = initialize_in(&mut c, json!(root));
+        let r = initialize_in(&mut c, &json!(root));
         assert_eq!(workspace_of(&r)["trusted"], trusted, "{r}");
         let target = root.join("x.txt");
         if trusted {
@@ -399,7 +399,7 @@ fn dynamic_workspaces_on_register_with_trust_only_from_the_config_list() {
     let inner = t.ws.join("inner");
     fs::create_dir(&inner).unwrap();
     let mut c = d.connect();
-    let r = initialize_in(&mut c, json!(inner));
+    let r = initialize_in(&mut c, &json!(inner));
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
 
@@ -417,7 +417,7 @@ fn sighup_with_an_unchanged_config_keeps_dynamically_registered_workspaces() {
     fs::write(&cfg, "allow_dynamic_workspaces = true\n").unwrap();
     let d = t.socket_daemon(&["--config", cfg.to_str().unwrap()]);
     let mut c = d.connect();
-    let r = initialize_in(&mut c, json!(stranger));
+    let r = initialize_in(&mut c, &json!(stranger));
     let id = workspace_of(&r)["id"]
         .as_str()
         .unwrap_or_else(|| panic!("{r}"))
@@ -435,7 +435,7 @@ fn sighup_with_an_unchanged_config_keeps_dynamically_registered_workspaces() {
         "an unchanged config must not close the dynamic workspace: {r}"
     );
     let mut c2 = d.connect();
-    let r = initialize_in(&mut c2, json!(id));
+    let r = initialize_in(&mut c2, &json!(id));
     assert_eq!(
         workspace_of(&r)["root"],
         json!(stranger),

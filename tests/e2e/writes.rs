@@ -157,8 +157,8 @@ fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes(
         evil.join("x.txt"),
         s.ws.join("../outside/y.txt"),
     ];
-    for (i, t) in targets.iter().enumerate() {
-        let r = c.call_id(i as i64, "fs/write_text_file", write_params(t, "nope\n"));
+    for (i, t) in (0_i64..).zip(&targets) {
+        let r = c.call_id(i, "fs/write_text_file", write_params(t, "nope\n"));
         assert_eq!(r["error"]["code"], -32603, "{t:?}: {r}");
         assert_eq!(
             r["error"]["data"]["errorKind"], "path_outside_workspace",

@@ -34,7 +34,7 @@ pub(super) fn check_case_in(
     let mut root_name = "root".to_owned();
     for step in setup {
         if has(step, "root") {
-            root_name = string(get(step, "root")?)?.to_owned();
+            string(get(step, "root")?)?.clone_into(&mut root_name);
         }
     }
     let root_path = wp.join(&root_name);
@@ -100,8 +100,7 @@ pub(super) fn check_case_in(
         let Some(Json::Arr(ops)) = ordered.field("ops") else {
             unreachable!("ops is a list")
         };
-        for (n, op) in ops.iter().enumerate() {
-            let i = n as i64 + 1;
+        for (i, op) in (1_i64..).zip(ops) {
             daemon.send(&request_for(op, &w, &root, i)?)?;
             ids.push(i);
             if !concurrent {
@@ -174,15 +173,14 @@ pub(super) fn check_case_in(
             });
         }
         if !kinds.iter().any(|k| py_eq(want, k)) {
-            let got = match first_error_ordered {
-                Some(e) => prefix(&dumps(e), 300),
-                None => {
-                    first_resp?;
-                    prefix(
-                        &dumps(resp_ordered[0].field("result").unwrap_or(&Json::Null)),
-                        300,
-                    )
-                }
+            let got = if let Some(e) = first_error_ordered {
+                prefix(&dumps(e), 300)
+            } else {
+                first_resp?;
+                prefix(
+                    &dumps(resp_ordered[0].field("result").unwrap_or(&Json::Null)),
+                    300,
+                )
             };
             problems.push(format!("expected errorKind {}, got {got}", py_str(want)));
         }

@@ -62,7 +62,7 @@ impl Daemon {
                             return;
                         }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => break,
                 }
             }
@@ -163,7 +163,7 @@ impl Daemon {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        missing.sort_by_key(|i| i.to_string());
+        missing.sort_by_key(ToString::to_string);
         missing
     }
 

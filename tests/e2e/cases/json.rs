@@ -1,6 +1,8 @@
 //! JSON text like Python's json module: the key order as read, numbers as Python writes them
 //! back, and lone UTF-16 surrogates kept.
 
+use std::fmt::{self, Write as _};
+
 use serde_json::Value;
 
 use super::R;
@@ -56,10 +58,10 @@ pub(super) fn parse_json(raw: &str) -> R<Value> {
 /// `json.loads(raw)`, strict JSON (`NaN` and `Infinity`, which Python also takes, are refused).
 ///
 /// Lone UTF-16 surrogates: JSON allows escapes like `\ud800` that stand for no character. Python's
-/// json.loads keeps them in its str and json.dumps(ensure_ascii=True) writes them back as the same
-/// escape, but serde_json refuses them and a Rust `String` cannot hold them. So this reader (used
-/// instead of serde_json's for that reason, and for the key order) decodes a lone surrogate escape
-/// `\uD800`..`\uDFFF` to a placeholder at the top of plane 16 (private use),
+/// `json.loads` keeps them in its str and `json.dumps(ensure_ascii=True)` writes them back as the
+/// same escape, but `serde_json` refuses them and a Rust `String` cannot hold them. So this reader
+/// (used instead of `serde_json`'s for that reason, and for the key order) decodes a lone surrogate
+/// escape `\uD800`..`\uDFFF` to a placeholder at the top of plane 16 (private use),
 /// U+10F800 + (surrogate - 0xD800), and [`write_str`] writes each placeholder back as the
 /// surrogate's escape: case B11's content `"x\ud800y\n"` goes over the wire as `"x\ud800y\n"`,
 /// exactly as the Python runner sends it. A valid pair is one character as usual; a text that
@@ -80,7 +82,7 @@ pub(super) fn parse_ordered(raw: &str) -> R<Json> {
     Ok(v)
 }
 
-pub(super) const PLACEHOLDER_BASE: u32 = 0x10F800;
+pub(super) const PLACEHOLDER_BASE: u32 = 0x0010_F800;
 
 pub(super) fn is_placeholder(c: char) -> bool {
     (PLACEHOLDER_BASE..=PLACEHOLDER_BASE + 0x7FF).contains(&(c as u32))
@@ -377,17 +379,26 @@ fn write_str(out: &mut String, s: &str) {
             '\u{c}' => out.push_str("\\f"),
             ' '..='~' => out.push(c),
             c if is_placeholder(c) => {
-                out.push_str(&format!("\\u{:04x}", c as u32 - PLACEHOLDER_BASE + 0xD800));
+                push_fmt(
+                    out,
+                    format_args!("\\u{:04x}", c as u32 - PLACEHOLDER_BASE + 0xD800),
+                );
             }
             c => {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
+                    push_fmt(out, format_args!("\\u{unit:04x}"));
                 }
             }
         }
     }
     out.push('"');
+}
+
+/// Appends formatted text to `out` (writing to a `String` cannot fail).
+pub(super) fn push_fmt(out: &mut String, args: fmt::Arguments<'_>) {
+    out.write_fmt(args)
+        .expect("writing to a String cannot fail");
 }
 
 /// A JSON string.

@@ -144,7 +144,7 @@ fn every_fixture_case_has_a_test() {
             "case {id} appears twice in the fixture"
         );
     }
-    let with_test: BTreeSet<String> = CASE_IDS.iter().map(|id| id.to_string()).collect();
+    let with_test: BTreeSet<String> = CASE_IDS.iter().map(ToString::to_string).collect();
     assert_eq!(with_test.len(), CASE_IDS.len(), "an id has two tests");
     assert_eq!(
         in_fixture,
@@ -173,12 +173,11 @@ fn run_case(id: &str) {
     let kind = case.get("kind").and_then(Value::as_str).unwrap_or("");
     let binary = Path::new(env!("CARGO_BIN_EXE_writegate"));
     let (problems, stderr) = check_case(case, ordered, binary);
-    if !problems.is_empty() {
-        panic!(
-            "FAIL {id} ({kind}): {}\n--- daemon stderr (last {STDERR_TAIL} bytes at most) ---\n{stderr}",
-            problems.join("; ")
-        );
-    }
+    assert!(
+        problems.is_empty(),
+        "FAIL {id} ({kind}): {}\n--- daemon stderr (last {STDERR_TAIL} bytes at most) ---\n{stderr}",
+        problems.join("; ")
+    );
 }
 
 /// The fixture's cases, blank lines skipped: each as a `serde_json::Value` for the checks and as

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::Value;
 
-use super::json::{PLACEHOLDER_BASE, is_placeholder};
+use super::json::{PLACEHOLDER_BASE, is_placeholder, push_fmt};
 use super::{R, STDERR_TAIL};
 
 // ---- Fixture values, read the way the Python runner reads them. ----
@@ -80,7 +80,7 @@ pub(super) fn truthy(v: &Value) -> bool {
 pub(super) fn py_eq(a: &Value, b: &Value) -> bool {
     fn num(v: &Value) -> Option<(Option<i128>, f64)> {
         match v {
-            Value::Bool(b) => Some((Some(*b as i128), *b as u8 as f64)),
+            Value::Bool(b) => Some((Some(i128::from(*b)), f64::from(u8::from(*b)))),
             Value::Number(n) => {
                 let int = n
                     .as_i64()
@@ -118,7 +118,9 @@ pub(super) fn generated(spec: &Value) -> R<String> {
     let count = get(spec, "count")?
         .as_i64()
         .ok_or("TypeError: can't multiply sequence by non-int")?;
-    Ok(format!("{prefix}{}", unit.repeat(count.max(0) as usize)))
+    let count = usize::try_from(count.max(0))
+        .map_err(|_| "OverflowError: cannot fit 'int' into an index-sized integer")?;
+    Ok(format!("{prefix}{}", unit.repeat(count)))
 }
 
 /// `{ROOT}` and `{W}` replaced, in that order.
@@ -218,10 +220,13 @@ pub(super) fn py_str_repr(s: &str) -> String {
                 out.push(c);
             }
             c if is_placeholder(c) => {
-                out.push_str(&format!("\\u{:04x}", c as u32 - PLACEHOLDER_BASE + 0xD800));
+                push_fmt(
+                    &mut out,
+                    format_args!("\\u{:04x}", c as u32 - PLACEHOLDER_BASE + 0xD800),
+                );
             }
             c if (c as u32) < 0x20 || (0x7f..0xa0).contains(&(c as u32)) => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
+                push_fmt(&mut out, format_args!("\\x{:02x}", c as u32));
             }
             c => out.push(c),
         }
@@ -250,7 +255,7 @@ pub(super) fn py_bytes_repr(b: &[u8]) -> String {
                 out.push(c as char);
             }
             0x20..=0x7e => out.push(c as char),
-            c => out.push_str(&format!("\\x{c:02x}")),
+            c => push_fmt(&mut out, format_args!("\\x{c:02x}")),
         }
     }
     out.push(quote as char);
@@ -267,7 +272,7 @@ pub(super) fn exc(e: &io::Error, path: impl AsRef<Path>) -> String {
     format!("{}: {}", io_error_name(e), os_error(e, path))
 }
 
-/// `str(e)` of an OSError about `path`: `"[Errno 2] No such file or directory: 'path'"`.
+/// `str(e)` of an `OSError` about `path`: `"[Errno 2] No such file or directory: 'path'"`.
 pub(super) fn os_error(e: &io::Error, path: impl AsRef<Path>) -> String {
     format!("{}: '{}'", os_error_no_path(e), path.as_ref().display())
 }
