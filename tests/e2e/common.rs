@@ -1,18 +1,18 @@
-//! Helpers shared by the end-to-end tests (`e2e.rs`, `external.rs`): a temp
-//! tree with its own home and XDG directories, daemons spawned in it, line
-//! clients over stdio or the socket, an audit-log reader, tree snapshots.
+//! Helpers the test modules share: a temp tree with its own home and XDG
+//! directories, daemons spawned in it, line clients over stdio or the
+//! socket, an audit-log reader, tree snapshots, and the checks and requests
+//! several modules use (the `initialize` answer, refusals and their audit
+//! event, external-write markers, the workspace an `initialize` asks for).
 //!
 //! Every spawned process gets `HOME`, `XDG_RUNTIME_DIR`, `XDG_STATE_HOME` and
 //! `XDG_CONFIG_HOME` inside its test's temp dir, so no test touches the real
 //! home. Timeouts exist only so that a broken daemon fails a test instead of
 //! hanging it; nothing asserts on speed.
 
-// Each test file uses a subset of these helpers.
-#![allow(dead_code)]
-
 use rustix::process::Signal;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -23,42 +23,42 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_writegate");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_writegate");
 /// Upper bound for any single wait (a broken daemon fails instead of hanging).
-pub const TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const TIMEOUT: Duration = Duration::from_mins(1);
 
-/// A temp tree `wg-<test file>-XXXXXX/`: `ws/` (workspace A, the primary),
+/// A temp tree `wg-e2e-XXXXXX/`: `ws/` (workspace A, the primary),
 /// `ws-b/` (workspace B), `out/` (outside every workspace), `home/`,
-/// `state/` (XDG_STATE_HOME, and the audit log `state/audit.jsonl`),
-/// `config/`, `run/` (XDG_RUNTIME_DIR; the daemon creates `run/wg/` for its
+/// `state/` (`XDG_STATE_HOME`, and the audit log `state/audit.jsonl`),
+/// `config/`, `run/` (`XDG_RUNTIME_DIR`; the daemon creates `run/wg/` for its
 /// socket), and `logs/` (each daemon's stdout and stderr).
-pub struct Tree {
+pub(crate) struct Tree {
     _tmp: tempfile::TempDir,
-    /// `wg-<test file>-`, the start of the temp dir's name.
+    /// `wg-<test binary>-`, the start of the temp dir's name.
     prefix: String,
-    pub base: PathBuf,
-    pub ws: PathBuf,
-    pub wsb: PathBuf,
-    pub out: PathBuf,
-    pub sock: PathBuf,
-    pub audit_log: PathBuf,
+    pub(crate) base: PathBuf,
+    pub(crate) ws: PathBuf,
+    pub(crate) wsb: PathBuf,
+    pub(crate) out: PathBuf,
+    pub(crate) sock: PathBuf,
+    pub(crate) audit_log: PathBuf,
     spawned: AtomicUsize,
 }
 
 /// How [`Tree::daemon`] starts `writegate serve`.
-#[derive(Default)]
-pub struct Opts<'a> {
-    pub stdio: bool,
-    pub socket: bool,
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Opts<'a> {
+    pub(crate) stdio: bool,
+    pub(crate) socket: bool,
     /// Arguments after `--workspace <ws> --audit-log <log>`.
-    pub args: &'a [&'a str],
-    pub env: &'a [(&'a str, &'a str)],
+    pub(crate) args: &'a [&'a str],
+    pub(crate) env: &'a [(&'a str, &'a str)],
     /// Do not wait for the socket (for daemons expected to fail).
-    pub no_wait: bool,
+    pub(crate) no_wait: bool,
 }
 
 impl Tree {
-    pub fn new() -> Tree {
+    pub(crate) fn new() -> Tree {
         let prefix = format!("wg-{}-", env!("CARGO_CRATE_NAME"));
         let tmp = tempfile::Builder::new().prefix(&prefix).tempdir().unwrap();
         let base = fs::canonicalize(tmp.path()).unwrap();
@@ -82,12 +82,12 @@ impl Tree {
 
     /// Everything under the tree except the daemon's own files (logs, state,
     /// socket directory, configs, home), without following links.
-    pub fn snapshot(&self) -> BTreeMap<PathBuf, Entry> {
+    pub(crate) fn snapshot(&self) -> BTreeMap<PathBuf, Entry> {
         snapshot(&self.base, &["logs", "state", "run", "config", "home"])
     }
 
     /// A reader of the audit log that starts at its beginning.
-    pub fn audit(&self) -> Audit {
+    pub(crate) fn audit(&self) -> Audit {
         Audit {
             path: self.audit_log.clone(),
             seen: 0,
@@ -96,12 +96,12 @@ impl Tree {
     }
 
     /// The audit log's events, one per line (none if the file is missing).
-    pub fn audit_events(&self) -> Vec<Value> {
+    pub(crate) fn audit_events(&self) -> Vec<Value> {
         self.audit().all()
     }
 
     /// Points every home-like variable into the temp tree.
-    pub fn set_env(&self, c: &mut Command) {
+    pub(crate) fn set_env(&self, c: &mut Command) {
         c.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", self.base.join("home"))
@@ -112,13 +112,13 @@ impl Tree {
     }
 
     /// The binary with a clean environment (for the CLI subcommands).
-    pub fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut c = Command::new(BIN);
         self.set_env(&mut c);
         c
     }
 
-    pub fn stdio_daemon(&self, extra: &[&str]) -> Daemon {
+    pub(crate) fn stdio_daemon(&self, extra: &[&str]) -> Daemon {
         self.daemon(Opts {
             stdio: true,
             args: extra,
@@ -126,7 +126,7 @@ impl Tree {
         })
     }
 
-    pub fn socket_daemon(&self, extra: &[&str]) -> Daemon {
+    pub(crate) fn socket_daemon(&self, extra: &[&str]) -> Daemon {
         self.daemon(Opts {
             socket: true,
             args: extra,
@@ -137,7 +137,7 @@ impl Tree {
     /// Spawns `writegate serve [--stdio] [--socket <sock>] --workspace <ws>
     /// --audit-log <log>` and `o.args`; with a socket, waits until it
     /// answers (unless `o.no_wait`).
-    pub fn daemon(&self, o: Opts) -> Daemon {
+    pub(crate) fn daemon(&self, o: Opts) -> Daemon {
         let mut cmd = self.command();
         cmd.arg("serve");
         if o.stdio {
@@ -159,7 +159,7 @@ impl Tree {
 
     /// Spawns `cmd` with stderr (and, without stdio, stdout) going to files
     /// in `logs/`; with `wait_socket`, waits for the socket to answer.
-    pub fn spawn(&self, mut cmd: Command, stdio: bool, wait_socket: bool) -> Daemon {
+    pub(crate) fn spawn(&self, mut cmd: Command, stdio: bool, wait_socket: bool) -> Daemon {
         let n = self.spawned.fetch_add(1, Ordering::SeqCst);
         let stderr_file = self.base.join(format!("logs/daemon-{n}.stderr"));
         cmd.stderr(fs::File::create(&stderr_file).unwrap());
@@ -201,7 +201,7 @@ impl Tree {
 }
 
 /// Reads the audit log; remembers how many events were already seen.
-pub struct Audit {
+pub(crate) struct Audit {
     path: PathBuf,
     seen: usize,
     /// `/<temp dir prefix>`: no event may contain it (no raw path).
@@ -210,7 +210,7 @@ pub struct Audit {
 
 impl Audit {
     /// Every event of the log, one per line (none if the file is missing).
-    pub fn all(&self) -> Vec<Value> {
+    pub(crate) fn all(&self) -> Vec<Value> {
         match fs::read_to_string(&self.path) {
             Ok(text) => text
                 .lines()
@@ -224,7 +224,7 @@ impl Audit {
     }
 
     /// Events written since the last call.
-    pub fn new_events(&mut self) -> Vec<Value> {
+    pub(crate) fn new_events(&mut self) -> Vec<Value> {
         let all = self.all();
         let fresh = all[self.seen.min(all.len())..].to_vec();
         self.seen = all.len();
@@ -232,8 +232,8 @@ impl Audit {
     }
 
     /// Exactly one new event, of type `kind`; checks the fields every event
-    /// carries and that no raw path leaks (raw_paths is off).
-    pub fn one(&mut self, kind: &str) -> Value {
+    /// carries and that no raw path leaks (`raw_paths` is off).
+    pub(crate) fn one(&mut self, kind: &str) -> Value {
         let fresh = self.new_events();
         assert_eq!(fresh.len(), 1, "exactly one audit event: {fresh:?}");
         let e = fresh.into_iter().next().unwrap();
@@ -254,34 +254,34 @@ impl Audit {
 }
 
 /// A running daemon; killed (by its pid) if still alive when dropped.
-pub struct Daemon {
-    pub child: Child,
-    pub stderr_file: PathBuf,
+pub(crate) struct Daemon {
+    pub(crate) child: Child,
+    pub(crate) stderr_file: PathBuf,
     /// Where stdout goes when it is not the stdio transport.
-    pub stdout_file: Option<PathBuf>,
+    pub(crate) stdout_file: Option<PathBuf>,
     sock: PathBuf,
 }
 
 impl Daemon {
-    pub fn stdio_client(&mut self) -> Client {
+    pub(crate) fn stdio_client(&mut self) -> Client {
         let stdin = self.child.stdin.take().expect("a --stdio daemon");
         let stdout = self.child.stdout.take().expect("a --stdio daemon");
         Client::new(Writer::Pipe(Some(stdin)), stdout)
     }
 
-    pub fn connect(&self) -> Client {
+    pub(crate) fn connect(&self) -> Client {
         let s = UnixStream::connect(&self.sock)
-            .unwrap_or_else(|e| panic!("connect {:?}: {e}", self.sock));
+            .unwrap_or_else(|e| panic!("connect {}: {e}", self.sock.display()));
         let r = s.try_clone().unwrap();
         Client::new(Writer::Sock(s), r)
     }
 
     /// Sends `sig` (TERM, INT, HUP) to the daemon.
-    pub fn signal(&self, sig: Signal) {
+    pub(crate) fn signal(&self, sig: Signal) {
         rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), sig).unwrap();
     }
 
-    pub fn wait_exit(&mut self) -> ExitStatus {
+    pub(crate) fn wait_exit(&mut self) -> ExitStatus {
         let start = Instant::now();
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
@@ -296,7 +296,7 @@ impl Daemon {
         }
     }
 
-    pub fn stderr_text(&self) -> String {
+    pub(crate) fn stderr_text(&self) -> String {
         fs::read_to_string(&self.stderr_file).unwrap_or_default()
     }
 }
@@ -317,7 +317,7 @@ enum Writer {
 
 /// A line client: writes raw bytes or requests; a thread reads response
 /// lines.
-pub struct Client {
+pub(crate) struct Client {
     w: Writer,
     rx: Receiver<Vec<u8>>,
     /// Requests sent by [`Client::call`] and [`Client::sync`], for their ids.
@@ -344,23 +344,23 @@ impl Client {
         Client { w, rx, sent: 0 }
     }
 
-    pub fn send_raw(&mut self, bytes: &[u8]) {
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
         let res = match &mut self.w {
-            Writer::Pipe(Some(p)) => p.write_all(bytes).and_then(|_| p.flush()),
+            Writer::Pipe(Some(p)) => p.write_all(bytes).and_then(|()| p.flush()),
             Writer::Pipe(None) => panic!("stdin already closed"),
             Writer::Sock(s) => s.write_all(bytes),
         };
         res.expect("send to the daemon");
     }
 
-    pub fn send(&mut self, v: &Value) {
+    pub(crate) fn send(&mut self, v: &Value) {
         let mut line = serde_json::to_vec(v).unwrap();
         line.push(b'\n');
         self.send_raw(&line);
     }
 
     /// Ends our side of the stream (stdin EOF / socket shutdown).
-    pub fn close_write(&mut self) {
+    pub(crate) fn close_write(&mut self) {
         match &mut self.w {
             Writer::Pipe(p) => drop(p.take()),
             Writer::Sock(s) => s.shutdown(std::net::Shutdown::Write).unwrap(),
@@ -368,7 +368,7 @@ impl Client {
     }
 
     /// The next response line, raw and parsed. Panics on EOF or timeout.
-    pub fn recv_raw(&mut self) -> (String, Value) {
+    pub(crate) fn recv_raw(&mut self) -> (String, Value) {
         match self.rx.recv_timeout(TIMEOUT) {
             Ok(line) => {
                 let text = String::from_utf8(line).expect("responses are UTF-8");
@@ -391,12 +391,12 @@ impl Client {
         }
     }
 
-    pub fn recv(&mut self) -> Value {
+    pub(crate) fn recv(&mut self) -> Value {
         self.recv_raw().1
     }
 
     /// Every response until the daemon closes the stream.
-    pub fn recv_until_eof(&mut self) -> Vec<Value> {
+    pub(crate) fn recv_until_eof(&mut self) -> Vec<Value> {
         let mut out = Vec::new();
         loop {
             match self.rx.recv_timeout(TIMEOUT) {
@@ -408,14 +408,14 @@ impl Client {
     }
 
     /// Sends one request with the id `r<n>` and returns its response.
-    pub fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         self.sent += 1;
         self.call_id(format!("r{}", self.sent), method, params)
     }
 
     /// Sends one request and returns its response (which must be the next
     /// line and carry the same id).
-    pub fn call_id(&mut self, id: impl Into<Value>, method: &str, params: Value) -> Value {
+    pub(crate) fn call_id(&mut self, id: impl Into<Value>, method: &str, params: Value) -> Value {
         let id = id.into();
         self.send(&req(id.clone(), method, params));
         let r = self.recv();
@@ -431,7 +431,7 @@ impl Client {
     /// Sends a harmless request and reads up to its response; returns every
     /// other response that arrived first (which the caller usually expects
     /// to be none).
-    pub fn sync(&mut self) -> Vec<Value> {
+    pub(crate) fn sync(&mut self) -> Vec<Value> {
         self.sent += 1;
         let id = json!(format!("sync-{}", self.sent));
         self.send(&req(
@@ -451,19 +451,21 @@ impl Client {
     }
 }
 
-pub fn req(id: impl Into<Value>, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.into(), "method": method, "params": params})
+pub(crate) fn req(id: impl Into<Value>, method: &str, params: Value) -> Value {
+    let mut r = json!({"jsonrpc": "2.0", "id": id.into(), "method": method});
+    r["params"] = params;
+    r
 }
 
 /// The params of an `fs/write_text_file` of session `s`.
-pub fn write_params(path: &Path, content: &str) -> Value {
+pub(crate) fn write_params(path: &Path, content: &str) -> Value {
     json!({"sessionId": "s", "path": path, "content": content})
 }
 
 /// One entry of a tree snapshot: kind, permission bits, and the bytes of a
 /// file or the target of a link.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Entry {
+pub(crate) enum Entry {
     Dir(u32),
     File(u32, Vec<u8>),
     Link(PathBuf),
@@ -472,7 +474,7 @@ pub enum Entry {
 
 /// Every path under `dir` (relative), without following links, except the
 /// top-level names in `skip`.
-pub fn snapshot(dir: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Entry> {
+pub(crate) fn snapshot(dir: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Entry> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -502,7 +504,7 @@ pub fn snapshot(dir: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Entry> {
 }
 
 /// writegate temp files (`.<leaf>.<pid>.<hex>.tmp`) anywhere under `dir`.
-pub fn temps(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn temps(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -512,7 +514,7 @@ pub fn temps(dir: &Path) -> Vec<PathBuf> {
             let n = e.file_name().to_string_lossy().into_owned();
             if e.file_type().unwrap().is_dir() {
                 stack.push(p);
-            } else if n.starts_with('.') && n.ends_with(".tmp") {
+            } else if n.starts_with('.') && p.extension().is_some_and(|x| x == "tmp") {
                 out.push(p);
             }
         }
@@ -520,12 +522,12 @@ pub fn temps(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-pub fn mode_of(p: &Path) -> u32 {
+pub(crate) fn mode_of(p: &Path) -> u32 {
     fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
 /// Runs `cmd` with `input` on stdin; returns status, stdout and stderr.
-pub fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (ExitStatus, String, String) {
+pub(crate) fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (ExitStatus, String, String) {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -545,7 +547,7 @@ pub fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (ExitStatus, String, St
 }
 
 /// `s`, cut to its first 400 bytes (for messages).
-pub fn truncate(s: &str) -> String {
+pub(crate) fn truncate(s: &str) -> String {
     if s.len() <= 400 {
         s.to_string()
     } else {
@@ -555,4 +557,221 @@ pub fn truncate(s: &str) -> String {
         }
         format!("{}... ({} bytes)", &s[..end], s.len())
     }
+}
+
+/// Responses keyed by id (compact JSON text of the id).
+pub(crate) struct Ids(HashMap<String, Value>);
+
+impl Ids {
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(crate) fn get(&self, id: impl Into<Value>) -> &Value {
+        let id = id.into();
+        self.0
+            .get(&id.to_string())
+            .unwrap_or_else(|| panic!("no response for id {id}"))
+    }
+}
+
+/// Responses keyed by id; panics if an id repeats.
+pub(crate) fn by_id(responses: Vec<Value>) -> Ids {
+    let mut out = HashMap::new();
+    for r in responses {
+        let id = r["id"].to_string();
+        assert!(
+            out.insert(id.clone(), r).is_none(),
+            "id {id} answered twice"
+        );
+    }
+    Ids(out)
+}
+
+/// Checks an `initialize` response; returns the workspace id.
+pub(crate) fn check_initialize(r: &Value, ws: &Path, read: bool) -> String {
+    assert!(r.get("error").is_none(), "{r}");
+    let res = &r["result"];
+    assert_eq!(res["protocolVersion"], 1, "{r}");
+    let wg = &res["_meta"]["writegate"];
+    assert_eq!(wg["version"], env!("CARGO_PKG_VERSION"), "{r}");
+    assert_eq!(wg["fs"]["writeTextFile"], true, "{r}");
+    assert_eq!(wg["fs"]["readTextFile"], read, "{r}");
+    let ext: Vec<&str> = wg["extensionMethods"]
+        .as_array()
+        .unwrap_or_else(|| panic!("extensionMethods: {r}"))
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    for m in [
+        "_writegate/edit_text_file",
+        "_writegate/read_lines",
+        "_writegate/receipt",
+    ] {
+        assert!(ext.contains(&m), "{m} missing from {ext:?}");
+    }
+    let w = &wg["workspace"];
+    assert_eq!(w["root"], json!(ws), "{r}");
+    assert_eq!(w["trusted"], true, "{r}");
+    let id = w["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("workspace id: {r}"));
+    assert!(
+        !id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{id}"
+    );
+    id.to_string()
+}
+
+pub(crate) fn small_content(conn: i64, i: i64) -> String {
+    format!(
+        "connection {conn}, write {i}\n{}\n",
+        "x".repeat(usize::try_from(i * 7 % 50).expect("i >= 0"))
+    )
+}
+
+/// 64 KiB, different for every (conn, i).
+pub(crate) fn big_content(conn: i64, i: i64) -> String {
+    let unit = format!("<{conn}:{i}>");
+    let mut s = unit.repeat(65536 / unit.len() + 1);
+    s.truncate(65535);
+    s.push('\n');
+    s
+}
+
+pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .chain([
+            "/usr/bin".into(),
+            "/bin".into(),
+            "/usr/sbin".into(),
+            "/sbin".into(),
+        ])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+pub(crate) fn running_as_root(test: &str) -> bool {
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        eprintln!("note: {test} needs root (to act as `nobody`); skipped");
+    }
+    root
+}
+
+/// The daemon binary at a path `nobody` can execute: the build output if
+/// every ancestor is world-searchable, else a copy under `base`.
+pub(crate) fn nobody_reachable_binary(base: &Path) -> PathBuf {
+    let bin = Path::new(BIN);
+    let reachable = bin
+        .ancestors()
+        .skip(1)
+        .all(|a| fs::metadata(a).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+        && fs::metadata(bin).is_ok_and(|m| m.permissions().mode() & 0o001 != 0);
+    if reachable {
+        return bin.to_path_buf();
+    }
+    let copy = base.join("writegate");
+    fs::copy(bin, &copy).unwrap();
+    fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).unwrap();
+    copy
+}
+
+/// Sends one request that must be refused with `kind`; checks the tree did
+/// not change and exactly one audit event (`fs.denied` with that
+/// `errorKind`) was written. Returns the event.
+pub(crate) fn refused_unchanged(
+    t: &Tree,
+    c: &mut Client,
+    audit: &mut Audit,
+    method: &str,
+    params: Value,
+    kind: &str,
+) -> Value {
+    let before = t.snapshot();
+    let what = format!("{method} {params}");
+    let r = c.call(method, params);
+    assert_refused(&r, kind);
+    assert_eq!(
+        t.snapshot(),
+        before,
+        "{what}: a refusal must not change the tree"
+    );
+    let ev = audit.one("fs.denied");
+    assert_eq!(ev["errorKind"], kind, "{ev}");
+    ev
+}
+
+/// [`refused_unchanged`] for an `fs/write_text_file` with `params`.
+pub(crate) fn refused_write(
+    t: &Tree,
+    c: &mut Client,
+    audit: &mut Audit,
+    params: Value,
+    kind: &str,
+) -> Value {
+    refused_unchanged(t, c, audit, "fs/write_text_file", params, kind)
+}
+
+/// A refusal with `kind` and its documented wire shape (SPEC 11).
+pub(crate) fn assert_refused(r: &Value, kind: &str) {
+    let e = &r["error"];
+    assert_eq!(e["data"]["errorKind"], kind, "{r}");
+    if kind == "path_not_found" {
+        assert_eq!(e["code"], -32002, "{r}");
+        assert!(e["data"]["uri"].is_string(), "{r}");
+    } else {
+        assert_eq!(e["code"], -32603, "{r}");
+        assert_eq!(e["data"]["status"], status_of(kind), "{r}");
+    }
+}
+
+fn status_of(kind: &str) -> u16 {
+    match kind {
+        "path_outside_workspace" | "symlink_escape" | "parse_error" => 400,
+        "untrusted_workspace" | "permission_denied" | "approval_required" => 403,
+        "path_not_found" => 404,
+        "hash_mismatch" | "file_already_exists" => 409,
+        "file_too_large" => 413,
+        "generation_closed" | "io_error" => 503,
+        "internal_error" => 500,
+        _ => 422,
+    }
+}
+
+/// The `_meta` key of the external-write marker (SPEC 4).
+pub(crate) const MARKER_KEY: &str = "qwen-code/tool-write-origin";
+
+/// A valid marker naming `source`, as a whole `_meta` object.
+pub(crate) fn marker(source: &str) -> Value {
+    json!({ MARKER_KEY: {"version": 1, "source": source} })
+}
+
+/// [`write_params`] with `meta` (a marker) as `_meta`.
+pub(crate) fn marked_write(path: &Path, content: &str, meta: Value) -> Value {
+    let mut p = write_params(path, content);
+    p["_meta"] = meta;
+    p
+}
+
+/// A `--stdio` daemon of `t` (with `extra` arguments), its client, and a
+/// reader of the audit log.
+pub(crate) fn stdio_session(t: &Tree, extra: &[&str]) -> (Daemon, Client, Audit) {
+    let mut d = t.stdio_daemon(extra);
+    let c = d.stdio_client();
+    (d, c, t.audit())
+}
+
+/// `initialize` asking for `workspace` (a root or a runtime id).
+pub(crate) fn initialize_in(c: &mut Client, workspace: &Value) -> Value {
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 1, "_meta": {"writegate/workspace": workspace}}),
+    )
+}
+
+/// The workspace an `initialize` response names.
+pub(crate) fn workspace_of(r: &Value) -> &Value {
+    &r["result"]["_meta"]["writegate"]["workspace"]
 }

@@ -1,0 +1,97 @@
+//! The command line: `writegate write`, `edit` and `read` through a running
+//! daemon, and their exit codes (1 refused, 2 unreachable).
+
+use crate::common::{Tree, mode_of, run_with_stdin};
+use std::fs;
+
+#[test]
+fn cli_write_through_the_daemon() {
+    let s = Tree::new();
+    let d = s.socket_daemon(&[]);
+    let target = s.ws.join("cli.txt");
+    let mut cmd = s.command();
+    cmd.arg("write").arg(&target).arg("--socket").arg(&s.sock);
+    let (status, _out, err) = run_with_stdin(cmd, "h\u{e9}llo\nworld\n".as_bytes());
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(fs::read(&target).unwrap(), "h\u{e9}llo\nworld\n".as_bytes());
+    assert_eq!(mode_of(&target), 0o600);
+
+    // A relative path is taken from the current directory.
+    let mut cmd = s.command();
+    cmd.current_dir(&s.ws)
+        .args(["write", "rel.txt", "--socket"])
+        .arg(&s.sock);
+    let (status, _out, err) = run_with_stdin(cmd, b"relative\n");
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(fs::read(s.ws.join("rel.txt")).unwrap(), b"relative\n");
+
+    let a = s.audit_events();
+    assert_eq!(
+        a.iter().filter(|e| e["type"] == "fs.access").count(),
+        2,
+        "{a:?}"
+    );
+    assert!(a.iter().all(|e| e["sessionId"] == "cli"), "{a:?}");
+    drop(d);
+}
+
+#[test]
+fn cli_refused_write_exits_one_with_error_kind() {
+    let s = Tree::new();
+    let _d = s.socket_daemon(&[]);
+    let outside = s.base.join("outside.txt");
+    let mut cmd = s.command();
+    cmd.arg("write").arg(&outside).arg("--socket").arg(&s.sock);
+    let (status, _out, err) = run_with_stdin(cmd, b"x\n");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("path_outside_workspace"),
+        "errorKind on stderr: {err}"
+    );
+    assert!(!outside.exists());
+}
+
+#[test]
+fn cli_unreachable_daemon_exits_two() {
+    let s = Tree::new();
+    let mut cmd = s.command();
+    cmd.arg("write")
+        .arg(s.ws.join("x.txt"))
+        .arg("--socket")
+        .arg(s.base.join("nobody-listens.sock"));
+    let (status, _out, err) = run_with_stdin(cmd, b"x\n");
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(!err.is_empty());
+    assert!(!s.ws.join("x.txt").exists());
+}
+
+#[test]
+fn cli_edit_and_read_through_the_daemon() {
+    let s = Tree::new();
+    let _d = s.socket_daemon(&[]);
+    let p = s.ws.join("a.py");
+    fs::write(&p, "def f():\r\n    return 1\r\n").unwrap();
+    let mut cmd = s.command();
+    cmd.arg("edit")
+        .arg(&p)
+        .args(["--find", "return 1", "--content", "return 2", "--socket"])
+        .arg(&s.sock);
+    let (status, out, err) = run_with_stdin(cmd, b"");
+    assert_eq!(status.code(), Some(0), "{out}{err}");
+    assert_eq!(fs::read(&p).unwrap(), b"def f():\r\n    return 2\r\n");
+
+    let mut cmd = s.command();
+    cmd.arg("read").arg(&p).arg("--socket").arg(&s.sock);
+    let (status, out, err) = run_with_stdin(cmd, b"");
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        out.contains("def f():") && out.contains("return 2"),
+        "{out}"
+    );
+    // Numbers right-aligned in six columns, then a tab (as the README shows).
+    assert!(
+        out.starts_with("     1\tdef f():\n     2\t    return 2\n"),
+        "{out:?}"
+    );
+    assert!(out.contains("sha256:"), "{out}");
+}

@@ -1,0 +1,29 @@
+//! End-to-end tests: the real `writegate` binary, driven over real stdio
+//! pipes and real Unix sockets, on real temporary directories. No mocks.
+//!
+//! One test binary, one module per topic; a test's name is
+//! `<module>::<test>`, so `cargo test -p writegate --test e2e framing::`
+//! runs one topic. The helpers several modules share are in [`common`].
+//!
+//! Every spawned process gets `HOME`, `XDG_RUNTIME_DIR`, `XDG_STATE_HOME` and
+//! `XDG_CONFIG_HOME` inside its own temp dir, so no test touches the real
+//! home. Timeouts exist only so that a broken daemon fails a test instead of
+//! hanging it; nothing asserts on speed.
+
+mod common;
+
+mod approval;
+mod cancel;
+mod cases;
+mod cli;
+mod concurrency;
+mod external;
+mod framing;
+mod handshake;
+mod permissions;
+mod race;
+mod shutdown;
+mod sizes;
+mod socket;
+mod workspaces;
+mod writes;
