@@ -193,6 +193,8 @@ fn external_size_caps_on_utf8_and_encoded_bytes_are_file_too_large() {
     for name in ["wide.txt", "exists.txt"] {
         let mut meta = marker("write_file");
         meta["encoding"] = json!("utf-16le");
+        // An existing file is converted only on explicit request (issue 10).
+        meta["writegate/convertEncoding"] = json!(true);
         refused_write(
             &t,
             &mut c,

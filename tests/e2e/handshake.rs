@@ -41,7 +41,15 @@ fn handshake_over_socket_with_allow_read() {
         "fs/read_text_file",
         json!({"sessionId": "s", "path": s.ws.join("r.txt")}),
     );
-    assert_eq!(r["result"], json!({"content": "one\r\ntwo\n"}), "{r}");
+    // Issue 10: the read reports the file's format and hash in `_meta`.
+    assert_eq!(
+        r["result"],
+        json!({"content": "one\r\ntwo\n", "_meta": {
+            "encoding": "utf-8", "bom": false, "lineEnding": "lf",
+            "hash": "sha256:611912c05d6113dd9932610cf2d5876c6f05324e05f326a40620dd4f3fd4ac0d"
+        }}),
+        "{r}"
+    );
 }
 
 #[test]

@@ -390,6 +390,7 @@ fn plan_edit(
     // An existing file keeps its encoding and BOM unless the request
     // converts it explicitly (SPEC 9); one whose encoding is unknown cannot
     // be rewritten without that.
+    check_label(&p.options)?;
     let opts = match existing {
         Some(e) if p.mode == EditMode::Write => {
             let known = writegate_text::detect(format_sample(e)).is_ok();
@@ -434,6 +435,7 @@ fn encode_over(
     opts: &WriteOptions,
     convert: bool,
 ) -> Result<Vec<u8>, Failure> {
+    check_label(opts)?;
     let Some(e) = existing else {
         return Ok(writegate_text::encode_whole(content, None, opts)?.0);
     };
@@ -477,6 +479,16 @@ fn aligned_endings(
     }
     let old = writegate_text::decode(&e.bytes, format);
     writegate_text::align_endings(&old, content, dominant)
+}
+
+/// An encoding name the daemon does not know is `unsupported_encoding`, even
+/// where the existing file's own encoding wins (SPEC 9: never a silent
+/// fallback).
+fn check_label(opts: &WriteOptions) -> Result<(), Failure> {
+    if let Some(label) = &opts.encoding {
+        writegate_text::Encoding::from_label(label)?;
+    }
+    Ok(())
 }
 
 /// The options that may change an existing file's format: all of them with
