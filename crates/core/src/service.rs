@@ -525,7 +525,7 @@ impl Service {
         match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(&ctx.runtime.root)) {
             Ok(r) => Ok(r.canonical),
             Err(ResolveError::OutsideWorkspace(msg)) => {
-                let enabled = ctx.external_writes && self.config().external_tool_writes;
+                let enabled = ctx.external_writes && self.config().external_writes_enabled();
                 match external_route(enabled, marker) {
                     Some(route) => {
                         if let Route::External(source) = route {
