@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use writegate_core::policy::Scope;
+use writegate_core::policy::{Grant, Scope};
 use writegate_core::{EditParams, Failure, OpCtx, ReadParams, WriteParams};
 use writegate_text::EditMode;
 
@@ -135,7 +135,13 @@ struct ReceiptWire {
 struct ApproveWire {
     #[serde(default)]
     session_id: Option<String>,
-    pattern: String,
+    /// One exact synthetic command, matched literally (exactly one of
+    /// `command` and `pattern`).
+    #[serde(default)]
+    command: Option<String>,
+    /// A glob over synthetic commands.
+    #[serde(default)]
+    pattern: Option<String>,
     scope: Scope,
 }
 
@@ -298,9 +304,11 @@ pub fn dispatch(
             }
             "_writegate/approve" => {
                 let p: ApproveWire = parse(params)?;
+                let grant =
+                    Grant::from_params(p.command, p.pattern).map_err(Failure::InvalidParams)?;
                 let ctx = ctx(p.session_id.as_deref().unwrap_or(""));
                 // A cancelled approve stores nothing (-32800).
-                Ok(run(&cancel, || service.approve(&ctx, &p.pattern, p.scope))?)
+                Ok(run(&cancel, || service.approve(&ctx, &grant, p.scope))?)
             }
             _ => Err(Unanswered::MethodNotFound),
         }

@@ -11,7 +11,7 @@
 use crate::audit::{AuditEvent, AuditSink, now_rfc3339};
 use crate::config::Config;
 use crate::error::{ErrorKind, Failure, Refusal};
-use crate::policy::{Approvals, Scope, rate, synthetic_command};
+use crate::policy::{Approvals, GateRequest, Grant, Scope};
 use crate::routing::{Route, external_route, parse_marker, write_options};
 use crate::runtime::{Registry, Runtime};
 use crate::{path_hash, sha256_tagged};
@@ -424,13 +424,13 @@ impl Service {
         json!({ "sessionId": session_id, "files": files })
     }
 
-    /// `_writegate/approve` (SPEC 12): grants `pattern` in `scope`.
-    pub fn approve(&self, ctx: &OpCtx, pattern: &str, scope: Scope) -> Result<Value, Failure> {
-        let session = ctx.session_id.clone().unwrap_or_default();
-        self.approvals
-            .grant(pattern, scope, &session, &ctx.runtime.id)
-            .map_err(|e| Refusal::new(ErrorKind::IoError, format!("cannot store approval: {e}")))?;
-        Ok(json!({ "pattern": pattern, "scope": scope }))
+    /// `_writegate/approve` (SPEC 12): grants a literal command or a glob
+    /// pattern in `scope` (`policy::Approvals::grant`).
+    pub fn approve(&self, ctx: &OpCtx, grant: &Grant, scope: Scope) -> Result<Value, Failure> {
+        let session = ctx.session_id.as_deref().unwrap_or("");
+        Ok(self
+            .approvals
+            .grant(grant, scope, session, &ctx.runtime.id)?)
     }
 
     fn record(
@@ -593,21 +593,16 @@ impl Service {
         self.check_open(ctx)?;
         // The approval gate, before anything is written (SPEC 12).
         let mode = rec.mode.clone().unwrap_or_else(|| "write".to_string());
-        let command = synthetic_command(&mode, &canonical);
-        let level = rate(&cfg.policy, &command, &canonical);
-        if level > cfg.policy.auto_approve {
-            let session = ctx.session_id.clone().unwrap_or_default();
-            if !self.approvals.take(&command, &session, &ctx.runtime.id) {
-                return Err(Refusal::new(
-                    ErrorKind::ApprovalRequired,
-                    format!(
-                        "`{command}` is rated {level:?}; ask the user, then call _writegate/approve with a pattern and retry"
-                    ),
-                )
-                .with("command", Value::String(command))
-                .into());
-            }
-        }
+        self.approvals.check(
+            &cfg.policy,
+            &GateRequest {
+                mode: &mode,
+                canonical: &canonical,
+                root: &ctx.runtime.root,
+                session: ctx.session_id.as_deref().unwrap_or(""),
+                workspace: &ctx.runtime.id,
+            },
+        )?;
         let (parent, leaf) = split_target(&canonical)?;
         // Held by the caller until the audit event is written (SPEC 7.4).
         held.replace(self.locks.lock(&canonical));
@@ -974,7 +969,8 @@ mod tests {
         let command = r.extra["command"].as_str().unwrap().to_string();
         assert_eq!(command, format!("edit_file write {}", file.display()));
         assert!(!file.exists());
-        svc.approve(&c, &command, Scope::Once).unwrap();
+        svc.approve(&c, &Grant::Command(command), Scope::Once)
+            .unwrap();
         svc.write_text_file(&c, &p).unwrap();
         assert_eq!(std::fs::read(&file).unwrap(), b"Host b\n");
         assert!(svc.write_text_file(&c, &p).is_err(), "once is consumed");
