@@ -151,6 +151,10 @@ impl Tree {
             .arg("--audit-log")
             .arg(&self.audit_log)
             .args(o.args);
+        // External tool writes are off by default when the daemon runs as
+        // root (issue 13); these tests run as root too and expect the
+        // non-root default. `--no-external-writes` and `o.env` still win.
+        cmd.env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true");
         for (k, v) in o.env {
             cmd.env(k, v);
         }

@@ -186,7 +186,7 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
         cfg.read_text_file = true;
     }
     if a.no_external_writes {
-        cfg.external_tool_writes = false;
+        cfg.external_tool_writes = Some(false);
     }
     if let Some(p) = &a.audit_log {
         cfg.audit.path = absolutize(p).display().to_string();

@@ -125,8 +125,22 @@ pub fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
                     data.insert("line".into(), json!(line));
                     data.insert("lineHolds".into(), json!(holds));
                 }
-                Some(Detail::Approval { command }) => {
+                Some(Detail::Approval {
+                    command,
+                    level,
+                    reason,
+                    session,
+                }) => {
                     data.insert("command".into(), json!(command));
+                    data.insert("level".into(), json!(level));
+                    data.insert("reason".into(), json!(reason));
+                    // Ready-made `_writegate/approve` params: `once` for
+                    // this session, else (no session) the workspace.
+                    let approve = match session {
+                        Some(s) => json!({"sessionId": s, "command": command, "scope": "once"}),
+                        None => json!({"command": command, "scope": "workspace"}),
+                    };
+                    data.insert("approve".into(), approve);
                 }
                 Some(Detail::NotFound { uri: u }) => uri.clone_from(u),
                 Some(Detail::HashMismatch { current, .. }) => {

@@ -31,17 +31,33 @@ pub enum NewFileMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
+    /// Allowed unless `auto_approve` is below it (it never is: `safe` is the lowest).
     Safe,
+    /// Every write and edit by default.
     #[default]
     Moderate,
+    /// Protected and system paths (see `policy::judge`).
     Dangerous,
+}
+
+impl Level {
+    /// The config and wire spelling: `"safe"`, `"moderate"` or `"dangerous"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Safe => "safe",
+            Level::Moderate => "moderate",
+            Level::Dangerous => "dangerous",
+        }
+    }
 }
 
 /// One policy rule: a glob over the synthetic command `edit_file <mode> <canonical path>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyRule {
+    /// Glob over the synthetic command (`policy::Glob`: `*`, `?`, `\` escapes).
     pub pattern: String,
+    /// The level a matching operation gets.
     pub level: Level,
 }
 
@@ -72,9 +88,19 @@ pub struct PolicyConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    /// `[[workspace]]` entries.
     pub workspace: Vec<WorkspaceConfig>,
+    /// Let a socket client register a workspace in `initialize`.
     pub allow_dynamic_workspaces: bool,
-    pub external_tool_writes: bool,
+    /// Strictly marked tool writes outside the workspace (SPEC 4). A
+    /// tri-state: `None` (the key absent, the default) means on, except
+    /// when the daemon runs as root (euid 0), where it means off;
+    /// `Some(_)` is an explicit choice from the file, the environment
+    /// (`WRITEGATE_EXTERNAL_TOOL_WRITES`) or a flag, and wins in both cases.
+    /// Read it through [`Config::external_writes_enabled`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external_tool_writes: Option<bool>,
+    /// Serve `fs/read_text_file`.
     pub read_text_file: bool,
     /// Bytes; default 5 MiB.
     pub max_write_bytes: u64,
@@ -86,10 +112,13 @@ pub struct Config {
     /// yet answered); default 64 MiB. Read at start-up only. Not a SPEC 13
     /// key: writegate's own bound on memory (docs/behaviour.md).
     pub max_inflight_bytes: u64,
+    /// Mode of files the daemon creates.
     pub new_file_mode: NewFileMode,
     /// Milliseconds in-flight operations get at shutdown.
     pub shutdown_grace_ms: u64,
+    /// `[audit]`.
     pub audit: AuditConfig,
+    /// `[policy]`: the approval gate.
     pub policy: PolicyConfig,
 }
 
@@ -98,7 +127,7 @@ impl Default for Config {
         Config {
             workspace: Vec::new(),
             allow_dynamic_workspaces: false,
-            external_tool_writes: true,
+            external_tool_writes: None,
             read_text_file: false,
             max_write_bytes: 5 * 1024 * 1024,
             max_edit_bytes: 5 * 1024 * 1024,
@@ -115,13 +144,22 @@ impl Default for Config {
 /// A config that cannot be used, naming the file and the key.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The named config file could not be read.
     #[error("cannot read config {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
+    /// The file or an environment value is not a valid config.
     #[error("invalid config {origin}: {message}")]
-    Invalid { origin: String, message: String },
+    Invalid {
+        /// The file path, or `defaults` when only the environment was read.
+        origin: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
 }
 
 /// Scalar keys an environment variable `WRITEGATE_<KEY>` may override
@@ -248,6 +286,18 @@ impl Config {
         Self::from_table(table, &origin)
     }
 
+    /// Whether external tool writes are on for this config in this process
+    /// ([`external_writes_for`] with the daemon's effective uid).
+    pub fn external_writes_enabled(&self) -> bool {
+        external_writes_for(self.external_tool_writes, euid())
+    }
+
+    /// For the binary at start-up: whether external tool writes are on, and
+    /// a sentence to log saying so and why (see [`external_writes_notice`]).
+    pub fn external_writes_at_start(&self) -> (bool, String) {
+        external_writes_notice(self.external_tool_writes, euid())
+    }
+
     /// The audit log path: `audit.path`, else `$XDG_STATE_HOME/writegate/audit.jsonl`,
     /// else `$HOME/.local/state/writegate/audit.jsonl` (SPEC 10).
     pub fn audit_path(&self, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
@@ -256,6 +306,38 @@ impl Config {
         }
         state_dir(env).join("audit.jsonl")
     }
+}
+
+/// The daemon's effective uid (read once; it never changes while running).
+fn euid() -> u32 {
+    static EUID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *EUID.get_or_init(writegate_fs::current_uid)
+}
+
+/// The effective `external_tool_writes` (issue 13, safe defaults as root):
+/// an explicit setting wins; unset means on for a user and off for root
+/// (euid 0), where a marked write could otherwise replace any system file.
+pub fn external_writes_for(setting: Option<bool>, euid: u32) -> bool {
+    setting.unwrap_or(euid != 0)
+}
+
+/// [`external_writes_for`] plus the start-up log sentence for it.
+pub fn external_writes_notice(setting: Option<bool>, euid: u32) -> (bool, String) {
+    let on = external_writes_for(setting, euid);
+    let sentence = match (setting, euid == 0) {
+        (None, true) => {
+            "running as root: external tool writes are off; set external_tool_writes = true to allow them"
+        }
+        (None, false) => {
+            "external tool writes are on (the default for a non-root user); set external_tool_writes = false or pass --no-external-writes to turn them off"
+        }
+        (Some(true), true) => {
+            "running as root with external tool writes on (set explicitly): a marked write may replace any file outside the workspace that the approval gate lets through"
+        }
+        (Some(true), false) => "external tool writes are on (set explicitly)",
+        (Some(false), _) => "external tool writes are off (set explicitly)",
+    };
+    (on, sentence.to_string())
 }
 
 /// `$XDG_STATE_HOME/writegate`, else `$HOME/.local/state/writegate`, else
@@ -352,6 +434,46 @@ mod tests {
         assert_eq!(c.max_write_bytes, 20);
         assert!(c.audit.raw_paths);
         assert_eq!(c.audit.path, "/tmp/a.jsonl");
+    }
+
+    /// Issue 13 item 6: as root, external writes are off unless explicitly on.
+    #[test]
+    fn external_tool_writes_is_a_tri_state_defaulting_by_euid() {
+        assert_eq!(Config::default().external_tool_writes, None);
+        assert!(external_writes_for(None, 1000));
+        assert!(!external_writes_for(None, 0), "root: off by default");
+        assert!(external_writes_for(Some(true), 0), "root: explicitly on");
+        assert!(!external_writes_for(Some(false), 1000));
+        let (on, line) = external_writes_notice(None, 0);
+        assert!(!on);
+        assert_eq!(
+            line,
+            "running as root: external tool writes are off; set external_tool_writes = true to allow them"
+        );
+        for (setting, euid) in [
+            (Some(true), 0),
+            (Some(false), 0),
+            (None, 1000),
+            (Some(true), 1000),
+        ] {
+            let (on, line) = external_writes_notice(setting, euid);
+            assert_eq!(on, external_writes_for(setting, euid));
+            assert!(line.contains(if on { " on" } else { " off" }), "{line}");
+        }
+        // Explicit from the file, or from the environment over the file.
+        let c = Config::from_toml("external_tool_writes = true\n", "t").unwrap();
+        assert_eq!(c.external_tool_writes, Some(true));
+        assert!(c.external_writes_enabled());
+        let c = Config::from_toml("external_tool_writes = false\n", "t").unwrap();
+        assert!(!c.external_writes_enabled());
+        let env = |k: &str| (k == "WRITEGATE_EXTERNAL_TOOL_WRITES").then(|| "true".to_string());
+        let c = Config::load(None, false, &env).unwrap();
+        assert_eq!(c.external_tool_writes, Some(true));
+        // Unset follows this process's euid.
+        assert_eq!(
+            Config::default().external_writes_enabled(),
+            writegate_fs::current_uid() != 0
+        );
     }
 
     #[test]

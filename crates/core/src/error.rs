@@ -130,10 +130,18 @@ pub enum Detail {
         /// Its text, escaped for display.
         holds: String,
     },
-    /// `approval_required`: the synthetic command to approve (SPEC 12).
+    /// `approval_required`: the synthetic command to approve (SPEC 12),
+    /// literally, and why it is held.
     Approval {
         /// `edit_file <mode> <canonical path>`.
         command: String,
+        /// The rating: `moderate` or `dangerous`.
+        level: &'static str,
+        /// Why, in words ("credential file .env").
+        reason: String,
+        /// The request's session, when it had one (then scope `once` can
+        /// approve it; otherwise only `workspace` or `persistent`).
+        session: Option<String>,
     },
     /// `path_not_found`: the path as the request named it.
     NotFound {

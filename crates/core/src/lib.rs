@@ -32,7 +32,7 @@ pub use config::Config;
 pub use error::{Detail, ErrorKind, Failure, Refusal};
 pub use routing::MarkerSource;
 pub use runtime::{Registry, Runtime};
-pub use service::{Approved, DynamicWorkspaceError, Service};
+pub use service::{DynamicWorkspaceError, Service};
 pub use writegate_text::{EditMode, LineEndingChoice, WriteOptions};
 
 use sha2::{Digest, Sha256};

@@ -21,7 +21,7 @@ use crate::api::OpCtx;
 use crate::audit::{AuditEvent, EventKind, Intent, Writer, now_rfc3339};
 use crate::config::{Config, NewFileMode};
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
-use crate::policy::{rate, synthetic_command};
+use crate::policy::GateRequest;
 use crate::routing::{MarkerSource, Route, external_route};
 use crate::service::Service;
 use crate::{path_hash, sha256_tagged};
@@ -207,7 +207,7 @@ impl<'s> Op<'s> {
         let canonical = match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root)) {
             Ok(r) => r.canonical,
             Err(ResolveError::OutsideWorkspace(msg)) => {
-                let enabled = self.ctx.allows.external_writer && self.cfg.external_tool_writes;
+                let enabled = self.ctx.allows.external_writer && self.cfg.external_writes_enabled();
                 let Some(Route::External(source)) = external_route(enabled, marker) else {
                     return Err(resolve_refusal(ResolveError::OutsideWorkspace(msg), root).into());
                 };
@@ -247,28 +247,20 @@ impl<'s> Op<'s> {
     }
 
     /// The approval gate (SPEC 12): the synthetic command of `mode` on the
-    /// target, rated by the config's rules; above `auto_approve` it needs a
-    /// matching approval (a `once` approval is consumed).
+    /// target, judged by the config's rules and the built-in protected
+    /// paths; above `auto_approve` it needs a matching approval (a `once`
+    /// approval is consumed).
     pub(crate) fn approve(&self, target: &Target, mode: &str) -> Result<(), Failure> {
-        let command = synthetic_command(mode, &target.canonical);
-        let level = rate(&self.cfg.policy, &command, &target.canonical);
-        if level > self.cfg.policy.auto_approve {
-            let session = self.ctx.session_id.clone().unwrap_or_default();
-            if !self
-                .svc
-                .approvals()
-                .take(&command, &session, &self.ctx.runtime.id)
-            {
-                return Err(Refusal::new(
-                    ErrorKind::ApprovalRequired,
-                    format!(
-                        "`{command}` is rated {level:?}; ask the user, then call _writegate/approve with a pattern and retry"
-                    ),
-                )
-                .with_detail(Detail::Approval { command })
-                .into());
-            }
-        }
+        self.svc.approvals().check(
+            &self.cfg.policy,
+            &GateRequest {
+                mode,
+                canonical: &target.canonical,
+                root: &self.ctx.runtime.root,
+                session: self.ctx.session_id.as_deref().unwrap_or(""),
+                workspace: &self.ctx.runtime.id,
+            },
+        )?;
         Ok(())
     }
 

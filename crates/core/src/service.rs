@@ -19,7 +19,7 @@ use crate::audit::{AuditSink, Intent, now_rfc3339};
 use crate::config::Config;
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use crate::op::{Committed, Loaded, Op, ReadMode, Target};
-use crate::policy::{Approvals, Scope};
+use crate::policy::{Approvals, Grant, GrantOutcome, Scope};
 use crate::runtime::{Registry, Runtime};
 use crate::sha256_tagged;
 use std::collections::{HashMap, VecDeque};
@@ -68,15 +68,6 @@ pub enum DynamicWorkspaceError {
     /// The registry refused it (nested, not a directory).
     #[error(transparent)]
     Register(#[from] crate::runtime::RegisterError),
-}
-
-/// What an approval granted (`_writegate/approve`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Approved {
-    /// The pattern granted.
-    pub pattern: String,
-    /// Its scope.
-    pub scope: Scope,
 }
 
 impl Service {
@@ -290,16 +281,19 @@ impl Service {
             .unwrap_or_default()
     }
 
-    /// Grants `pattern` in `scope` (SPEC 12).
-    pub fn approve(&self, ctx: &OpCtx, pattern: &str, scope: Scope) -> Result<Approved, Failure> {
-        let session = ctx.session_id.clone().unwrap_or_default();
-        self.approvals
-            .grant(pattern, scope, &session, &ctx.runtime.id)
-            .map_err(|e| Refusal::new(ErrorKind::IoError, format!("cannot store approval: {e}")))?;
-        Ok(Approved {
-            pattern: pattern.to_string(),
-            scope,
-        })
+    /// Grants a literal command or a glob pattern in `scope` (SPEC 12,
+    /// `policy::Approvals::grant`): `once` and `session` need the
+    /// context's session (`-32602` without one).
+    pub fn approve(
+        &self,
+        ctx: &OpCtx,
+        grant: &Grant,
+        scope: Scope,
+    ) -> Result<GrantOutcome, Failure> {
+        let session = ctx.session_id.as_deref().unwrap_or("");
+        Ok(self
+            .approvals
+            .grant(grant, scope, session, &ctx.runtime.id)?)
     }
 
     pub(crate) fn add_receipt(&self, ctx: &OpCtx, mode: &str, canonical: &Path, done: &Committed) {
@@ -715,12 +709,13 @@ mod tests {
         let err = svc.write_text_file(&c, &p).unwrap_err();
         let Failure::Refused(r) = err else { panic!() };
         assert_eq!(r.kind, ErrorKind::ApprovalRequired);
-        let Some(Detail::Approval { command }) = r.detail else {
+        let Some(Detail::Approval { command, .. }) = r.detail else {
             panic!("no command in {r:?}")
         };
         assert_eq!(command, format!("edit_file write {}", file.display()));
         assert!(!file.exists());
-        svc.approve(&c, &command, Scope::Once).unwrap();
+        svc.approve(&c, &Grant::Command(command), Scope::Once)
+            .unwrap();
         svc.write_text_file(&c, &p).unwrap();
         assert_eq!(std::fs::read(&file).unwrap(), b"Host b\n");
         assert!(svc.write_text_file(&c, &p).is_err(), "once is consumed");

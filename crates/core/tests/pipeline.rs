@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use writegate_core::policy::Scope;
+use writegate_core::policy::{Grant, Scope};
 use writegate_core::{
     Allowances, Config, Detail, EditMode, EditParams, ErrorKind, Failure, MarkerSource, OpCtx,
     ReadParams, Registry, Runtime, Service, WriteOptions, WriteParams,
@@ -26,8 +26,14 @@ fn world(trusted: bool) -> World {
     let root = std::fs::canonicalize(ws.path()).unwrap();
     let registry = Registry::default();
     let rt = registry.register(&root, trusted).unwrap();
+    // Explicitly on: as root the default is off (issue 13), and these tests
+    // run as root in CI.
+    let config = Config {
+        external_tool_writes: Some(true),
+        ..Config::default()
+    };
     let svc = Service::new(
-        Config::default(),
+        config,
         registry,
         &state.path().join("audit.jsonl"),
         state.path().join("approvals.json"),
@@ -251,11 +257,13 @@ fn approval_once_is_spent() {
     let Err(Failure::Refused(r)) = w.svc.write_text_file(&ctx, &write(&f, "K=1\n")) else {
         panic!("expected approval_required")
     };
-    let Some(Detail::Approval { command }) = r.detail else {
+    let Some(Detail::Approval { command, .. }) = r.detail else {
         panic!("no command")
     };
     assert!(!f.exists());
-    w.svc.approve(&ctx, &command, Scope::Once).unwrap();
+    w.svc
+        .approve(&ctx, &Grant::Command(command), Scope::Once)
+        .unwrap();
     w.svc.write_text_file(&ctx, &write(&f, "K=1\n")).unwrap();
     assert_eq!(std::fs::read(&f).unwrap(), b"K=1\n");
     assert_eq!(

@@ -227,5 +227,8 @@ fn issue_10_unmappable_names_encoding_and_character() {
     assert_eq!(r.kind, ErrorKind::UnmappableCharacter);
     assert!(r.hint.contains("U+2603"), "{}", r.hint);
     assert!(r.hint.contains("windows-1252"), "{}", r.hint);
-    assert_eq!(std::fs::read(&f).unwrap(), b"caf\xe9 na\xefve d\xe9j\xe0 vu\r\n");
+    assert_eq!(
+        std::fs::read(&f).unwrap(),
+        b"caf\xe9 na\xefve d\xe9j\xe0 vu\r\n"
+    );
 }

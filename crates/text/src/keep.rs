@@ -32,7 +32,8 @@ pub fn align_endings(old: &str, new: &str, dominant: Ending) -> Option<String> {
     let old_texts: Vec<&str> = old_lines.iter().map(|l| l.0).collect();
     let new_texts: Vec<&str> = new_lines.iter().map(|l| l.0).collect();
     let deadline = Instant::now() + ALIGN_DEADLINE;
-    let ops = capture_diff_slices_deadline(Algorithm::Myers, &old_texts, &new_texts, Some(deadline));
+    let ops =
+        capture_diff_slices_deadline(Algorithm::Myers, &old_texts, &new_texts, Some(deadline));
     if Instant::now() > deadline {
         return None;
     }

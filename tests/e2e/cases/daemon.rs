@@ -44,6 +44,10 @@ impl Daemon {
             .args(["serve", "--stdio", "--workspace", root, "--audit-log"])
             .arg(audit)
             .args(extra)
+            // The cases expect the non-root default of external tool writes
+            // (on); as root the daemon's own default is off (issue 13), so
+            // say it explicitly (run_cases.py needs the same variable as root).
+            .env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(errlog)

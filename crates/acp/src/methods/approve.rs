@@ -1,10 +1,13 @@
-//! `_writegate/approve {sessionId?, pattern, scope}` (SPEC 12): grants an
-//! approval for operations the gate holds. A cancelled approve stores
-//! nothing (`-32800`).
+//! `_writegate/approve {sessionId?, command | pattern, scope}` (SPEC 12):
+//! grants an approval for operations the gate holds. `command` is one exact
+//! synthetic command, matched literally (what a host copies from an
+//! `approval_required` refusal's `data.command`); `pattern` is a glob a
+//! person wrote on purpose. A cancelled approve stores nothing (`-32800`).
 
 use super::{Call, Method, MethodError};
 use serde::{Deserialize, Serialize};
-use writegate_core::policy::Scope;
+use writegate_core::Failure;
+use writegate_core::policy::{Grant, Scope};
 
 /// The method.
 pub struct Approve;
@@ -15,17 +18,28 @@ pub struct Approve;
 pub struct Params {
     #[serde(default)]
     session_id: Option<String>,
-    pattern: String,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    pattern: Option<String>,
     scope: Scope,
 }
 
-/// `{pattern, scope}` as granted.
+/// `{command | pattern, scope, expiresInSecs?}` as granted.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Approved {
-    /// The pattern granted.
-    pub pattern: String,
+    /// The literal command granted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The glob granted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
     /// Its scope.
     pub scope: Scope,
+    /// Seconds until it expires (`once`, `session`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_in_secs: Option<u64>,
 }
 
 impl Method for Approve {
@@ -33,12 +47,25 @@ impl Method for Approve {
     type Params = Params;
     type Result = Approved;
 
+    fn check(p: &Params) -> Result<(), Failure> {
+        Grant::from_params(p.command.clone(), p.pattern.clone()).map_err(Failure::InvalidParams)?;
+        Ok(())
+    }
+
     fn handle(call: &Call<'_>, p: Params) -> Result<Approved, MethodError> {
-        let ctx = call.ctx(p.session_id.as_deref().unwrap_or(""), "approve");
-        let a = call.conn.service.approve(&ctx, &p.pattern, p.scope)?;
+        let grant = Grant::from_params(p.command, p.pattern).map_err(Failure::InvalidParams)?;
+        let mut ctx = call.ctx("", "approve");
+        ctx.session_id = p.session_id.filter(|s| !s.is_empty());
+        let a = call.conn.service.approve(&ctx, &grant, p.scope)?;
+        let (command, pattern) = match a.grant {
+            Grant::Command(c) => (Some(c), None),
+            Grant::Pattern(p) => (None, Some(p)),
+        };
         Ok(Approved {
-            pattern: a.pattern,
+            command,
+            pattern,
             scope: a.scope,
+            expires_in_secs: a.expires_in_secs,
         })
     }
 }
