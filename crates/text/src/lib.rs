@@ -15,8 +15,6 @@
 //! encoding), [`edit`] (edit engine and guard), [`read`] (numbered reads),
 //! [`error`], [`escape`] (whitespace made visible for results).
 
-#![warn(missing_docs)]
-
 pub mod edit;
 pub mod error;
 pub mod escape;
