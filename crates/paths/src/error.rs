@@ -80,9 +80,8 @@ pub(crate) fn io_error(err: &io::Error, what: &str, path: &Path) -> ResolveError
     let msg = format!("{what} {}: {err}", path.display());
     match Errno::from_io_error(err) {
         Some(Errno::NOENT) => return ResolveError::NotFound(msg),
-        Some(Errno::ACCESS) | Some(Errno::PERM) => return ResolveError::PermissionDenied(msg),
-        Some(Errno::NOTDIR) => return ResolveError::ParseError(msg),
-        Some(Errno::NAMETOOLONG) | Some(Errno::INVAL) | Some(Errno::ILSEQ) => {
+        Some(Errno::ACCESS | Errno::PERM) => return ResolveError::PermissionDenied(msg),
+        Some(Errno::NOTDIR | Errno::NAMETOOLONG | Errno::INVAL | Errno::ILSEQ) => {
             return ResolveError::ParseError(msg);
         }
         Some(Errno::LOOP) => return ResolveError::SymlinkEscape(msg),
@@ -90,13 +89,12 @@ pub(crate) fn io_error(err: &io::Error, what: &str, path: &Path) -> ResolveError
     }
     match err.kind() {
         io::ErrorKind::NotFound => ResolveError::NotFound(msg),
-        io::ErrorKind::PermissionDenied => ResolveError::PermissionDenied(msg),
-        io::ErrorKind::NotADirectory | io::ErrorKind::InvalidFilename => {
-            ResolveError::ParseError(msg)
-        }
-        io::ErrorKind::InvalidInput => ResolveError::ParseError(msg),
-        // Anything else (EIO, ENOMEM, ...) means we could not look at the path
-        // at all; fail closed with the closest kind.
+        io::ErrorKind::NotADirectory
+        | io::ErrorKind::InvalidFilename
+        | io::ErrorKind::InvalidInput => ResolveError::ParseError(msg),
+        // `PermissionDenied`, and anything else (EIO, ENOMEM, ...), which
+        // means we could not look at the path at all: fail closed with the
+        // closest kind.
         _ => ResolveError::PermissionDenied(msg),
     }
 }
