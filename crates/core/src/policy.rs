@@ -179,7 +179,8 @@ impl Approvals {
                     patterns: next.clone(),
                 })
                 .map_err(std::io::Error::other)?;
-                writegate_fs::write_private_file(&self.file, &body)?;
+                writegate_fs::write_private_file(&self.file, &body)
+                    .map_err(std::io::Error::other)?;
                 g.persistent = next;
             }
         }

@@ -429,7 +429,10 @@ impl Service {
         let session = ctx.session_id.clone().unwrap_or_default();
         self.approvals
             .grant(pattern, scope, &session, &ctx.runtime.id)
-            .map_err(|e| Refusal::new(ErrorKind::IoError, format!("cannot store approval: {e}")))?;
+            .map_err(|e| {
+                let why = crate::error::with_causes(&e);
+                Refusal::new(ErrorKind::IoError, format!("cannot store approval: {why}"))
+            })?;
         Ok(json!({ "pattern": pattern, "scope": scope }))
     }
 

@@ -254,7 +254,7 @@ proptest! {
             // The only guard refusal construction cannot avoid: a deletion that
             // leaves a lone CR directly before an LF.
             let join = matches!(&e, TextError::Guard(m) if m.contains("would join"));
-            prop_assert!(!matches!(e, TextError::Guard(_)) || join, "{:?}", e);
+            prop_assert!(!matches!(e, TextError::Guard(_)) || join, "{e:?}");
             prop_assert!(!e.hint().is_empty());
         }
     }

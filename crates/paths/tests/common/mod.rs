@@ -142,12 +142,29 @@ impl FsView for NoRealpath {
     }
 }
 
-pub(crate) fn kind(r: Result<impl std::fmt::Debug, ResolveError>) -> &'static str {
-    match r {
-        Ok(v) => panic!("expected an error, got {v:?}"),
-        Err(e) => e.kind(),
-    }
+/// Asserts that the `Result` `$r` is an `Err` matching `$p` (a
+/// [`ResolveError`] pattern), showing what it was otherwise, after the
+/// optional format arguments.
+macro_rules! assert_err {
+    ($r:expr, $p:pat) => {{
+        let r = $r;
+        assert!(
+            matches!(r, Err($p)),
+            "expected Err({}), got {r:?}",
+            stringify!($p)
+        );
+    }};
+    ($r:expr, $p:pat, $($msg:tt)+) => {{
+        let r = $r;
+        assert!(
+            matches!(r, Err($p)),
+            "{}: expected Err({}), got {r:?}",
+            format_args!($($msg)+),
+            stringify!($p)
+        );
+    }};
 }
+pub(crate) use assert_err;
 
 pub(crate) fn is_root_user() -> bool {
     rustix::process::geteuid().is_root()
