@@ -11,7 +11,7 @@
 //! (invalid bytes included), and the guard of SPEC 8.5 re-checks that before any
 //! bytes are returned.
 //!
-//! Modules: [`lines`] (line model), [`format`] (encodings, detection, whole-file
+//! Modules: [`lines`] (line model), [`format`](mod@format) (encodings, detection, whole-file
 //! encoding), [`edit`] (edit engine and guard), [`read`] (numbered reads),
 //! [`error`], [`escape`] (whitespace made visible for results).
 
