@@ -117,7 +117,7 @@ struct EditArgs {
     /// New text (otherwise read from stdin).
     #[arg(long)]
     content: Option<String>,
-    /// Refuse unless the file still has this hash (sha256:<hex>, from `writegate read`).
+    /// Refuse unless the file still has this hash (`sha256:<hex>`, from `writegate read`).
     #[arg(long)]
     expected_hash: Option<String>,
     /// Compute and print the diff; write nothing.

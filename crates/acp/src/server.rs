@@ -47,7 +47,7 @@ pub fn bind_socket(path: &Path) -> io::Result<UnixListener> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other("socket path has no directory"))?;
-    writegate_fs::prepare_private_dir(dir)?;
+    writegate_fs::prepare_private_dir(dir).map_err(fs_error)?;
     match std::fs::symlink_metadata(path) {
         Ok(meta) => {
             use std::os::unix::fs::FileTypeExt;
@@ -66,7 +66,7 @@ pub fn bind_socket(path: &Path) -> io::Result<UnixListener> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                     tracing::info!(socket = %path.display(), "replacing stale socket");
-                    writegate_fs::remove_socket_file(path)?;
+                    writegate_fs::remove_socket_file(path).map_err(fs_error)?;
                 }
                 Err(e) => return Err(e),
             }
@@ -75,8 +75,14 @@ pub fn bind_socket(path: &Path) -> io::Result<UnixListener> {
         Err(e) => return Err(e),
     }
     let listener = UnixListener::bind(path)?;
-    writegate_fs::set_socket_mode(path, 0o600)?;
+    writegate_fs::set_socket_mode(path, 0o600).map_err(fs_error)?;
     Ok(listener)
+}
+
+/// An `FsError` of the socket set-up as an `io::Error` whose message carries
+/// the operating system's reason too.
+fn fs_error(e: writegate_fs::FsError) -> io::Error {
+    io::Error::other(writegate_core::error::with_causes(&e))
 }
 
 /// Runs the daemon until SIGTERM/SIGINT (or, with only `--stdio`, until

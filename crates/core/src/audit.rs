@@ -114,7 +114,7 @@ impl AuditSink {
         let log = match writegate_fs::AppendLog::open(path) {
             Ok(l) => Some(l),
             Err(e) => {
-                tracing::error!(path = %path.display(), error = %e, "cannot open audit log");
+                tracing::error!(path = %path.display(), error = &e as &dyn std::error::Error, "cannot open audit log");
                 None
             }
         };
@@ -163,8 +163,8 @@ impl AuditSink {
             *guard = writegate_fs::AppendLog::open(&self.path).ok();
         }
         let result = match guard.as_ref() {
-            Some(log) => log.append(&line),
-            None => Err(std::io::Error::other("audit log is not open")),
+            Some(log) => log.append(&line).map_err(|e| crate::error::with_causes(&e)),
+            None => Err("audit log is not open".to_string()),
         };
         match result {
             Ok(()) => self.failing.store(false, Ordering::SeqCst),

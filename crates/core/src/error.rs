@@ -258,15 +258,28 @@ impl From<writegate_fs::FsError> for Refusal {
     fn from(e: writegate_fs::FsError) -> Self {
         use writegate_fs::FsError as F;
         let kind = match &e {
-            F::SymlinkEscape(_) => ErrorKind::SymlinkEscape,
-            F::NotAFile(_) => ErrorKind::ParseError,
-            F::NotFound(_) => ErrorKind::PathNotFound,
-            F::PermissionDenied(_) => ErrorKind::PermissionDenied,
-            F::Aborted(_) => ErrorKind::GenerationClosed,
-            F::Io(_) => ErrorKind::IoError,
+            F::SymlinkEscape { .. } => ErrorKind::SymlinkEscape,
+            F::NotAFile { .. } => ErrorKind::ParseError,
+            F::NotFound { .. } => ErrorKind::PathNotFound,
+            F::PermissionDenied { .. } | F::NotPrivate { .. } => ErrorKind::PermissionDenied,
+            F::Aborted { .. } => ErrorKind::GenerationClosed,
+            F::Io { .. } | F::ShortWrite { .. } | F::InvalidInput { .. } => ErrorKind::IoError,
         };
-        Refusal::new(kind, e.to_string())
+        Refusal::new(kind, with_causes(&e))
     }
+}
+
+/// `e`'s message followed by those of its sources, each after `": "`, so the
+/// operating system's reason (kept as a source by `writegate-fs`) is shown.
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    out
 }
 
 impl From<writegate_text::TextError> for Failure {
@@ -306,5 +319,143 @@ mod tests {
         assert_eq!(ErrorKind::GenerationClosed.status(), 503);
         assert_eq!(ErrorKind::FileTooLarge.status(), 413);
         assert_eq!(ErrorKind::HashMismatch.status(), 409);
+    }
+
+    fn refused(f: Failure) -> &'static str {
+        match f {
+            Failure::Refused(r) => r.kind.as_str(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn text_errors_map_to_their_spec_11_kinds() {
+        use writegate_text::TextError as T;
+        let kinds: Vec<&str> = [
+            T::UnsupportedEncoding("x".into()),
+            T::UnmappableCharacter("x".into()),
+            T::BinaryFile,
+            T::TextNotFound("x".into()),
+            T::AmbiguousTextMatch {
+                count: 2,
+                lines: vec![1, 3],
+            },
+            T::LineOutOfRange { line: 9, total: 2 },
+            T::LineMismatch {
+                line: 2,
+                holds: "b".into(),
+            },
+            T::Guard("x".into()),
+        ]
+        .into_iter()
+        .map(|e| refused(e.into()))
+        .collect();
+        assert_eq!(
+            kinds,
+            [
+                "unsupported_encoding",
+                "unmappable_character",
+                "binary_file",
+                "text_not_found",
+                "ambiguous_text_match",
+                "line_out_of_range",
+                "line_mismatch",
+                "internal_error"
+            ]
+        );
+        // invalid_params: JSON-RPC -32602, not a refusal.
+        assert!(matches!(
+            Failure::from(T::InvalidRequest("x".into())),
+            Failure::InvalidParams(m) if m == "x"
+        ));
+    }
+
+    #[test]
+    fn resolve_errors_map_to_their_spec_11_kinds() {
+        use writegate_paths::ResolveError as R;
+        let m = String::new;
+        let kind = |e: R| Refusal::from(e).kind.as_str();
+        assert_eq!(kind(R::ParseError(m())), "parse_error");
+        assert_eq!(kind(R::OutsideWorkspace(m())), "path_outside_workspace");
+        assert_eq!(kind(R::SymlinkEscape(m())), "symlink_escape");
+        assert_eq!(kind(R::NotFound(m())), "path_not_found");
+        assert_eq!(kind(R::PermissionDenied(m())), "permission_denied");
+    }
+
+    #[test]
+    fn fs_errors_map_to_their_spec_11_kinds_and_keep_the_os_reason() {
+        use std::io;
+        use writegate_fs::{FsError as F, FsOp, Swap};
+        let path = || std::path::PathBuf::from("/w/a.txt");
+        let os = |code: i32| io::Error::from_raw_os_error(code);
+        let cases = [
+            (
+                F::SymlinkEscape {
+                    path: path(),
+                    what: Swap::Symlink,
+                    source: None,
+                },
+                "symlink_escape",
+            ),
+            (
+                F::NotAFile {
+                    path: path(),
+                    found: "directory",
+                    expected: "regular file",
+                },
+                "parse_error",
+            ),
+            (
+                F::NotFound {
+                    path: path(),
+                    source: os(2),
+                },
+                "path_not_found",
+            ),
+            (
+                F::PermissionDenied {
+                    op: FsOp::Open,
+                    path: path(),
+                    source: os(13),
+                },
+                "permission_denied",
+            ),
+            (
+                F::Aborted {
+                    path: path(),
+                    reason: "generation closed".into(),
+                },
+                "generation_closed",
+            ),
+            (
+                F::Io {
+                    op: FsOp::WriteTemp,
+                    path: path(),
+                    source: os(28),
+                },
+                "io_error",
+            ),
+            (
+                F::InvalidInput {
+                    path: path(),
+                    problem: "is not a single file name component",
+                },
+                "io_error",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(Refusal::from(e).kind.as_str(), want);
+        }
+        // The hint names the path, the operation and the OS reason.
+        let r = Refusal::from(F::Io {
+            op: FsOp::WriteTemp,
+            path: path(),
+            source: os(28),
+        });
+        assert!(
+            r.hint
+                .starts_with("cannot write the temp file for `/w/a.txt`: ")
+        );
+        assert!(r.hint.contains(&os(28).to_string()), "{}", r.hint);
     }
 }

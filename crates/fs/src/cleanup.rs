@@ -40,7 +40,7 @@ pub fn remove_stale_temps(root: &Path) -> Vec<PathBuf> {
     let root_dir = match Dir::open_canonical(root) {
         Ok(d) => d,
         Err(e) => {
-            tracing::warn!(root = %root.display(), error = %e,
+            tracing::warn!(root = %root.display(), error = &e as &dyn std::error::Error,
                 "stale temp cleanup: cannot open root");
             return removed;
         }
@@ -110,7 +110,7 @@ fn open_pending(stack: &mut Vec<Pending>, root_dev: u64) -> Option<(Arc<OwnedFd>
         };
         match rustix::fs::fstat(&fd) {
             Ok(st) if st.st_dev == root_dev => return Some((Arc::new(fd), p.path)),
-            Ok(_) => continue, // another filesystem
+            Ok(_) => {} // another filesystem
             Err(e) => {
                 tracing::warn!(path = %p.path.display(), error = %e,
                     "stale temp cleanup: skipping directory");

@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use crate::{FsError, invalid_input};
+use crate::{FsError, FsOp, Swap};
 
 /// Flags for intermediate components of a walk. `O_PATH` needs only search
 /// permission, so a walk passes through directories we may not list (as
@@ -58,21 +58,19 @@ impl Dir {
     /// Open the canonical absolute directory `dir` (SPEC 7.3).
     ///
     /// Errors: a relative path or one with a `..` component ->
-    /// [`FsError::Io`] (`InvalidInput`: not canonical, a caller bug); a
-    /// component that is a symlink -> [`FsError::SymlinkEscape`]; a component
-    /// that is not a directory -> [`FsError::NotAFile`]; a missing component
-    /// -> [`FsError::NotFound`]; `EACCES`/`EPERM` ->
-    /// [`FsError::PermissionDenied`].
+    /// [`FsError::InvalidInput`] (not canonical, a caller bug); a component
+    /// that is a symlink, or is replaced while being opened ->
+    /// [`FsError::SymlinkEscape`]; a component that is not a directory ->
+    /// [`FsError::NotAFile`]; a missing component -> [`FsError::NotFound`];
+    /// `EACCES`/`EPERM` -> [`FsError::PermissionDenied`]; other failures ->
+    /// [`FsError::Io`]. Each names the component concerned.
     ///
     /// A final directory that we may search but not read is still opened
     /// (with `O_PATH`): writes into it work, but its fsync after a rename is
     /// skipped and [`crate::Published::durable`] reports `false`.
     pub fn open_canonical(dir: &Path) -> Result<Dir, FsError> {
         if !dir.is_absolute() {
-            return Err(invalid_input(format!(
-                "{}: directory path is not absolute",
-                dir.display()
-            )));
+            return Err(FsError::invalid(dir, "is not an absolute directory path"));
         }
         let mut names: Vec<&OsStr> = Vec::new();
         for comp in dir.components() {
@@ -80,17 +78,17 @@ impl Dir {
                 Component::RootDir | Component::CurDir => {}
                 Component::Normal(name) => names.push(name),
                 Component::ParentDir | Component::Prefix(_) => {
-                    return Err(invalid_input(format!(
-                        "{}: directory path is not canonical",
-                        dir.display()
-                    )));
+                    return Err(FsError::invalid(
+                        dir,
+                        "is not a canonical directory path (it holds `..`)",
+                    ));
                 }
             }
         }
         let root = Path::new("/");
         if names.is_empty() {
             let fd = rustix::fs::open(root, DIR_FLAGS, Mode::empty())
-                .map_err(|e| FsError::from_errno(e, &"/"))?;
+                .map_err(|e| FsError::errno(FsOp::OpenDir, root, e))?;
             return Ok(Dir {
                 fd,
                 path: PathBuf::from("/"),
@@ -115,7 +113,7 @@ impl Dir {
             });
         }
         let mut cur = rustix::fs::open(root, WALK_FLAGS, Mode::empty())
-            .map_err(|e| FsError::from_errno(e, &"/"))?;
+            .map_err(|e| FsError::errno(FsOp::OpenDir, root, e))?;
         let mut walked = PathBuf::from("/");
         let mut syncable = true;
         let last = names.len() - 1;
@@ -165,16 +163,21 @@ impl Dir {
         const F2FS_SUPER_MAGIC: u64 = 0xF2F5_2010;
         const TMPFS_MAGIC: u64 = 0x0102_1994;
         match rustix::fs::fstatfs(&self.fd) {
-            // `f_type` is a signed word on some targets: compare its low
-            // 32 bits, where every magic number lives.
-            Ok(st) => matches!(
-                (st.f_type as u64) & 0xFFFF_FFFF,
-                EXT_SUPER_MAGIC
-                    | XFS_SUPER_MAGIC
-                    | BTRFS_SUPER_MAGIC
-                    | F2FS_SUPER_MAGIC
-                    | TMPFS_MAGIC
-            ),
+            Ok(st) => {
+                // `f_type` is a signed word on some targets and unsigned on
+                // others: compare its low 32 bits, where every magic number
+                // lives, taking the bits as they are (a negative value too).
+                #[allow(clippy::cast_sign_loss, clippy::cast_lossless)]
+                let magic = (st.f_type as u64) & 0xFFFF_FFFF;
+                matches!(
+                    magic,
+                    EXT_SUPER_MAGIC
+                        | XFS_SUPER_MAGIC
+                        | BTRFS_SUPER_MAGIC
+                        | F2FS_SUPER_MAGIC
+                        | TMPFS_MAGIC
+                )
+            }
             Err(_) => false,
         }
     }
@@ -204,29 +207,28 @@ impl AsFd for Dir {
 /// a directory means the component changed between the two calls, also a
 /// swap; another kind of file is `NotAFile`.
 fn classify_component_error(parent: &OwnedFd, name: &OsStr, err: Errno, walked: &Path) -> FsError {
-    let swapped = |what: &str| {
-        FsError::SymlinkEscape(format!(
-            "{}: {what} (path changed after resolving)",
-            walked.display()
-        ))
+    let swapped = |what: Swap| FsError::SymlinkEscape {
+        path: walked.to_path_buf(),
+        what,
+        source: Some(err.into()),
     };
     match err {
         Errno::LOOP | Errno::NOTDIR => {
             match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-                    FileType::Symlink => swapped("is a symlink"),
-                    FileType::Directory => swapped("was replaced while being opened"),
-                    other => FsError::NotAFile(format!(
-                        "{}: is a {}, not a directory",
-                        walked.display(),
-                        type_name(other)
-                    )),
+                    FileType::Symlink => swapped(Swap::Symlink),
+                    FileType::Directory => swapped(Swap::ReplacedWhileOpening),
+                    other => FsError::NotAFile {
+                        path: walked.to_path_buf(),
+                        found: type_name(other),
+                        expected: "directory",
+                    },
                 },
-                Err(_) if err == Errno::LOOP => swapped("is a symlink"),
-                Err(e) => FsError::from_errno(e, &walked.display()),
+                Err(_) if err == Errno::LOOP => swapped(Swap::Symlink),
+                Err(e) => FsError::errno(FsOp::Stat, walked, e),
             }
         }
-        other => FsError::from_errno(other, &walked.display()),
+        other => FsError::errno(FsOp::OpenDir, walked, other),
     }
 }
 
@@ -308,10 +310,10 @@ impl Existing {
 pub(crate) fn check_leaf(leaf: &OsStr) -> Result<(), FsError> {
     let b = leaf.as_bytes();
     if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') || b.contains(&0) {
-        return Err(invalid_input(format!(
-            "{:?}: not a single file name component",
-            leaf
-        )));
+        return Err(FsError::invalid(
+            leaf,
+            "is not a single file name component",
+        ));
     }
     Ok(())
 }
@@ -336,19 +338,20 @@ pub(crate) fn leaf_state(
     let st = match rustix::fs::statat(dir, leaf, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(Errno::NOENT) => return Ok(LeafState::Missing),
-        Err(e) => return Err(FsError::from_errno(e, &shown.display())),
+        Err(e) => return Err(FsError::errno(FsOp::Stat, &shown, e)),
     };
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => Ok(LeafState::Regular(LeafStat::from_stat(&st))),
-        FileType::Symlink => Err(FsError::SymlinkEscape(format!(
-            "{}: the target is a symlink",
-            shown.display()
-        ))),
-        other => Err(FsError::NotAFile(format!(
-            "{}: is a {}, not a regular file",
-            shown.display(),
-            type_name(other)
-        ))),
+        FileType::Symlink => Err(FsError::SymlinkEscape {
+            path: shown,
+            what: Swap::Symlink,
+            source: None,
+        }),
+        other => Err(FsError::NotAFile {
+            path: shown,
+            found: type_name(other),
+            expected: "regular file",
+        }),
     }
 }
 
@@ -372,8 +375,8 @@ pub(crate) fn type_name(t: FileType) -> &'static str {
 /// Returns `Ok(None)` when nothing has that name. Errors: a symlink leaf ->
 /// [`FsError::SymlinkEscape`]; a leaf that is not a regular file ->
 /// [`FsError::NotAFile`]; `EACCES`/`EPERM` -> [`FsError::PermissionDenied`];
-/// a `leaf` that is not one file name component -> [`FsError::Io`]
-/// (`InvalidInput`).
+/// a `leaf` that is not one file name component ->
+/// [`FsError::InvalidInput`].
 pub fn stat_leaf(dir: &Dir, leaf: &OsStr) -> Result<Option<LeafStat>, FsError> {
     check_leaf(leaf)?;
     match leaf_state(dir.fd(), dir.path(), leaf)? {
@@ -402,16 +405,16 @@ fn open_regular(dir: &Dir, leaf: &OsStr) -> Result<Option<(OwnedFd, LeafStat, Pa
     let fd = match rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Ok(None),
-        Err(e) => return Err(FsError::from_errno(e, &shown.display())),
+        Err(e) => return Err(FsError::errno(FsOp::Open, &shown, e)),
     };
-    let st = rustix::fs::fstat(&fd).map_err(|e| FsError::from_errno(e, &shown.display()))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| FsError::errno(FsOp::Stat, &shown, e))?;
     let ft = FileType::from_raw_mode(st.st_mode);
     if ft != FileType::RegularFile {
-        return Err(FsError::NotAFile(format!(
-            "{}: is a {}, not a regular file",
-            shown.display(),
-            type_name(ft)
-        )));
+        return Err(FsError::NotAFile {
+            path: shown,
+            found: type_name(ft),
+            expected: "regular file",
+        });
     }
     let meta = LeafStat::from_stat(&st);
     Ok(Some((fd, meta, shown)))
@@ -433,7 +436,7 @@ pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Exi
     (&mut file)
         .take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| FsError::from_io(e, &shown.display()))?;
+        .map_err(|e| FsError::os(FsOp::Read, &shown, e))?;
     let truncated = bytes.len() as u64 > max_bytes;
     if truncated {
         bytes.truncate(usize::try_from(max_bytes).unwrap_or(usize::MAX));
@@ -506,7 +509,7 @@ pub fn read_existing(
             .read_to_end(&mut bytes),
         None => file.read_to_end(&mut bytes),
     };
-    read.map_err(|e| FsError::from_io(e, &shown.display()))?;
+    read.map_err(|e| FsError::os(FsOp::Read, &shown, e))?;
     existing.handle = Some(file.into());
     let seen = bytes.len() as u64;
     if max_bytes.is_some_and(|max| seen > max) {

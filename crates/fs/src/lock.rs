@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// One key's ticket queue.
 #[derive(Debug)]
@@ -55,7 +55,7 @@ impl PathLocks {
             if serving == ticket {
                 break;
             }
-            map = cv.wait(map).unwrap_or_else(|p| p.into_inner());
+            map = cv.wait(map).unwrap_or_else(PoisonError::into_inner);
         }
         PathGuard {
             locks: self,
@@ -85,7 +85,7 @@ impl PathLocks {
     /// (every critical section is a few field updates), so poisoning is
     /// ignored.
     fn map_guard(&self) -> MutexGuard<'_, HashMap<PathBuf, Entry>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn unlock(&self, key: &Path) {

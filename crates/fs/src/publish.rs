@@ -14,7 +14,7 @@ use rustix::fs::{AtFlags, FileType, Gid, Mode, OFlags, Uid};
 use rustix::io::Errno;
 
 use crate::dir::{LeafState, check_leaf, leaf_state, type_name};
-use crate::{Dir, FsError};
+use crate::{Dir, FsError, FsOp, Swap};
 
 /// Longest file name most Linux filesystems accept (`NAME_MAX`).
 const NAME_MAX: usize = 255;
@@ -151,7 +151,10 @@ pub(crate) fn parse_temp_name(name: &[u8]) -> Option<u32> {
 fn random_suffix() -> io::Result<String> {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut raw = [0u8; SUFFIX_HEX / 2];
-    getrandom::fill(&mut raw).map_err(|e| io::Error::other(format!("random source: {e}")))?;
+    getrandom::fill(&mut raw).map_err(|e| match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::other(format!("random source: {e}")),
+    })?;
     let mut s = String::with_capacity(SUFFIX_HEX);
     for b in raw {
         s.push(char::from(DIGITS[usize::from(b >> 4)]));
@@ -220,7 +223,7 @@ impl Drop for TempGuard<'_> {
 
 /// Create a fresh temp file for `leaf` in `dir`:
 /// `O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`, mode 0600, retrying with a
-/// new suffix when the name exists.
+/// new suffix when the name exists. Errors name the directory.
 fn create_temp(
     dir: BorrowedFd<'_>,
     dir_path: &Path,
@@ -235,19 +238,15 @@ fn create_temp(
     let pid = own_pid();
     let mut last = Errno::EXIST;
     for _ in 0..CREATE_ATTEMPTS {
-        let name = temp_name_with(leaf, pid, &random_suffix()?);
+        let suffix = random_suffix().map_err(|e| FsError::os(FsOp::CreateTemp, dir_path, e))?;
+        let name = temp_name_with(leaf, pid, &suffix);
         match rustix::fs::openat(dir, &name, flags, Mode::from_raw_mode(0o600)) {
             Ok(fd) => return Ok((name, fd)),
             Err(Errno::EXIST) => last = Errno::EXIST,
-            Err(e) => {
-                return Err(FsError::from_errno(
-                    e,
-                    &format_args!("{}: creating temp file", dir_path.display()),
-                ));
-            }
+            Err(e) => return Err(FsError::errno(FsOp::CreateTemp, dir_path, e)),
         }
     }
-    Err(FsError::Io(io::Error::from(last)))
+    Err(FsError::errno(FsOp::CreateTemp, dir_path, last))
 }
 
 /// Check the caller's expectation about the leaf's identity.
@@ -259,17 +258,16 @@ fn check_expectation(
     let Some((dev, ino)) = expect else {
         return Ok(());
     };
-    match state {
-        LeafState::Regular(st) if st.dev == dev && st.ino == ino => Ok(()),
-        LeafState::Regular(_) => Err(FsError::SymlinkEscape(format!(
-            "{}: the target was replaced by another file after it was checked",
-            shown.display()
-        ))),
-        LeafState::Missing => Err(FsError::SymlinkEscape(format!(
-            "{}: the target disappeared after it was checked",
-            shown.display()
-        ))),
-    }
+    let what = match state {
+        LeafState::Regular(st) if st.dev == dev && st.ino == ino => return Ok(()),
+        LeafState::Regular(_) => Swap::ReplacedAfterCheck,
+        LeafState::Missing => Swap::VanishedAfterCheck,
+    };
+    Err(FsError::SymlinkEscape {
+        path: shown.to_path_buf(),
+        what,
+        source: None,
+    })
 }
 
 /// Atomically replace (or create) `leaf` in `dir` with `bytes` (SPEC 7.3).
@@ -290,15 +288,17 @@ fn check_expectation(
 /// 6. recheck: the leaf is still what step 3 saw (same inode, or still
 ///    missing; else [`FsError::SymlinkEscape`], a swap), the temp name still
 ///    refers to the inode we created (else [`FsError::SymlinkEscape`]), then
-///    `precommit()` (the caller's generation check; `Err(msg)` ->
-///    [`FsError::Aborted`]);
+///    `precommit()` (the caller's generation check; `Err(reason)` ->
+///    [`FsError::Aborted`] with that reason);
 /// 7. `renameat(dir, temp, dir, leaf)`; 8. fsync the directory.
 ///
 /// On any failure before the rename the temp file is unlinked and the target
 /// is left byte-identical. `ENOSPC`, `EDQUOT` and other I/O failures are
 /// [`FsError::Io`]; `EACCES`/`EPERM` are [`FsError::PermissionDenied`]; a
-/// `leaf` that is not one file name component is [`FsError::Io`]
-/// (`InvalidInput`). A failing directory fsync after the rename is not an
+/// `leaf` that is not one file name component is
+/// [`FsError::InvalidInput`]. Every error names the target (the directory
+/// for a temp file that cannot be created) and keeps the operating system's
+/// error as its source. A failing directory fsync after the rename is not an
 /// error (the content is already in place): it is logged and reported as
 /// [`Published::durable`] `false`.
 pub fn publish(
@@ -320,6 +320,8 @@ pub fn publish(
     )
 }
 
+// The two entry points pass different subsets of these; a struct would only
+// rename them.
 #[allow(clippy::too_many_arguments)]
 fn publish_at(
     dir: BorrowedFd<'_>,
@@ -333,8 +335,9 @@ fn publish_at(
 ) -> Result<Published, FsError> {
     check_leaf(leaf)?;
     let shown = dir_path.join(leaf);
-    let io_err = |e: io::Error| FsError::from_io(e, &shown.display());
-    let errno_err = |e: Errno| FsError::from_errno(e, &shown.display());
+    let at = shown.as_path();
+    let errno_err = |op: FsOp| move |e: Errno| FsError::errno(op, at, e);
+    let io_err = |op: FsOp| move |e: io::Error| FsError::os(op, at, e);
 
     // 1. Exclusive temp file.
     let (temp, fd) = create_temp(dir, dir_path, leaf)?;
@@ -343,11 +346,11 @@ fn publish_at(
         name: temp,
         armed: true,
     };
-    let ours = rustix::fs::fstat(&fd).map_err(errno_err)?;
+    let ours = rustix::fs::fstat(&fd).map_err(errno_err(FsOp::Stat))?;
     let mut file = File::from(fd);
 
     // 2. Content.
-    file.write_all(bytes).map_err(io_err)?;
+    file.write_all(bytes).map_err(io_err(FsOp::WriteTemp))?;
 
     // 3. What is at the leaf now decides the mode.
     let before = leaf_state(dir, dir_path, leaf)?;
@@ -356,12 +359,12 @@ fn publish_at(
     // 4. Mode and owner, only changed when they differ (filesystems without
     //    Unix ownership then still work when nothing needs changing).
     let (want_mode, want_owner) = match (policy, &before) {
-        (ModePolicy::Private, _) => (0o600, None),
+        (ModePolicy::Private, _)
+        | (ModePolicy::KeepExisting(NewFileMode::Owner), LeafState::Missing) => (0o600, None),
         (ModePolicy::KeepExisting(_), LeafState::Regular(st)) => {
             let owner = running_as_root().then_some((st.uid, st.gid));
             (st.mode & 0o777, owner)
         }
-        (ModePolicy::KeepExisting(NewFileMode::Owner), LeafState::Missing) => (0o600, None),
         (ModePolicy::KeepExisting(NewFileMode::System), LeafState::Missing) => {
             (0o666 & !process_umask(), None)
         }
@@ -369,16 +372,20 @@ fn publish_at(
     let mut now_mode = ours.st_mode & 0o7777;
     if let Some((uid, gid)) = want_owner.filter(|&o| o != (ours.st_uid, ours.st_gid)) {
         rustix::fs::fchown(&file, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
-            .map_err(errno_err)?;
+            .map_err(errno_err(FsOp::SetTempOwner))?;
         // fchown may clear bits: look again.
-        now_mode = rustix::fs::fstat(&file).map_err(errno_err)?.st_mode & 0o7777;
+        now_mode = rustix::fs::fstat(&file)
+            .map_err(errno_err(FsOp::Stat))?
+            .st_mode
+            & 0o7777;
     }
     if now_mode != want_mode {
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(want_mode)).map_err(errno_err)?;
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(want_mode))
+            .map_err(errno_err(FsOp::SetTempMode))?;
     }
 
     // 5. Durable content and metadata before the name can point at it.
-    file.sync_all().map_err(io_err)?;
+    file.sync_all().map_err(io_err(FsOp::SyncTemp))?;
 
     // 6. Recheck immediately before the rename.
     let after = leaf_state(dir, dir_path, leaf)?;
@@ -388,10 +395,11 @@ fn publish_at(
         _ => false,
     };
     if !same {
-        return Err(FsError::SymlinkEscape(format!(
-            "{}: the target changed while it was being published",
-            shown.display()
-        )));
+        return Err(FsError::SymlinkEscape {
+            path: shown,
+            what: Swap::ChangedWhilePublishing,
+            source: None,
+        });
     }
     match rustix::fs::statat(dir, &guard.name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st)
@@ -400,30 +408,39 @@ fn publish_at(
         Ok(st) => {
             // Someone else's file now has our temp name: leave it alone.
             guard.armed = false;
-            return Err(FsError::SymlinkEscape(format!(
-                "{}: the temp file was replaced by a {} before commit",
-                shown.display(),
-                type_name(FileType::from_raw_mode(st.st_mode))
-            )));
+            return Err(FsError::SymlinkEscape {
+                path: shown,
+                what: Swap::TempReplaced {
+                    found: type_name(FileType::from_raw_mode(st.st_mode)),
+                },
+                source: None,
+            });
         }
         Err(e) => {
             guard.armed = false;
-            return Err(FsError::SymlinkEscape(format!(
-                "{}: the temp file vanished before commit ({})",
-                shown.display(),
-                io::Error::from(e)
-            )));
+            return Err(FsError::SymlinkEscape {
+                path: shown,
+                what: Swap::TempVanished,
+                source: Some(e.into()),
+            });
         }
     }
-    precommit().map_err(FsError::Aborted)?;
+    if let Err(reason) = precommit() {
+        return Err(FsError::Aborted {
+            path: shown,
+            reason,
+        });
+    }
 
     // 7. Commit.
     rustix::fs::renameat(dir, &guard.name, dir, leaf).map_err(|e| match e {
-        Errno::ISDIR | Errno::NOTDIR | Errno::NOTEMPTY => FsError::NotAFile(format!(
-            "{}: the target became a directory",
-            shown.display()
-        )),
-        other => errno_err(other),
+        // The target became a directory meanwhile.
+        Errno::ISDIR | Errno::NOTDIR | Errno::NOTEMPTY => FsError::NotAFile {
+            path: shown.clone(),
+            found: "directory",
+            expected: "regular file",
+        },
+        other => errno_err(FsOp::Rename)(other),
     })?;
     guard.armed = false;
     drop(file);
@@ -456,16 +473,13 @@ fn publish_at(
 /// parent directories are created mode 0700 (this is the daemon's own state
 /// directory, opened by path; symlinks in it are followed).
 ///
-/// Errors: `path` without a parent or file name -> `InvalidInput`; `path`
-/// naming a symlink or a non-regular file -> `ErrorKind::Other` (never
-/// followed or replaced); everything else as the OS reports it.
-pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let invalid = || {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{}: not a file path", path.display()),
-        )
-    };
+/// Errors: `path` without a parent or file name ->
+/// [`FsError::InvalidInput`]; `path` naming a symlink ->
+/// [`FsError::SymlinkEscape`], a non-regular file -> [`FsError::NotAFile`]
+/// (never followed or replaced); failures of the operating system as
+/// [`publish`] classifies them, naming the path.
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    let invalid = || FsError::invalid(path, "is not a file path (it has no file name)");
     let leaf = path.file_name().ok_or_else(invalid)?;
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -475,12 +489,14 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(parent)?;
+        .create(parent)
+        .map_err(|e| FsError::os(FsOp::CreateDir, parent, e))?;
     let dfd = rustix::fs::open(
         parent,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
-    )?;
+    )
+    .map_err(|e| FsError::errno(FsOp::OpenDir, parent, e))?;
     publish_at(
         dfd.as_fd(),
         true,

@@ -20,8 +20,8 @@
 //! while open.
 
 use std::os::fd::OwnedFd;
-use std::sync::Mutex;
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::sync::{Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 /// Descriptors queued for closing at most. When the queue is full the
@@ -66,7 +66,7 @@ impl Releaser {
     /// blocks on the queue: when it is full, or the thread could not be
     /// started, `fd` is closed here and now.
     pub fn release(&self, fd: OwnedFd) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if matches!(*state, State::Idle) {
             *state = start();
         }
@@ -84,7 +84,10 @@ impl Releaser {
     /// and benches that must know the replaced files are freed; the daemon
     /// never calls it.
     pub fn drain(self) {
-        let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
+        let state = self
+            .state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
         if let State::Running { tx, thread } = state {
             drop(tx);
             let _ = thread.join();

@@ -5,6 +5,11 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
+use rustix::fs::FileType;
+
+use crate::dir::type_name;
+use crate::{FsError, FsOp, PrivateDirProblem};
+
 /// The effective UID of this process.
 pub fn current_uid() -> u32 {
     rustix::process::geteuid().as_raw()
@@ -12,62 +17,65 @@ pub fn current_uid() -> u32 {
 
 /// Makes sure `dir` is a private directory of ours: created 0700 when
 /// missing (parents too, each 0700); an existing one must be a real
-/// directory (not a symlink), owned by us, with mode 0700, else an error
-/// naming what is wrong (SPEC 1: "the directory must then be ours and 0700,
-/// else refuse to start").
-pub fn prepare_private_dir(dir: &Path) -> io::Result<()> {
+/// directory (not a symlink), owned by us, with mode 0700, else
+/// [`FsError::NotPrivate`] saying what is wrong (SPEC 1: "the directory must
+/// then be ours and 0700, else refuse to start"). Failures of the operating
+/// system name the directory.
+pub fn prepare_private_dir(dir: &Path) -> Result<(), FsError> {
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
-                .create(dir)?;
+                .create(dir)
+                .map_err(|e| FsError::os(FsOp::CreateDir, dir, e))?;
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(FsError::os(FsOp::Stat, dir, e)),
         Ok(_) => {}
     }
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.file_type().is_dir() {
-        return Err(io::Error::other(format!(
-            "{} is not a directory (a symlink or file); refusing to use it for the socket",
-            dir.display()
-        )));
-    }
-    if meta.uid() != current_uid() {
-        return Err(io::Error::other(format!(
-            "{} is owned by uid {}, not by us ({}); refusing to use it",
-            dir.display(),
-            meta.uid(),
-            current_uid()
-        )));
-    }
-    if meta.permissions().mode() & 0o777 != 0o700 {
-        return Err(io::Error::other(format!(
-            "{} has mode {:o}, not 0700; refusing to use it (chmod 700 it)",
-            dir.display(),
-            meta.permissions().mode() & 0o777
-        )));
-    }
-    Ok(())
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| FsError::os(FsOp::Stat, dir, e))?;
+    let problem = if !meta.file_type().is_dir() {
+        PrivateDirProblem::NotADirectory {
+            found: type_name(FileType::from_raw_mode(meta.mode())),
+        }
+    } else if meta.uid() != current_uid() {
+        PrivateDirProblem::ForeignOwner {
+            uid: meta.uid(),
+            ours: current_uid(),
+        }
+    } else if meta.permissions().mode() & 0o777 != 0o700 {
+        PrivateDirProblem::LooseMode {
+            mode: meta.permissions().mode() & 0o777,
+        }
+    } else {
+        return Ok(());
+    };
+    Err(FsError::NotPrivate {
+        path: dir.to_path_buf(),
+        problem,
+    })
 }
 
 /// Removes a socket file (a stale one at start-up, ours at shutdown).
-/// Refuses anything that is not a socket.
-pub fn remove_socket_file(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::FileTypeExt;
-    let meta = std::fs::symlink_metadata(path)?;
-    if !meta.file_type().is_socket() {
-        return Err(io::Error::other(format!(
-            "{} is not a socket",
-            path.display()
-        )));
+/// Refuses anything that is not a socket ([`FsError::NotAFile`]); failures
+/// of the operating system name the path.
+pub fn remove_socket_file(path: &Path) -> Result<(), FsError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| FsError::os(FsOp::Stat, path, e))?;
+    let found = FileType::from_raw_mode(meta.mode());
+    if found != FileType::Socket {
+        return Err(FsError::NotAFile {
+            path: path.to_path_buf(),
+            found: type_name(found),
+            expected: "socket",
+        });
     }
-    std::fs::remove_file(path)
+    std::fs::remove_file(path).map_err(|e| FsError::os(FsOp::Remove, path, e))
 }
 
 /// Sets the permission bits of the socket file we just bound.
-pub fn set_socket_mode(path: &Path, mode: u32) -> io::Result<()> {
+pub fn set_socket_mode(path: &Path, mode: u32) -> Result<(), FsError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| FsError::os(FsOp::SetMode, path, e))
 }
 
 #[cfg(test)]
@@ -85,10 +93,30 @@ mod tests {
         );
         prepare_private_dir(&p).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(prepare_private_dir(&p).is_err());
+        let e = prepare_private_dir(&p).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FsError::NotPrivate {
+                    problem: PrivateDirProblem::LooseMode { mode: 0o755 },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
         let link = d.path().join("link");
         std::os::unix::fs::symlink(&p, &link).unwrap();
-        assert!(prepare_private_dir(&link).is_err());
+        let e = prepare_private_dir(&link).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FsError::NotPrivate {
+                    problem: PrivateDirProblem::NotADirectory { found: "symlink" },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -96,7 +124,18 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("f");
         std::fs::write(&f, b"x").unwrap();
-        assert!(remove_socket_file(&f).is_err());
+        let e = remove_socket_file(&f).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FsError::NotAFile {
+                    found: "regular file",
+                    expected: "socket",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
         assert!(f.exists());
         let s = d.path().join("s.sock");
         let _l = std::os::unix::net::UnixListener::bind(&s).unwrap();

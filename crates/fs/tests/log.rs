@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::sync::Arc;
 
-use common::{mode, names, tempdir};
-use writegate_fs::{AppendLog, write_private_file};
+use common::{assert_err, mode, names, tempdir};
+use writegate_fs::{AppendLog, FsError, write_private_file};
 
 #[test]
 fn whole_lines_from_many_threads() {
@@ -69,13 +69,16 @@ fn refuses_interior_newline_and_symlink() {
     let path = base.join("audit.jsonl");
     let log = AppendLog::open(&path).unwrap();
     let err = log.append(b"a\nb").unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(matches!(err, FsError::InvalidInput { .. }), "{err:?}");
     log.append(b"\n").unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"\n");
 
     std::fs::write(base.join("target"), b"t").unwrap();
     symlink(base.join("target"), base.join("link.jsonl")).unwrap();
-    assert!(AppendLog::open(&base.join("link.jsonl")).is_err());
+    assert_err!(
+        AppendLog::open(&base.join("link.jsonl")),
+        FsError::SymlinkEscape { .. }
+    );
     assert_eq!(std::fs::read(base.join("target")).unwrap(), b"t");
 }
 
@@ -111,6 +114,9 @@ fn private_file_is_0600_and_atomic() {
     std::fs::write(&target, b"keep").unwrap();
     let link = base.join("state/writegate/link.json");
     symlink(&target, &link).unwrap();
-    assert!(write_private_file(&link, b"x").is_err());
+    assert_err!(
+        write_private_file(&link, b"x"),
+        FsError::SymlinkEscape { .. }
+    );
     assert_eq!(std::fs::read(&target).unwrap(), b"keep");
 }

@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
 
-use common::{is_root, mode, names, tempdir, temps};
+use common::{assert_err, is_root, mode, names, tempdir, temps};
 use writegate_fs::{Dir, FsError, NewFileMode, PublishOptions, publish, read_existing, stat_leaf};
 
 fn opts() -> PublishOptions {
@@ -116,8 +116,10 @@ fn precommit_refusal_leaves_target_identical_and_no_temp() {
     )
     .unwrap_err();
     assert_eq!(calls, 1);
-    assert!(matches!(err, FsError::Aborted(ref m) if m == "generation closed"));
-    assert_eq!(err.kind(), "aborted");
+    assert!(
+        matches!(err, FsError::Aborted { ref reason, .. } if reason == "generation closed"),
+        "{err:?}"
+    );
     assert_eq!(std::fs::read(&f).unwrap(), b"original\r\nbytes");
     assert_eq!(names(&dir), vec!["keep.txt"]);
 
@@ -126,7 +128,7 @@ fn precommit_refusal_leaves_target_identical_and_no_temp() {
         Err("no".into())
     })
     .unwrap_err();
-    assert_eq!(err.kind(), "aborted");
+    assert!(matches!(err, FsError::Aborted { .. }), "{err:?}");
     assert_eq!(names(&dir), vec!["keep.txt"]);
 }
 
@@ -154,11 +156,10 @@ fn leaf_swapped_for_symlink_is_refused_and_target_untouched() {
         expect_existing: Some((seen.dev, seen.ino)),
     };
     let err = publish(&d, OsStr::new("a.txt"), b"evil", &o, &mut ok()).unwrap_err();
-    assert!(matches!(err, FsError::SymlinkEscape(_)), "{err:?}");
-    assert_eq!(err.kind(), "symlink_escape");
+    assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
     // Without an expectation the symlink leaf is refused too.
     let err = publish(&d, OsStr::new("a.txt"), b"evil", &opts(), &mut ok()).unwrap_err();
-    assert_eq!(err.kind(), "symlink_escape");
+    assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
 
     assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"secret");
     assert!(
@@ -184,12 +185,12 @@ fn leaf_replaced_by_another_file_fails_expectation() {
         expect_existing: Some((seen.dev, seen.ino)),
     };
     let err = publish(&d, OsStr::new("a"), b"3", &o, &mut ok()).unwrap_err();
-    assert_eq!(err.kind(), "symlink_escape");
+    assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
     assert_eq!(std::fs::read(dir.join("a")).unwrap(), b"2");
     // Vanished counts as swapped too.
     std::fs::remove_file(dir.join("a")).unwrap();
     let err = publish(&d, OsStr::new("a"), b"3", &o, &mut ok()).unwrap_err();
-    assert_eq!(err.kind(), "symlink_escape");
+    assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
     assert!(names(&dir).is_empty());
     // The matching expectation works.
     std::fs::write(dir.join("c"), b"1").unwrap();
@@ -208,12 +209,12 @@ fn non_regular_leaf_is_not_a_file() {
     std::fs::create_dir(dir.join("sub")).unwrap();
     let d = Dir::open_canonical(&dir).unwrap();
     let err = publish(&d, OsStr::new("sub"), b"x", &opts(), &mut ok()).unwrap_err();
-    assert_eq!(err.kind(), "parse_error");
+    assert!(matches!(err, FsError::NotAFile { .. }), "{err:?}");
     assert_eq!(names(&dir), vec!["sub"]);
     let err = read_existing(&d, OsStr::new("sub"), None).unwrap_err();
-    assert_eq!(err.kind(), "parse_error");
+    assert!(matches!(err, FsError::NotAFile { .. }), "{err:?}");
     let err = stat_leaf(&d, OsStr::new("sub")).unwrap_err();
-    assert_eq!(err.kind(), "parse_error");
+    assert!(matches!(err, FsError::NotAFile { .. }), "{err:?}");
 }
 
 #[test]
@@ -228,17 +229,13 @@ fn fifo_leaf_is_refused_without_blocking() {
     )
     .unwrap();
     let d = Dir::open_canonical(&dir).unwrap();
-    assert_eq!(
-        read_existing(&d, OsStr::new("pipe"), None)
-            .unwrap_err()
-            .kind(),
-        "parse_error"
+    assert_err!(
+        read_existing(&d, OsStr::new("pipe"), None),
+        FsError::NotAFile { .. }
     );
-    assert_eq!(
-        publish(&d, OsStr::new("pipe"), b"x", &opts(), &mut ok())
-            .unwrap_err()
-            .kind(),
-        "parse_error"
+    assert_err!(
+        publish(&d, OsStr::new("pipe"), b"x", &opts(), &mut ok()),
+        FsError::NotAFile { .. }
     );
     assert_eq!(names(&dir), vec!["pipe"]);
 }
@@ -280,22 +277,18 @@ fn read_existing_cases() {
     assert_eq!((s.len, s.mode, s.ino), (10, 0o640, m.ino()));
 
     symlink(dir.join("f"), dir.join("link")).unwrap();
-    assert_eq!(
-        read_existing(&d, OsStr::new("link"), None)
-            .unwrap_err()
-            .kind(),
-        "symlink_escape"
+    assert_err!(
+        read_existing(&d, OsStr::new("link"), None),
+        FsError::SymlinkEscape { .. }
     );
-    assert_eq!(
-        stat_leaf(&d, OsStr::new("link")).unwrap_err().kind(),
-        "symlink_escape"
+    assert_err!(
+        stat_leaf(&d, OsStr::new("link")),
+        FsError::SymlinkEscape { .. }
     );
     symlink(dir.join("missing"), dir.join("dangling")).unwrap();
-    assert_eq!(
-        read_existing(&d, OsStr::new("dangling"), None)
-            .unwrap_err()
-            .kind(),
-        "symlink_escape"
+    assert_err!(
+        read_existing(&d, OsStr::new("dangling"), None),
+        FsError::SymlinkEscape { .. }
     );
 }
 
@@ -306,7 +299,7 @@ fn bad_leaves_are_invalid_input() {
     for leaf in ["", ".", "..", "a/b", "/abs"] {
         let err = publish(&d, OsStr::new(leaf), b"x", &opts(), &mut ok()).unwrap_err();
         match err {
-            FsError::Io(e) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{leaf}"),
+            FsError::InvalidInput { path, .. } => assert_eq!(path, Path::new(leaf)),
             other => panic!("{leaf}: {other:?}"),
         }
     }
@@ -319,14 +312,14 @@ fn open_canonical_refuses_symlinked_component() {
     std::fs::create_dir_all(base.join("real/inner")).unwrap();
     symlink(base.join("real"), base.join("alias")).unwrap();
     let err = Dir::open_canonical(&base.join("alias/inner")).unwrap_err();
-    assert!(matches!(err, FsError::SymlinkEscape(_)), "{err:?}");
+    assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
     // The symlink as the final component is refused too.
     let err = Dir::open_canonical(&base.join("alias")).unwrap_err();
-    assert_eq!(err.kind(), "symlink_escape");
+    assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
     // A dangling symlink component as well.
     symlink(base.join("nowhere"), base.join("dangling")).unwrap();
     let err = Dir::open_canonical(&base.join("dangling/x")).unwrap_err();
-    assert_eq!(err.kind(), "symlink_escape");
+    assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
     // The canonical path works.
     let d = Dir::open_canonical(&base.join("real/inner")).unwrap();
     assert_eq!(d.path(), base.join("real/inner"));
@@ -336,31 +329,25 @@ fn open_canonical_refuses_symlinked_component() {
 fn open_canonical_other_errors() {
     let (_t, base) = tempdir();
     std::fs::write(base.join("file"), b"").unwrap();
-    assert_eq!(
-        Dir::open_canonical(&base.join("missing/x"))
-            .unwrap_err()
-            .kind(),
-        "path_not_found"
+    assert_err!(
+        Dir::open_canonical(&base.join("missing/x")),
+        FsError::NotFound { .. }
     );
-    assert_eq!(
-        Dir::open_canonical(&base.join("missing"))
-            .unwrap_err()
-            .kind(),
-        "path_not_found"
+    assert_err!(
+        Dir::open_canonical(&base.join("missing")),
+        FsError::NotFound { .. }
     );
-    assert_eq!(
-        Dir::open_canonical(&base.join("file")).unwrap_err().kind(),
-        "parse_error"
+    assert_err!(
+        Dir::open_canonical(&base.join("file")),
+        FsError::NotAFile { .. }
     );
-    assert_eq!(
-        Dir::open_canonical(&base.join("file/x"))
-            .unwrap_err()
-            .kind(),
-        "parse_error"
+    assert_err!(
+        Dir::open_canonical(&base.join("file/x")),
+        FsError::NotAFile { .. }
     );
     for bad in ["relative/dir", "/a/../b"] {
         match Dir::open_canonical(Path::new(bad)).unwrap_err() {
-            FsError::Io(e) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput),
+            FsError::InvalidInput { path, .. } => assert_eq!(path, Path::new(bad)),
             other => panic!("{other:?}"),
         }
     }
@@ -477,9 +464,9 @@ fn enospc_is_io_error_and_target_stays_identical() {
     let d = Dir::open_canonical(&mnt).unwrap();
     let big = vec![b'x'; 1024 * 1024];
     let err = publish(&d, OsStr::new("keep"), &big, &opts(), &mut ok()).unwrap_err();
-    assert_eq!(err.kind(), "io_error");
+    assert!(matches!(err, FsError::Io { .. }), "{err:?}");
     match &err {
-        FsError::Io(e) => assert_eq!(e.raw_os_error(), Some(28), "{e}"), // ENOSPC
+        FsError::Io { source, .. } => assert_eq!(source.raw_os_error(), Some(28), "{source}"), // ENOSPC
         other => panic!("{other:?}"),
     }
     assert_eq!(std::fs::read(mnt.join("keep")).unwrap(), b"small original");

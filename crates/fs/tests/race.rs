@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{names, tempdir};
-use writegate_fs::{Dir, NewFileMode, PublishOptions, publish};
+use writegate_fs::{Dir, FsError, NewFileMode, PublishOptions, publish};
 
 /// Publishes that must succeed (the rest of the attempts are refused opens).
 const PUBLISHES: u64 = 3000;
@@ -78,7 +78,7 @@ fn swapping_a_directory_for_a_symlink_never_redirects_a_write() {
             }
             Err(e) => {
                 assert!(
-                    matches!(e.kind(), "symlink_escape" | "path_not_found"),
+                    matches!(e, FsError::SymlinkEscape { .. } | FsError::NotFound { .. }),
                     "{e:?}"
                 );
                 refused += 1;

@@ -6,8 +6,8 @@
 //! `readlink` and `realpath`, nothing else. This crate must never create, open
 //! for writing, rename, remove or change the mode of anything, and it emits no
 //! logs and no audit events; the writers in other crates do that, using the
-//! canonical paths computed here. Every refusal is a [`ResolveError`] whose
-//! [`ResolveError::kind`] is the wire `errorKind` of SPEC 11.
+//! canonical paths computed here. Every refusal is a [`ResolveError`], one
+//! variant per wire `errorKind` of SPEC 11.
 //!
 //! Entry points:
 //! - [`is_suspicious`] / [`is_suspicious_component`]: pure SPEC 6 rules.
@@ -23,7 +23,7 @@ mod suspicious;
 mod view;
 
 pub use error::ResolveError;
-pub use external::{ExternalTarget, resolve_external};
+pub use external::{EXTERNAL_CHECK_ATTEMPTS, ExternalTarget, resolve_external};
 pub use resolve::{MAX_SYMLINK_HOPS, Resolved, is_within, resolve};
 pub use suspicious::{is_suspicious, is_suspicious_component};
 pub use view::{FileKind, FsView, OsView, Stat};

@@ -276,15 +276,13 @@ fn walk_outside(
     let mut entered: Option<PathBuf> = None;
     let result = {
         let mut on_step = |p: &Path, exists: bool| -> Result<(), ResolveError> {
-            match &entered {
-                Some(root) => check_inside(p, exists, root, input),
-                None => {
-                    if exists {
-                        entered = roots.iter().find(|r| is_within(p, r)).map(|r| (*r).clone());
-                    }
-                    Ok(())
-                }
+            if let Some(root) = &entered {
+                return check_inside(p, exists, root, input);
             }
+            if exists {
+                entered = roots.iter().find(|r| is_within(p, r)).map(|r| (*r).clone());
+            }
+            Ok(())
         };
         walker.walk(PathBuf::from("/"), lex.pieces(), &mut on_step)
     };

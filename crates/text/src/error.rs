@@ -1,12 +1,13 @@
-//! The one error type of the crate and its wire names (SPEC 11).
+//! The one error type of the crate (SPEC 11 refusals).
 
 use crate::escape::show;
 
 /// Why a text operation refused. Nothing was changed when one of these is returned:
 /// every function of this crate is pure, so the caller simply writes nothing.
 ///
-/// [`TextError::kind`] gives the SPEC 11 `errorKind` string, [`TextError::hint`] one
-/// sentence a model can act on. The `Display` text is a short English description.
+/// Each variant stands for one SPEC 11 `errorKind`, named in its docs; the daemon
+/// maps them, in one place (`writegate-core`'s `error.rs`). [`TextError::hint`] gives
+/// one sentence a model can act on; the `Display` text is a short English description.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TextError {
     /// SPEC 9: an encoding label the crate does not know, or an existing file whose
@@ -56,8 +57,8 @@ pub enum TextError {
         holds: String,
     },
     /// A combination of edit parameters that makes no sense (for example `insert`
-    /// without `line`, `endLine` before `line`). The caller answers JSON-RPC `-32602`;
-    /// [`TextError::kind`] is `invalid_params`.
+    /// without `line`, `endLine` before `line`). The caller answers JSON-RPC `-32602`
+    /// (`invalid_params`).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     /// SPEC 8.5: the guard found the edited bytes differ from the original outside
@@ -78,24 +79,6 @@ fn join_lines(lines: &[usize]) -> String {
 }
 
 impl TextError {
-    /// The SPEC 11 `errorKind` string: `unsupported_encoding`, `unmappable_character`,
-    /// `binary_file`, `text_not_found`, `ambiguous_text_match`, `line_out_of_range`,
-    /// `line_mismatch`, `invalid_params` (for [`TextError::InvalidRequest`]) or
-    /// `internal_error` (for [`TextError::Guard`]).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            TextError::UnsupportedEncoding(_) => "unsupported_encoding",
-            TextError::UnmappableCharacter(_) => "unmappable_character",
-            TextError::BinaryFile => "binary_file",
-            TextError::TextNotFound(_) => "text_not_found",
-            TextError::AmbiguousTextMatch { .. } => "ambiguous_text_match",
-            TextError::LineOutOfRange { .. } => "line_out_of_range",
-            TextError::LineMismatch { .. } => "line_mismatch",
-            TextError::InvalidRequest(_) => "invalid_params",
-            TextError::Guard(_) => "internal_error",
-        }
-    }
-
     /// One sentence a model can act on (the `hint` of SPEC 10 and 11).
     pub fn hint(&self) -> String {
         match self {

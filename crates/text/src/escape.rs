@@ -15,7 +15,8 @@ pub fn escape_visible(s: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\r' => out.push_str("\\r"),
             '\n' => out.push_str("\\n"),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            // `\u{7f}`: lower-case hex, no leading zeros.
+            c if c.is_control() => out.extend(c.escape_unicode()),
             c => out.push(c),
         }
     }

@@ -6,16 +6,14 @@
 //!
 //! This crate must never do IO: no `std::fs`, no `std::io` reads or writes, no
 //! sockets, no async runtime. And it must never panic, whatever bytes or parameters
-//! it is given: every refusal is a [`TextError`], whose [`TextError::kind`] is the
-//! SPEC 11 `errorKind`. Edits keep every byte outside the edited range identical
+//! it is given: every refusal is a [`TextError`], one variant per SPEC 11
+//! `errorKind`. Edits keep every byte outside the edited range identical
 //! (invalid bytes included), and the guard of SPEC 8.5 re-checks that before any
 //! bytes are returned.
 //!
-//! Modules: [`lines`] (line model), [`format`] (encodings, detection, whole-file
+//! Modules: [`lines`] (line model), [`format`](mod@format) (encodings, detection, whole-file
 //! encoding), [`edit`] (edit engine and guard), [`read`] (numbered reads),
 //! [`error`], [`escape`] (whitespace made visible for results).
-
-#![warn(missing_docs)]
 
 pub mod edit;
 pub mod error;

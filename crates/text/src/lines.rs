@@ -646,7 +646,7 @@ mod tests {
             let mut bytes = Vec::new();
             while bytes.len() < 200_000 {
                 let r = next();
-                let text = (r % if round % 2 == 0 { 60 } else { 40_000 }) as usize;
+                let text = usize::try_from(r % if round % 2 == 0 { 60 } else { 40_000 }).unwrap();
                 bytes.extend(std::iter::repeat_n(b'x', text));
                 bytes.extend_from_slice(match (r >> 32) % 4 {
                     0 => &b"\n"[..],

@@ -230,7 +230,7 @@ impl Repr for LegacyRepr {
         let mut buf = [0u8; 64];
         for i in 0..units.len() {
             let (res, _read, written) =
-                decoder.decode_to_utf8_without_replacement(&units[i..i + 1], &mut buf, false);
+                decoder.decode_to_utf8_without_replacement(&units[i..=i], &mut buf, false);
             if written > 0 || matches!(res, DecoderResult::Malformed(..)) {
                 b[i + 1] = true;
             }
@@ -285,8 +285,12 @@ impl Repr for Utf16Repr {
             .collect()
     }
     fn decode_body(&self, body: &[u8]) -> String {
-        // The values of 16-bit units always fit in a u16.
-        let units = self.body_units(body).iter().map(|u| u as u16);
+        // The values of 16-bit units always fit in a u16; were one not to, it
+        // would decode as U+FFFD rather than panic.
+        let units = self
+            .body_units(body)
+            .iter()
+            .map(|u| u16::try_from(u).unwrap_or(0xFFFD));
         char::decode_utf16(units)
             .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
             .collect()
@@ -374,7 +378,7 @@ pub(crate) fn encode_legacy(
         src = &src[read..];
         match res {
             EncoderResult::InputEmpty => return Ok(out),
-            EncoderResult::OutputFull => continue,
+            EncoderResult::OutputFull => {}
             EncoderResult::Unmappable(c) => {
                 return Err(TextError::UnmappableCharacter(format!(
                     "U+{:04X} {:?} cannot be written in {}",

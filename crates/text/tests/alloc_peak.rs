@@ -12,8 +12,9 @@
 //! It asserts nothing about time.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Mutex;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use writegate_text::{
@@ -89,7 +90,7 @@ fn big_text(line_bytes: usize, ending: &str) -> Vec<u8> {
     let mut s = String::with_capacity(FILE_BYTES);
     for i in 1..=FILE_BYTES / line_bytes {
         let start = s.len();
-        s.push_str(&format!("{i:06} "));
+        write!(s, "{i:06} ").unwrap();
         if i == FIND_LINE {
             s.push_str("NEEDLE-A ");
         }
@@ -127,7 +128,7 @@ fn find_req() -> EditRequest<'static> {
 
 #[test]
 fn engine_peak_for_an_edit_of_a_5mb_file_of_short_lines_is_below_twice_its_size() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let bytes = big_text(20, "\n");
     let opts = WriteOptions::default();
     for (name, req) in [("line", line_req()), ("find", find_req())] {
@@ -158,8 +159,10 @@ fn median_ms<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
 
 #[test]
 #[ignore = "prints timings; run with --release -- --ignored --nocapture"]
+// Its output is the table of docs/performance.md, printed for a person to read.
+#[allow(clippy::print_stdout)]
 fn measure() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let opts = WriteOptions::default();
     let reps = 15;
     println!("| file | step | median ms | peak heap above input | / file size |");
@@ -175,7 +178,7 @@ fn measure() {
         let row = |step: &str, ms: f64, peak: usize| {
             println!(
                 "| {file} | {step} | {ms:.2} | {:.2} MiB | {:.2}x |",
-                peak as f64 / (1 << 20) as f64,
+                peak as f64 / f64::from(1 << 20),
                 peak as f64 / FILE_BYTES as f64
             );
         };

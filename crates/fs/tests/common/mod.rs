@@ -5,15 +5,31 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+/// Asserts that the `Result` `$r` is an `Err` matching `$p`, showing what it
+/// was otherwise. (Not every test binary uses it, hence the allows.)
+#[allow(unused_macros)]
+macro_rules! assert_err {
+    ($r:expr, $p:pat) => {{
+        let r = $r;
+        assert!(
+            matches!(r, Err($p)),
+            "expected Err({}), got {r:?}",
+            stringify!($p)
+        );
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use assert_err;
+
 /// A fresh temp directory and its canonical path.
-pub fn tempdir() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn tempdir() -> (tempfile::TempDir, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let p = t.path().canonicalize().unwrap();
     (t, p)
 }
 
 /// Names in `dir`, sorted.
-pub fn names(dir: &Path) -> Vec<OsString> {
+pub(crate) fn names(dir: &Path) -> Vec<OsString> {
     let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -23,7 +39,7 @@ pub fn names(dir: &Path) -> Vec<OsString> {
 }
 
 /// Names in `dir` that look like publisher temp files.
-pub fn temps(dir: &Path) -> Vec<OsString> {
+pub(crate) fn temps(dir: &Path) -> Vec<OsString> {
     names(dir)
         .into_iter()
         .filter(|n| n.to_string_lossy().ends_with(".tmp"))
@@ -31,7 +47,7 @@ pub fn temps(dir: &Path) -> Vec<OsString> {
 }
 
 /// Permission bits of `path` (not following a symlink).
-pub fn mode(path: &Path) -> u32 {
+pub(crate) fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path)
         .unwrap()
         .permissions()
@@ -39,6 +55,6 @@ pub fn mode(path: &Path) -> u32 {
         & 0o7777
 }
 
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }

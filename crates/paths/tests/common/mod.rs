@@ -10,18 +10,18 @@ use std::path::{Path, PathBuf};
 
 use writegate_paths::{FsView, OsView, ResolveError, Resolved, Stat, resolve};
 
-pub struct Fx {
+pub(crate) struct Fx {
     _tmp: tempfile::TempDir,
     /// Canonical scratch directory.
-    pub w: PathBuf,
+    pub(crate) w: PathBuf,
     /// Canonical workspace root, `W/root`.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// Sockets must stay bound for the test's lifetime.
     sockets: Vec<UnixListener>,
 }
 
 impl Fx {
-    pub fn new() -> Fx {
+    pub(crate) fn new() -> Fx {
         let tmp = tempfile::tempdir().unwrap();
         let w = fs::canonicalize(tmp.path()).unwrap();
         let root = w.join("root");
@@ -35,47 +35,47 @@ impl Fx {
     }
 
     /// `W/rel`.
-    pub fn p(&self, rel: &str) -> PathBuf {
+    pub(crate) fn p(&self, rel: &str) -> PathBuf {
         self.w.join(rel)
     }
 
-    pub fn dir(&self, rel: &str) -> PathBuf {
+    pub(crate) fn dir(&self, rel: &str) -> PathBuf {
         let p = self.p(rel);
         fs::create_dir_all(&p).unwrap();
         p
     }
 
-    pub fn file(&self, rel: &str, bytes: &[u8]) -> PathBuf {
+    pub(crate) fn file(&self, rel: &str, bytes: &[u8]) -> PathBuf {
         let p = self.p(rel);
         fs::write(&p, bytes).unwrap();
         p
     }
 
     /// A symlink at `W/rel` with the literal target `target`.
-    pub fn symlink(&self, rel: &str, target: impl AsRef<Path>) -> PathBuf {
+    pub(crate) fn symlink(&self, rel: &str, target: impl AsRef<Path>) -> PathBuf {
         let p = self.p(rel);
         symlink(target.as_ref(), &p).unwrap();
         p
     }
 
-    pub fn socket(&mut self, rel: &str) -> PathBuf {
+    pub(crate) fn socket(&mut self, rel: &str) -> PathBuf {
         let p = self.p(rel);
         self.sockets.push(UnixListener::bind(&p).unwrap());
         p
     }
 
-    pub fn roots(&self) -> Vec<PathBuf> {
+    pub(crate) fn roots(&self) -> Vec<PathBuf> {
         vec![self.root.clone()]
     }
 
     /// The workspace resolver over the real filesystem, through a view that
     /// refuses `realpath` (the resolver must walk components itself), and
     /// checking that nothing under `W` changed.
-    pub fn resolve(&self, input: impl AsRef<Path>) -> Result<Resolved, ResolveError> {
+    pub(crate) fn resolve(&self, input: impl AsRef<Path>) -> Result<Resolved, ResolveError> {
         self.resolve_with_roots(input, &self.roots())
     }
 
-    pub fn resolve_with_roots(
+    pub(crate) fn resolve_with_roots(
         &self,
         input: impl AsRef<Path>,
         roots: &[PathBuf],
@@ -91,7 +91,7 @@ impl Fx {
     }
 
     /// Everything under `W`: names, kinds, sizes, modes, inodes, mtimes, link targets.
-    pub fn snapshot(&self) -> Vec<String> {
+    pub(crate) fn snapshot(&self) -> Vec<String> {
         let mut out = Vec::new();
         walk(&self.w, &mut out);
         out.sort();
@@ -125,7 +125,7 @@ fn walk(dir: &Path, out: &mut Vec<String>) {
 }
 
 /// The real filesystem, but `realpath` is forbidden.
-pub struct NoRealpath;
+pub(crate) struct NoRealpath;
 
 impl FsView for NoRealpath {
     fn lstat(&self, path: &Path) -> io::Result<Stat> {
@@ -142,13 +142,30 @@ impl FsView for NoRealpath {
     }
 }
 
-pub fn kind(r: Result<impl std::fmt::Debug, ResolveError>) -> &'static str {
-    match r {
-        Ok(v) => panic!("expected an error, got {v:?}"),
-        Err(e) => e.kind(),
-    }
+/// Asserts that the `Result` `$r` is an `Err` matching `$p` (a
+/// [`ResolveError`] pattern), showing what it was otherwise, after the
+/// optional format arguments.
+macro_rules! assert_err {
+    ($r:expr, $p:pat) => {{
+        let r = $r;
+        assert!(
+            matches!(r, Err($p)),
+            "expected Err({}), got {r:?}",
+            stringify!($p)
+        );
+    }};
+    ($r:expr, $p:pat, $($msg:tt)+) => {{
+        let r = $r;
+        assert!(
+            matches!(r, Err($p)),
+            "{}: expected Err({}), got {r:?}",
+            format_args!($($msg)+),
+            stringify!($p)
+        );
+    }};
 }
+pub(crate) use assert_err;
 
-pub fn is_root_user() -> bool {
+pub(crate) fn is_root_user() -> bool {
     rustix::process::geteuid().is_root()
 }
