@@ -231,6 +231,7 @@ fn inproc_service(t: &Tree) -> (Service, OpCtx) {
         allows: Allowances::NONE,
         route: "ACP writeTextFile",
         cancel: Arc::new(AtomicBool::new(false)),
+        approver: None,
     };
     (svc, ctx)
 }

@@ -36,6 +36,63 @@ impl Allowances {
     };
 }
 
+/// A person who can be asked about an operation the approval gate holds
+/// (SPEC 12): an editor's permission dialog (ACP
+/// `session/request_permission`), an MCP client's elicitation. Provided by
+/// the front end; core asks at most once per operation, before the path
+/// lock is taken, from the operation's (blocking) thread.
+pub trait Approver: Send + Sync {
+    /// Asks about `question` and blocks until the person answers, the
+    /// request is cancelled, or the front end gives up.
+    fn ask(&self, question: &ApprovalQuestion) -> ApprovalAnswer;
+}
+
+/// What a held operation would do, for the person to decide on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalQuestion {
+    /// The synthetic command, `edit_file <mode> <canonical path>`.
+    pub command: String,
+    /// The canonical path the operation would write.
+    pub path: PathBuf,
+    /// `write` or the edit mode.
+    pub mode: &'static str,
+    /// The gate's rating: `moderate` or `dangerous`.
+    pub level: &'static str,
+    /// Why it is held, in words ("credential file .env").
+    pub reason: String,
+}
+
+/// The person's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    /// Go ahead with this operation only.
+    AllowOnce,
+    /// Go ahead, and remember it: the same command is approved for the rest
+    /// of the session (or, without a session, the workspace's runtime).
+    AllowAlways,
+    /// Refuse (`approval_required`, saying the person declined).
+    Deny,
+    /// The question was cancelled (the prompt was cancelled): the operation
+    /// is cancelled (`-32800` on ACP).
+    Cancelled,
+    /// Nobody could be asked (the client cannot show the question, or it
+    /// failed): refused as if no one had been asked.
+    Unavailable,
+}
+
+impl ApprovalAnswer {
+    /// The audit event's `approval` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalAnswer::AllowOnce => "allowed_once",
+            ApprovalAnswer::AllowAlways => "allowed_always",
+            ApprovalAnswer::Deny => "denied",
+            ApprovalAnswer::Cancelled => "cancelled",
+            ApprovalAnswer::Unavailable => "unanswered",
+        }
+    }
+}
+
 /// What one request runs under.
 #[derive(Clone)]
 pub struct OpCtx {
@@ -51,6 +108,9 @@ pub struct OpCtx {
     /// Set by `$/cancel_request` or shutdown: the operation stops before it
     /// begins to commit.
     pub cancel: Arc<AtomicBool>,
+    /// Who to ask when the approval gate holds the operation; `None`: the
+    /// refusal `approval_required` goes back to the client (SPEC 12).
+    pub approver: Option<Arc<dyn Approver>>,
 }
 
 impl OpCtx {

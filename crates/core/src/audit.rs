@@ -54,6 +54,11 @@ pub struct AuditEvent {
     /// The marker's source on the external route.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<&'static str>,
+    /// When the gate held the operation and a person was asked: the answer
+    /// (`allowed_once`, `allowed_always`, `denied`, `cancelled`,
+    /// `unanswered`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<&'static str>,
     /// True for an edit's `dryRun` (nothing was written).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,

@@ -25,8 +25,8 @@ pub mod runtime;
 pub mod service;
 
 pub use api::{
-    Allowances, EditParams, EditReport, FileFormat, LineEnding, LinesRead, OpCtx, ReadParams,
-    Receipt, TextRead, WriteOutcome, WriteParams,
+    Allowances, ApprovalAnswer, ApprovalQuestion, Approver, EditParams, EditReport, FileFormat,
+    LineEnding, LinesRead, OpCtx, ReadParams, Receipt, TextRead, WriteOutcome, WriteParams,
 };
 pub use config::Config;
 pub use error::{Detail, ErrorKind, Failure, Refusal};

@@ -18,10 +18,11 @@
 //! delete or rename reuses them with a different commit.
 
 use crate::api::OpCtx;
+use crate::api::{ApprovalAnswer, ApprovalQuestion};
 use crate::audit::{AuditEvent, EventKind, Intent, Writer, now_rfc3339};
 use crate::config::{Config, NewFileMode};
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
-use crate::policy::GateRequest;
+use crate::policy::{GateRequest, Grant, Scope};
 use crate::routing::{MarkerSource, Route, external_route};
 use crate::service::Service;
 use crate::{path_hash, sha256_tagged};
@@ -120,6 +121,7 @@ impl<'s> Op<'s> {
             hint: None,
             duration_ms: 0,
             source: None,
+            approval: None,
             dry_run: None,
             path: None,
         };
@@ -249,19 +251,71 @@ impl<'s> Op<'s> {
     /// The approval gate (SPEC 12): the synthetic command of `mode` on the
     /// target, judged by the config's rules and the built-in protected
     /// paths; above `auto_approve` it needs a matching approval (a `once`
-    /// approval is consumed).
-    pub(crate) fn approve(&self, target: &Target, mode: &str) -> Result<(), Failure> {
-        self.svc.approvals().check(
+    /// approval is consumed). When it is held and the context has an
+    /// [`Approver`], the person is asked (once, before any lock is taken):
+    /// "allow once" goes ahead, "allow always" also grants the literal
+    /// command for the session (or the workspace without one), anything
+    /// else refuses; the answer goes into the operation's one audit event.
+    pub(crate) fn approve(&mut self, target: &Target, mode: &'static str) -> Result<(), Failure> {
+        let session = self.ctx.session_id.as_deref().unwrap_or("");
+        let held = self.svc.approvals().check(
             &self.cfg.policy,
             &GateRequest {
                 mode,
                 canonical: &target.canonical,
                 root: &self.ctx.runtime.root,
-                session: self.ctx.session_id.as_deref().unwrap_or(""),
+                session,
                 workspace: &self.ctx.runtime.id,
             },
-        )?;
-        Ok(())
+        );
+        let Err(refusal) = held else { return Ok(()) };
+        let (
+            Some(approver),
+            Some(Detail::Approval {
+                command,
+                level,
+                reason,
+                ..
+            }),
+        ) = (self.ctx.approver.clone(), refusal.detail.clone())
+        else {
+            return Err(refusal.into());
+        };
+        let answer = approver.ask(&ApprovalQuestion {
+            command: command.clone(),
+            path: target.canonical.clone(),
+            mode,
+            level,
+            reason,
+        });
+        self.event().approval = Some(answer.as_str());
+        match answer {
+            ApprovalAnswer::AllowOnce => Ok(()),
+            ApprovalAnswer::AllowAlways => {
+                let scope = if session.is_empty() {
+                    Scope::Workspace
+                } else {
+                    Scope::Session
+                };
+                self.svc
+                    .approvals()
+                    .grant(
+                        &Grant::Command(command),
+                        scope,
+                        session,
+                        &self.ctx.runtime.id,
+                    )
+                    .map_err(Failure::from)?;
+                Ok(())
+            }
+            ApprovalAnswer::Cancelled => Err(Failure::Cancelled),
+            ApprovalAnswer::Deny => Err(Refusal {
+                hint: format!("the user declined: {}", refusal.hint),
+                ..refusal
+            }
+            .into()),
+            ApprovalAnswer::Unavailable => Err(refusal.into()),
+        }
     }
 
     /// Takes the daemon-wide lock of the target (SPEC 7.4), held until

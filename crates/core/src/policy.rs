@@ -993,7 +993,8 @@ impl Approvals {
                 let mut next = g.persistent.clone();
                 next.push(grant);
                 let body = serde_json::to_vec_pretty(&next).map_err(std::io::Error::other)?;
-                writegate_fs::write_private_file(&self.file, &body).map_err(std::io::Error::other)?;
+                writegate_fs::write_private_file(&self.file, &body)
+                    .map_err(std::io::Error::other)?;
                 g.persistent = next;
             }
         } else {

@@ -569,6 +569,7 @@ mod tests {
             },
             route: "test",
             cancel: Arc::new(AtomicBool::new(false)),
+            approver: None,
         }
     }
 

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use writegate_core::policy::{Grant, Scope};
 use writegate_core::{
-    Allowances, Config, Detail, EditMode, EditParams, ErrorKind, Failure, MarkerSource, OpCtx,
-    ReadParams, Registry, Runtime, Service, WriteOptions, WriteParams,
+    Allowances, ApprovalAnswer, ApprovalQuestion, Approver, Config, Detail, EditMode, EditParams,
+    ErrorKind, Failure, MarkerSource, OpCtx, ReadParams, Registry, Runtime, Service, WriteOptions,
+    WriteParams,
 };
 
 struct World {
@@ -55,6 +56,7 @@ impl World {
             allows,
             route: "test",
             cancel: Arc::new(AtomicBool::new(false)),
+            approver: None,
         }
     }
 
@@ -332,4 +334,69 @@ fn failed_edit_is_one_denied_event_and_no_receipt() {
     assert_eq!(events.len(), 2);
     assert_eq!(events[0]["type"], "fs.denied");
     assert_eq!(events[1]["type"], "fs.access");
+}
+
+/// A person asked about a held write, answering in turn.
+struct Scripted(
+    std::sync::Mutex<Vec<ApprovalAnswer>>,
+    std::sync::Mutex<Vec<ApprovalQuestion>>,
+);
+
+impl Approver for Scripted {
+    fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
+        self.1.lock().unwrap().push(q.clone());
+        self.0.lock().unwrap().remove(0)
+    }
+}
+
+/// SPEC 12 with a front end that can ask (issues 10 and 11): the answer
+/// decides, and the operation still leaves exactly one event, which says
+/// what the person answered.
+#[test]
+fn a_held_write_asks_the_approver_once_per_operation() {
+    let w = world(true);
+    let f = w.root.join(".env");
+    let person = Arc::new(Scripted(
+        std::sync::Mutex::new(vec![
+            ApprovalAnswer::Deny,
+            ApprovalAnswer::AllowOnce,
+            ApprovalAnswer::AllowAlways,
+        ]),
+        std::sync::Mutex::new(Vec::new()),
+    ));
+    let mut ctx = w.ctx(Allowances::NONE);
+    ctx.approver = Some(person.clone());
+    // Denied: refused, the file untouched.
+    let Err(Failure::Refused(r)) = w.svc.write_text_file(&ctx, &write(&f, "A=1\n")) else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(r.kind, ErrorKind::ApprovalRequired);
+    assert!(r.hint.contains("declined"), "{}", r.hint);
+    assert!(!f.exists());
+    // Allowed once: written; nothing remembered.
+    w.svc.write_text_file(&ctx, &write(&f, "A=2\n")).unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), b"A=2\n");
+    // Allowed always: written, and the next write is not asked about.
+    w.svc.write_text_file(&ctx, &write(&f, "A=3\n")).unwrap();
+    w.svc.write_text_file(&ctx, &write(&f, "A=4\n")).unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), b"A=4\n");
+    let asked = person.1.lock().unwrap();
+    assert_eq!(asked.len(), 3, "asked once per held operation");
+    assert_eq!(asked[0].path, f);
+    assert_eq!(asked[0].level, "dangerous");
+    assert!(asked[0].command.ends_with("/.env"));
+    let events = w.events();
+    assert_eq!(events.len(), 4);
+    let approvals: Vec<_> = events.iter().map(|e| e["approval"].clone()).collect();
+    assert_eq!(
+        approvals,
+        [
+            serde_json::json!("denied"),
+            serde_json::json!("allowed_once"),
+            serde_json::json!("allowed_always"),
+            Value::Null
+        ]
+    );
+    assert_eq!(events[0]["type"], "fs.denied");
+    assert_eq!(events[3]["type"], "fs.access");
 }

@@ -94,6 +94,7 @@ fn world() -> World {
         allows: Allowances::NONE,
         route: "test",
         cancel: Arc::new(AtomicBool::new(false)),
+        approver: None,
     };
     World {
         svc,

@@ -53,6 +53,7 @@ impl Call<'_> {
             allows: self.conn.transport.allowances(),
             route,
             cancel: self.cancel.clone(),
+            approver: None,
         }
     }
 }
