@@ -28,7 +28,9 @@ pub const WORKSPACE_META_KEY: &str = "writegate/workspace";
 /// `initialize` (SPEC 2, 3): discovery, and for the first request of a socket
 /// connection the choice of workspace by `_meta["writegate/workspace"]`
 /// (absolute path or runtime id; unregistered directories are registered
-/// only with `allow_dynamic_workspaces`).
+/// only with `allow_dynamic_workspaces`). `_meta.writegate.workspace` is the
+/// connection's workspace and `_meta.writegate.workspaces` every registered
+/// one (`{id, root, trusted}`, primary first).
 pub fn initialize(conn: &Conn, id: &RequestId, params: &Value, first: bool) -> Value {
     let wanted = params
         .get("_meta")
@@ -76,6 +78,16 @@ pub fn initialize(conn: &Conn, id: &RequestId, params: &Value, first: bool) -> V
     }
     let rt = conn.runtime();
     let cfg = conn.shared.service.config();
+    // Every registered workspace, primary first, so that a client (the CLI)
+    // can pick the one containing a path and name it in a new connection.
+    let workspaces: Vec<Value> = conn
+        .shared
+        .service
+        .registry()
+        .all()
+        .iter()
+        .map(|w| json!({"id": w.id, "root": w.root, "trusted": w.trusted}))
+        .collect();
     jsonrpc::success(
         id,
         json!({
@@ -86,6 +98,7 @@ pub fn initialize(conn: &Conn, id: &RequestId, params: &Value, first: bool) -> V
                 "writegate": {
                     "version": env!("CARGO_PKG_VERSION"),
                     "workspace": {"id": rt.id, "root": rt.root, "trusted": rt.trusted},
+                    "workspaces": workspaces,
                     "fs": {"readTextFile": cfg.read_text_file, "writeTextFile": true},
                     "extensionMethods": EXTENSION_METHODS,
                 }
