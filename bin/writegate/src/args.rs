@@ -248,10 +248,10 @@ pub(crate) struct EditArgs {
     #[arg(long, value_name = "TEXT", value_parser = NonEmptyStringValueParser::new())]
     pub(crate) find: Option<String>,
     /// Line to replace, insert before, or delete (1-based).
-    #[arg(long, value_name = "N", value_parser = parse_line_number)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_line_number)]
     pub(crate) line: Option<u64>,
     /// Last line of the range to replace or delete (1-based, inclusive; not before --line).
-    #[arg(long, value_name = "M", requires = "line", value_parser = parse_line_number)]
+    #[arg(long, value_name = "M", requires = "line", allow_negative_numbers = true, value_parser = parse_line_number)]
     pub(crate) end_line: Option<u64>,
     /// Insert the new text before --line.
     #[arg(long, requires = "line", conflicts_with_all = ["delete", "append", "find", "end_line"])]
@@ -281,10 +281,10 @@ pub(crate) struct ReadArgs {
     /// File to read (relative paths are taken from the current directory).
     pub(crate) path: PathBuf,
     /// First line to print (1-based).
-    #[arg(long, value_name = "N", value_parser = parse_line_number)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_line_number)]
     pub(crate) line: Option<u64>,
     /// Number of lines to print (at least 1).
-    #[arg(long, value_name = "COUNT", value_parser = parse_count)]
+    #[arg(long, value_name = "COUNT", allow_negative_numbers = true, value_parser = parse_count)]
     pub(crate) limit: Option<u64>,
     #[command(flatten)]
     pub(crate) client: ClientArgs,
