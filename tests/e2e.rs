@@ -1600,7 +1600,7 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
     let out = run_with_stdin(cmd, b"from nobody\n");
     assert_eq!(
         out.0.code(),
-        Some(2),
+        Some(3),
         "unreachable for another UID: {}",
         out.2
     );
@@ -1671,7 +1671,7 @@ fn cli_refused_write_exits_one_with_error_kind() {
 }
 
 #[test]
-fn cli_unreachable_daemon_exits_two() {
+fn cli_unreachable_daemon_exits_three() {
     let s = Tree::new();
     let mut cmd = s.command();
     cmd.arg("write")
@@ -1679,7 +1679,7 @@ fn cli_unreachable_daemon_exits_two() {
         .arg("--socket")
         .arg(s.base.join("nobody-listens.sock"));
     let (status, _out, err) = run_with_stdin(cmd, b"x\n");
-    assert_eq!(status.code(), Some(2), "{err}");
+    assert_eq!(status.code(), Some(3), "{err}");
     assert!(!err.is_empty());
     assert!(!s.ws.join("x.txt").exists());
 }
