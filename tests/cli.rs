@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_writegate");
 /// Upper bound for any single wait (a broken daemon fails instead of hanging).
-const TIMEOUT: Duration = Duration::from_secs(60);
+const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// A temp tree: `ws/` and `ws-b/` (workspaces), `out/` (in none), `home/`,
-/// `state/` (XDG_STATE_HOME), `config/` (XDG_CONFIG_HOME), `run/`
-/// (XDG_RUNTIME_DIR), `logs/`.
+/// `state/` (`XDG_STATE_HOME`), `config/` (`XDG_CONFIG_HOME`), `run/`
+/// (`XDG_RUNTIME_DIR`), `logs/`.
 struct Tree {
     _tmp: tempfile::TempDir,
     base: PathBuf,
@@ -121,7 +121,7 @@ impl Tree {
             "--audit-log".into(),
             self.audit_log.display().to_string(),
         ];
-        all.extend(args.iter().map(|s| s.to_string()));
+        all.extend(args.iter().map(ToString::to_string));
         self.serve_with(&all.iter().map(String::as_str).collect::<Vec<_>>(), &[])
     }
 
