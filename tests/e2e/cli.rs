@@ -52,7 +52,7 @@ fn cli_refused_write_exits_one_with_error_kind() {
 }
 
 #[test]
-fn cli_unreachable_daemon_exits_two() {
+fn cli_unreachable_daemon_exits_three() {
     let s = Tree::new();
     let mut cmd = s.command();
     cmd.arg("write")
@@ -60,7 +60,7 @@ fn cli_unreachable_daemon_exits_two() {
         .arg("--socket")
         .arg(s.base.join("nobody-listens.sock"));
     let (status, _out, err) = run_with_stdin(cmd, b"x\n");
-    assert_eq!(status.code(), Some(2), "{err}");
+    assert_eq!(status.code(), Some(3), "{err}");
     assert!(!err.is_empty());
     assert!(!s.ws.join("x.txt").exists());
 }

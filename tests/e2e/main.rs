@@ -16,6 +16,7 @@ mod approval;
 mod cancel;
 mod cases;
 mod cli;
+mod command_line;
 mod concurrency;
 mod external;
 mod framing;

@@ -182,7 +182,7 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
     let out = run_with_stdin(cmd, b"from nobody\n");
     assert_eq!(
         out.0.code(),
-        Some(2),
+        Some(3),
         "unreachable for another UID: {}",
         out.2
     );

@@ -3,8 +3,8 @@
 //! (`message`, `outgoing`), one connection loop with a handler seam
 //! (`conn`), the method table with one module per method (`methods`), the
 //! `serve` handler, the stdio and Unix-socket transports with the peer-UID
-//! check, signals and graceful shutdown (`server`), and a small synchronous
-//! client for the CLI (`client`).
+//! check, signals and graceful shutdown (`server`). (The CLI's client is
+//! the binary's own.)
 //!
 //! This is the only crate that knows ACP's wire: JSON-RPC codes, `_meta`
 //! keys, result shapes. It must never decide policy (paths, routing,
@@ -13,7 +13,6 @@
 //! never write anything but protocol lines to stdout.
 
 pub mod budget;
-pub mod client;
 pub mod conn;
 pub mod frame;
 pub mod message;

@@ -25,6 +25,7 @@ pub struct AuditEvent {
     /// `workspace` or `external`.
     pub writer: Writer,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The request's session.
     pub session_id: Option<String>,
     /// Runtime id of the connection's workspace.
     pub workspace: String,
@@ -32,22 +33,31 @@ pub struct AuditEvent {
     /// refused before resolving).
     pub path_hash: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// UTF-8 bytes of the request's content.
     pub size_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// `write` or the edit mode.
     pub mode: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The file did not exist before.
     pub created: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Size before, in bytes.
     pub bytes_before: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Size after, in bytes.
     pub bytes_after: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// `sha256:<hex>` before (when read whole).
     pub hash_before: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// `sha256:<hex>` after.
     pub hash_after: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The errorKind of a refusal.
     pub error_kind: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The refusal's hint, only with `audit.raw_paths` (it may name paths).
     pub hint: Option<String>,
     /// Whole milliseconds from the start of the operation.
     pub duration_ms: u64,

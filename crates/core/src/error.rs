@@ -4,25 +4,45 @@
 /// strings never change; `status` is the HTTP-like number the table gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
+    /// The path is outside the workspace, or a suspicious name (SPEC 5, 6).
     PathOutsideWorkspace,
+    /// A symlink leads outside the root, loops, or the file was swapped while checked.
     SymlinkEscape,
+    /// The path cannot name a file: empty, NUL, a non-directory in the middle, not a regular file.
     ParseError,
+    /// No such file, or no existing ancestor.
     PathNotFound,
+    /// Over `max_write_bytes` or `max_edit_bytes`.
     FileTooLarge,
+    /// A NUL byte in a file that is not UTF-16/32 (edits only).
     BinaryFile,
+    /// `find` occurs nowhere (or is empty).
     TextNotFound,
+    /// `find` occurs more than once.
     AmbiguousTextMatch,
+    /// A line number past the last line (or 0).
     LineOutOfRange,
+    /// The numbered line does not hold `find`, and not exactly one other line does.
     LineMismatch,
+    /// The workspace is not trusted for writes.
     UntrustedWorkspace,
+    /// The operating system refused access.
     PermissionDenied,
+    /// The approval gate holds the operation until someone approves it.
     ApprovalRequired,
+    /// The file changed since it was read (`expectedHash`).
     HashMismatch,
+    /// The file exists where a new one was asked for.
     FileAlreadyExists,
+    /// The workspace was removed or its trust changed meanwhile.
     GenerationClosed,
+    /// Any other I/O failure (`ENOSPC` included), or the audit log cannot be written.
     IoError,
+    /// A bug caught by a guard; nothing was written.
     InternalError,
+    /// An unknown encoding name, or a file whose encoding cannot be detected.
     UnsupportedEncoding,
+    /// A character the target encoding cannot represent.
     UnmappableCharacter,
 }
 

@@ -59,10 +59,13 @@ pub fn runtime_id(root: &Path) -> String {
 /// Why a workspace cannot be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegisterError {
+    /// `realpath` failed (missing, permissions), with the reason.
     #[error("workspace root {0} cannot be resolved: {1}")]
     Unresolvable(PathBuf, String),
+    /// The root is not a directory.
     #[error("workspace root {0} is not a directory")]
     NotADirectory(PathBuf),
+    /// One root inside the other (SPEC 2).
     #[error("workspace root {0} is nested with registered workspace {1}")]
     Nested(PathBuf, PathBuf),
 }
@@ -76,8 +79,11 @@ pub struct Registry {
 /// What a reload changed, for logs and tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ReloadReport {
+    /// Roots registered by the reload.
     pub added: Vec<PathBuf>,
+    /// Roots no longer served (their generation closed).
     pub removed: Vec<PathBuf>,
+    /// Roots whose trust changed (a fresh runtime each).
     pub retrusted: Vec<PathBuf>,
 }
 

@@ -10,12 +10,12 @@ use writegate_core::Failure;
 use writegate_core::policy::{Grant, Scope};
 
 /// The method.
-pub struct Approve;
+pub(crate) struct Approve;
 
 /// Params.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Params {
+pub(crate) struct Params {
     #[serde(default)]
     session_id: Option<String>,
     #[serde(default)]
@@ -28,7 +28,7 @@ pub struct Params {
 /// `{command | pattern, scope, expiresInSecs?}` as granted.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Approved {
+pub(crate) struct Approved {
     /// The literal command granted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,

@@ -10,7 +10,7 @@ use serde_json::Value;
 pub const CANCEL_REQUEST: &str = "$/cancel_request";
 
 /// Handles the notification; malformed params are ignored (never answered).
-pub fn handle(conn: &ConnState, params: Value) {
+pub(crate) fn handle(conn: &ConnState, params: Value) {
     match serde_json::from_value::<CancelRequestNotification>(params) {
         Ok(n) => conn.cancel(&n.request_id),
         Err(e) => tracing::debug!(error = %e, "ignoring malformed $/cancel_request"),

@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use writegate_core::{EditMode, EditParams, Failure};
 
 /// The method.
-pub struct EditTextFile;
+pub(crate) struct EditTextFile;
 
 /// Params.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Params {
+pub(crate) struct Params {
     session_id: String,
     path: PathBuf,
     mode: String,
@@ -34,7 +34,7 @@ pub struct Params {
 /// SPEC 8.6's result.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EditResult {
+pub(crate) struct EditResult {
     /// One sentence a model can act on.
     pub message: String,
     /// The file did not exist before.

@@ -3,6 +3,10 @@
 //! `_meta["writegate/workspace"]` (absolute path or runtime id;
 //! unregistered directories are registered only with
 //! `allow_dynamic_workspaces`). Answered on the reader (no file IO).
+//! `_meta.writegate.workspace` is the connection's workspace and
+//! `_meta.writegate.workspaces` every registered one (`{id, root,
+//! trusted}`, primary first), so a client (the CLI) can pick the one that
+//! contains a path and name it in a new connection.
 
 use super::{Call, Method, MethodError, extension_methods, serves};
 use crate::message::ErrorObject;
@@ -10,7 +14,7 @@ use crate::wire::WORKSPACE_META_KEY;
 use serde_json::{Value, json};
 
 /// The method.
-pub struct Initialize;
+pub(crate) struct Initialize;
 
 impl Method for Initialize {
     const NAME: &'static str = "initialize";
@@ -49,6 +53,13 @@ impl Method for Initialize {
         let rt = conn.runtime();
         let cfg = conn.service.config();
         let reads = cfg.read_text_file && conn.transport.allowances().reads;
+        let workspaces: Vec<Value> = conn
+            .service
+            .registry()
+            .all()
+            .iter()
+            .map(|w| json!({"id": w.id, "root": w.root, "trusted": w.trusted}))
+            .collect();
         Ok(json!({
             "protocolVersion": 1,
             "agentCapabilities": {},
@@ -57,6 +68,7 @@ impl Method for Initialize {
                 "writegate": {
                     "version": env!("CARGO_PKG_VERSION"),
                     "workspace": {"id": rt.id, "root": rt.root, "trusted": rt.trusted},
+                    "workspaces": workspaces,
                     "fs": {
                         "readTextFile": reads,
                         "writeTextFile": serves("fs/write_text_file"),

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use writegate_core::{Failure, ReadParams};
 
 /// The method.
-pub struct ReadLines;
+pub(crate) struct ReadLines;
 
 /// Params.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Params {
+pub(crate) struct Params {
     session_id: String,
     path: PathBuf,
     line: Option<u64>,
@@ -22,7 +22,7 @@ pub struct Params {
 
 /// One numbered line.
 #[derive(Serialize)]
-pub struct Line {
+pub(crate) struct Line {
     /// 1-based line number.
     pub n: u64,
     /// Its text, without the ending.
@@ -32,7 +32,7 @@ pub struct Line {
 /// `{lines, totalLines, hash, encoding, bom, lineEnding}`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LinesResult {
+pub(crate) struct LinesResult {
     /// The lines asked for.
     pub lines: Vec<Line>,
     /// Lines in the whole file.

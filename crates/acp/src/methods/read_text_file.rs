@@ -14,11 +14,11 @@ use std::path::Path;
 use writegate_core::{Failure, ReadParams};
 
 /// The method.
-pub struct ReadTextFile;
+pub(crate) struct ReadTextFile;
 
 /// `{content, _meta: {encoding, bom, lineEnding, hash}}`.
 #[derive(Serialize)]
-pub struct TextResult {
+pub(crate) struct TextResult {
     /// The lines read.
     pub content: String,
     /// The file's format as read and the `sha256:` hash of its bytes.

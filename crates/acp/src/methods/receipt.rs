@@ -5,19 +5,19 @@ use super::{Call, Method, MethodError};
 use serde::{Deserialize, Serialize};
 
 /// The method.
-pub struct Receipt;
+pub(crate) struct Receipt;
 
 /// Params.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Params {
+pub(crate) struct Params {
     session_id: String,
 }
 
 /// One file written.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FileReceipt {
+pub(crate) struct FileReceipt {
     /// Canonical path.
     pub path: String,
     /// `write` or the edit mode.
@@ -37,7 +37,7 @@ pub struct FileReceipt {
 /// `{sessionId, files}`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReceiptResult {
+pub(crate) struct ReceiptResult {
     /// The session asked about.
     pub session_id: String,
     /// Its files, oldest first.

@@ -9,11 +9,11 @@ use std::path::Path;
 use writegate_core::{Failure, WriteParams};
 
 /// The method.
-pub struct WriteTextFile;
+pub(crate) struct WriteTextFile;
 
 /// ACP's empty result object, `{}` (never `null`).
 #[derive(Serialize)]
-pub struct Empty {}
+pub(crate) struct Empty {}
 
 impl Method for WriteTextFile {
     const NAME: &'static str = "fs/write_text_file";

@@ -1,0 +1,413 @@
+//! The command line's shape: every subcommand, flag and help text. Parsing
+//! only; the subcommands live in `serve.rs`, `commands.rs` and `audit.rs`.
+//!
+//! Every check clap can make is made here, so that a bad argument is a usage
+//! error (exit status 2) before anything is sent to the daemon: line numbers
+//! start at 1, `--end-line` needs `--line`, mode flags that contradict each
+//! other are refused, `--find` is not empty, `--expected-hash` is
+//! `sha256:` and 64 hex digits. The checks that need two values at once
+//! (`--end-line` before `--line`, an edit without a mode) are in
+//! `commands.rs`.
+
+// The doc comments of this module are the `--help` text (backticks would be
+// shown as they are), and flags are bools.
+#![allow(clippy::doc_markdown, clippy::struct_excessive_bools)]
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum, builder::NonEmptyStringValueParser};
+use std::path::PathBuf;
+
+/// `writegate --version`: the package version and the git commit the binary
+/// was built from (`unknown` outside a git checkout, see `build.rs`).
+pub(crate) const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("BUILD_GIT_COMMIT"),
+    ")"
+);
+
+/// The exit statuses of the subcommands that talk to the daemon, appended to
+/// their `--help` (a macro so that `concat!` can use it).
+macro_rules! client_exit_statuses {
+    () => {
+        "Exit status:\n  0  done\n  1  refused by the daemon (errorKind and hint on stderr; the file is unchanged)\n  2  usage error: bad arguments or input, nothing was sent\n  3  the daemon could not be reached (not running, or another --socket)"
+    };
+}
+
+/// The exit statuses of the subcommands that only print (`completions`, `man`).
+macro_rules! print_exit_statuses {
+    () => {
+        "Exit status:\n  0  printed\n  2  usage error"
+    };
+}
+
+#[derive(Parser)]
+#[command(
+    name = "writegate",
+    version = VERSION,
+    about = "The safe final write for AI coding agents: an ACP daemon that keeps encodings and line endings, writes atomically and stays inside the workspace.",
+    after_help = concat!(
+        "Examples:\n",
+        "  writegate serve --workspace .            # start the daemon on the current directory\n",
+        "  echo hi | writegate write ./notes.txt    # write a whole file through it\n",
+        "  writegate edit notes.txt --line 1 --content 'hello'\n",
+        "\n",
+        "Exit status (every subcommand; see its --help):\n",
+        "  0  done\n",
+        "  1  refused by the daemon (or, for audit, the log cannot be read)\n",
+        "  2  usage error (or, for serve, the daemon cannot start)\n",
+        "  3  the daemon could not be reached"
+    )
+)]
+/// The whole command line.
+pub(crate) struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// `writegate <subcommand>`.
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Run the daemon: ACP over stdio and/or a Unix socket.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  writegate serve --workspace .\n",
+        "  writegate serve --stdio --workspace /src/app --audit-log /tmp/audit.jsonl\n",
+        "  writegate serve --socket /run/user/1000/wg.sock --workspace ~/a --workspace ~/b\n",
+        "\n",
+        "Logs go to stderr. Their filter is, first match wins: -v/-q; WRITEGATE_LOG; RUST_LOG\n",
+        "(both take RUST_LOG syntax, e.g. `debug` or `writegate_core=trace`); `info`.\n",
+        "\n",
+        "Exit status:\n",
+        "  0  stopped cleanly (SIGTERM or SIGINT; with --stdio alone, also the end of stdin)\n",
+        "  2  the daemon cannot start: bad arguments, invalid config, no workspace, socket in use"
+    ))]
+    Serve(ServeArgs),
+    /// Write a whole file through the running daemon; the content is read from stdin.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  printf 'hello\\n' | writegate write src/hello.txt\n",
+        "  writegate write --allow-empty src/empty.txt </dev/null\n",
+        "\n",
+        "Empty stdin is refused (exit 2) unless --allow-empty: an empty pipe never empties a file.\n",
+        "The workspace is the daemon's workspace that contains the path, or --workspace.\n",
+        "\n",
+        client_exit_statuses!()
+    ))]
+    Write(WriteArgs),
+    /// Edit part of a file through the running daemon: replace text or lines, insert, delete, append.
+    #[command(after_help = concat!(
+        "Every edit names what it changes (there is no default; to replace a whole file use `writegate write`):\n",
+        "  --find TEXT            replace the one occurrence of TEXT\n",
+        "  --line N [--end-line M] replace line N (through M)\n",
+        "  --insert --line N      insert before line N\n",
+        "  --delete --line N [--end-line M]\n",
+        "  --append               add to the end of the file\n",
+        "The new text is --content TEXT, or stdin when --content is absent (empty stdin is refused;\n",
+        "pass --content '' to mean empty text). Get line numbers and the hash from `writegate read`.\n",
+        "\n",
+        "Examples:\n",
+        "  writegate edit src/a.py --find 'return 1' --content 'return 2'\n",
+        "  writegate edit src/a.py --line 3 --content '    return 10' --dry-run\n",
+        "  writegate edit src/a.py --insert --line 1 --content '# header'\n",
+        "  writegate edit src/a.py --delete --line 4 --end-line 6 --expected-hash sha256:...\n",
+        "  printf 'more\\n' | writegate edit notes.txt --append\n",
+        "\n",
+        client_exit_statuses!()
+    ))]
+    Edit(EditArgs),
+    /// Print a file's numbered lines and hash, through the running daemon.
+    #[command(after_help = concat!(
+        "Example:\n",
+        "  writegate read src/a.py --line 10 --limit 5\n",
+        "\n",
+        client_exit_statuses!()
+    ))]
+    Read(ReadArgs),
+    /// Grant an approval for a write the daemon refused with approval_required.
+    #[command(after_help = concat!(
+        "A refusal `approval_required` names a command such as `edit_file write /src/app/.env`\n",
+        "and prints the `writegate approve` line to run. The approval covers exactly that command:\n",
+        "  once        the next matching write or edit of --session (default)\n",
+        "  session     every matching write or edit of --session while the daemon runs\n",
+        "  workspace   every matching write or edit in the file's workspace while the daemon runs\n",
+        "  persistent  every matching write or edit, kept in the state directory across restarts\n",
+        "\n",
+        "Example:\n",
+        "  writegate approve 'edit_file write /src/app/.env' && printf 'K=v\\n' | writegate write /src/app/.env\n",
+        "\n",
+        client_exit_statuses!()
+    ))]
+    Approve(ApproveArgs),
+    /// Show the audit log: one line per event, optionally filtered or followed.
+    #[command(after_help = concat!(
+        "The log is --audit-log FILE, else the config's audit.path (--config FILE, WRITEGATE_AUDIT_PATH),\n",
+        "else $XDG_STATE_HOME/writegate/audit.jsonl (~/.local/state/writegate/audit.jsonl): the same\n",
+        "place the daemon uses when started with the same config and flags.\n",
+        "Each line: time, type, intent/mode, outcome (ok or the errorKind), pathHash, sizes, session.\n",
+        "\n",
+        "Examples:\n",
+        "  writegate audit --path src/a.py          # events of one file (by its pathHash)\n",
+        "  writegate audit --kind fs.denied --follow\n",
+        "  writegate audit --session cli --json | jq .\n",
+        "\n",
+        "Exit status:\n",
+        "  0  shown (also when no event matched)\n",
+        "  1  the log does not exist or cannot be read\n",
+        "  2  usage error (or an invalid config)"
+    ))]
+    Audit(AuditArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  writegate completions bash > ~/.local/share/bash-completion/completions/writegate\n",
+        "  writegate completions zsh > ~/.zfunc/_writegate\n",
+        "  writegate completions fish > ~/.config/fish/completions/writegate.fish\n",
+        "\n",
+        print_exit_statuses!()
+    ))]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) of writegate or of one subcommand to stdout.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  writegate man > ~/.local/share/man/man1/writegate.1 && man writegate\n",
+        "  writegate man edit > ~/.local/share/man/man1/writegate-edit.1 && man writegate-edit\n",
+        "\n",
+        print_exit_statuses!()
+    ))]
+    Man(ManArgs),
+}
+
+/// `writegate serve`.
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// Serve one connection on stdin/stdout (how a host spawns writegate).
+    #[arg(long)]
+    pub(crate) stdio: bool,
+    /// Listen on this Unix socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+    /// Register a workspace (repeatable; the first is the primary).
+    #[arg(long = "workspace", value_name = "DIR")]
+    pub(crate) workspaces: Vec<PathBuf>,
+    /// Register the command-line workspaces as untrusted (writes refused).
+    #[arg(long)]
+    pub(crate) untrusted: bool,
+    /// Config file [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Audit log [default: $XDG_STATE_HOME/writegate/audit.jsonl].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_log: Option<PathBuf>,
+    /// Never route marked tool writes to the external host writer.
+    #[arg(long)]
+    pub(crate) no_external_writes: bool,
+    /// Serve fs/read_text_file.
+    #[arg(long)]
+    pub(crate) allow_read: bool,
+    /// More log output: -v debug (one line per request), -vv trace.
+    #[arg(short, long, action = ArgAction::Count, conflicts_with = "quiet")]
+    pub(crate) verbose: u8,
+    /// Less log output: -q warnings and errors only, -qq errors only.
+    #[arg(short, long, action = ArgAction::Count)]
+    pub(crate) quiet: u8,
+}
+
+/// The options every subcommand that talks to the daemon shares.
+#[derive(Args, Clone)]
+pub(crate) struct ClientArgs {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+    /// Use this registered workspace [default: the daemon's workspace that contains the path].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) workspace: Option<PathBuf>,
+    /// Session id recorded in the audit log and receipts (and matched by approvals).
+    #[arg(long, default_value = "cli", value_parser = NonEmptyStringValueParser::new())]
+    pub(crate) session: String,
+}
+
+/// `writegate write`.
+#[derive(Args)]
+pub(crate) struct WriteArgs {
+    /// File to write (relative paths are taken from the current directory).
+    pub(crate) path: PathBuf,
+    /// Accept empty stdin and write an empty file.
+    #[arg(long)]
+    pub(crate) allow_empty: bool,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+}
+
+/// `writegate edit`.
+#[derive(Args)]
+pub(crate) struct EditArgs {
+    /// File to edit (relative paths are taken from the current directory).
+    pub(crate) path: PathBuf,
+    /// Replace the one occurrence of this text (with --line: a check that those lines hold it).
+    #[arg(long, value_name = "TEXT", value_parser = NonEmptyStringValueParser::new())]
+    pub(crate) find: Option<String>,
+    /// Line to replace, insert before, or delete (1-based).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_line_number)]
+    pub(crate) line: Option<u64>,
+    /// Last line of the range to replace or delete (1-based, inclusive; not before --line).
+    #[arg(long, value_name = "M", requires = "line", allow_negative_numbers = true, value_parser = parse_line_number)]
+    pub(crate) end_line: Option<u64>,
+    /// Insert the new text before --line.
+    #[arg(long, requires = "line", conflicts_with_all = ["delete", "append", "find", "end_line"])]
+    pub(crate) insert: bool,
+    /// Delete lines --line through --end-line (or just --line).
+    #[arg(long, requires = "line", conflicts_with_all = ["append", "find", "content"])]
+    pub(crate) delete: bool,
+    /// Append the new text to the end of the file.
+    #[arg(long, conflicts_with_all = ["find", "line", "end_line"])]
+    pub(crate) append: bool,
+    /// The new text [default: stdin; empty stdin is refused].
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) content: Option<String>,
+    /// Refuse unless the file still has this hash (sha256:<64 hex>, from `writegate read`).
+    #[arg(long, value_name = "HASH", value_parser = parse_hash)]
+    pub(crate) expected_hash: Option<String>,
+    /// Print the diff the edit would make; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+}
+
+/// `writegate read`.
+#[derive(Args)]
+pub(crate) struct ReadArgs {
+    /// File to read (relative paths are taken from the current directory).
+    pub(crate) path: PathBuf,
+    /// First line to print (1-based).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_line_number)]
+    pub(crate) line: Option<u64>,
+    /// Number of lines to print (at least 1).
+    #[arg(long, value_name = "COUNT", allow_negative_numbers = true, value_parser = parse_count)]
+    pub(crate) limit: Option<u64>,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+}
+
+/// Scope of an approval: the scopes of `_writegate/approve`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum ApproveScope {
+    /// The next matching write or edit of the session.
+    Once,
+    /// Every matching write or edit of the session while the daemon runs.
+    Session,
+    /// Every matching write or edit in the workspace while the daemon runs.
+    Workspace,
+    /// Every matching write or edit, kept across restarts.
+    Persistent,
+}
+
+impl ApproveScope {
+    /// The wire name (`once`, `session`, `workspace`, `persistent`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ApproveScope::Once => "once",
+            ApproveScope::Session => "session",
+            ApproveScope::Workspace => "workspace",
+            ApproveScope::Persistent => "persistent",
+        }
+    }
+}
+
+/// `writegate approve`.
+#[derive(Args)]
+pub(crate) struct ApproveArgs {
+    /// The command from the refusal, e.g. 'edit_file write /src/app/.env' (one argument or several).
+    #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+    /// How long the approval lasts.
+    #[arg(long, value_enum, default_value = "once")]
+    pub(crate) scope: ApproveScope,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+}
+
+/// `writegate audit`.
+#[derive(Args)]
+pub(crate) struct AuditArgs {
+    /// The audit log [default: the config's audit.path, else $XDG_STATE_HOME/writegate/audit.jsonl].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_log: Option<PathBuf>,
+    /// Config file to take audit.path from [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Keep running and print new events as they are written.
+    #[arg(short, long)]
+    pub(crate) follow: bool,
+    /// Only events of this file (matched by pathHash: sha256 of its canonical path).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) path: Option<PathBuf>,
+    /// Only events of this type (fs.access, fs.denied, or access, denied), intent (write, edit,
+    /// read) or errorKind (e.g. approval_required).
+    #[arg(long, value_name = "KIND", value_parser = NonEmptyStringValueParser::new())]
+    pub(crate) kind: Option<String>,
+    /// Only events of this session id.
+    #[arg(long, value_name = "ID", value_parser = NonEmptyStringValueParser::new())]
+    pub(crate) session: Option<String>,
+    /// Print the matching events as they are in the log (one JSON object per line).
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `writegate completions`.
+#[derive(Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to print the script for.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::aot::Shell,
+}
+
+/// `writegate man`.
+#[derive(Args)]
+pub(crate) struct ManArgs {
+    /// The subcommand whose page to print (`writegate-SUBCOMMAND(1)`) [default: the main page].
+    #[arg(value_name = "SUBCOMMAND", value_parser = [
+        "serve", "write", "edit", "read", "approve", "audit", "completions", "man",
+    ])]
+    pub(crate) subcommand: Option<String>,
+}
+
+/// A 1-based line number (`--line`, `--end-line`).
+fn parse_line_number(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("line numbers start at 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{s}` is not a line number (a whole number from 1)"
+        )),
+    }
+}
+
+/// A number of lines (`--limit`): at least 1.
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err(
+            "0 lines: pass at least 1, or leave --limit out for the rest of the file".to_string(),
+        ),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{s}` is not a number of lines (a whole number from 1)"
+        )),
+    }
+}
+
+/// `--expected-hash`: `sha256:` and 64 hex digits (either case; sent in
+/// lowercase, the form `writegate read` prints).
+fn parse_hash(s: &str) -> Result<String, String> {
+    let hex = s.strip_prefix("sha256:").ok_or_else(|| {
+        format!("`{s}` is not a hash: expected sha256:<64 hex digits>, as `writegate read` prints")
+    })?;
+    if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!(
+            "`{s}` is not a hash: expected sha256: and exactly 64 hex digits (got {} characters after the prefix)",
+            hex.chars().count()
+        ));
+    }
+    Ok(format!("sha256:{}", hex.to_ascii_lowercase()))
+}

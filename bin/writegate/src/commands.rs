@@ -1,0 +1,425 @@
+//! The subcommands that talk to the running daemon: `write`, `edit`, `read`
+//! and `approve`. Each checks its input (usage errors exit 2 and send
+//! nothing), opens a connection on the workspace that contains the path
+//! (or `--workspace`), makes one call and prints the answer. Refusals print
+//! `writegate: refused: <errorKind>: <hint>` and exit 1; an unreachable
+//! daemon exits 3.
+
+use crate::args::{ApproveArgs, ClientArgs, EditArgs, ReadArgs, WriteArgs};
+use crate::client::{CallError, Conn, RpcError, Workspace, containing, describe};
+use crate::{Status, absolutize, canonical_target, env_var, out, usage_error};
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+
+/// A connection opened for one command, with what is needed to explain a
+/// refusal.
+struct Session {
+    conn: Conn,
+    socket: PathBuf,
+    served: Vec<Workspace>,
+}
+
+fn socket_of(c: &ClientArgs) -> PathBuf {
+    c.socket
+        .as_deref()
+        .map_or_else(|| writegate_acp::default_socket_path(&env_var), absolutize)
+}
+
+/// Prints why the daemon could not be reached; [`Status::Unreachable`].
+fn unreachable(e: &std::io::Error, socket: &Path) -> Status {
+    eprintln!(
+        "writegate: cannot reach the daemon at {}: {e} (start it with `writegate serve --workspace DIR`, or pass the --socket it listens on)",
+        socket.display()
+    );
+    Status::Unreachable
+}
+
+/// Opens a connection for an operation on `target` (an absolute path, or
+/// `None`): on `--workspace` if given, else on the served workspace that
+/// contains the target's canonical path, else on the daemon's primary
+/// workspace (which then refuses a path outside it with
+/// `path_outside_workspace`, and the refusal lists the workspaces).
+fn connect(c: &ClientArgs, target: Option<&Path>) -> Result<Session, Status> {
+    let socket = socket_of(c);
+    let fail = |e: CallError, served: &[Workspace], c: &ClientArgs| match e {
+        CallError::Io(e) => unreachable(&e, &socket),
+        CallError::Rpc(r) => refused(&r, served, c),
+    };
+    let first = Conn::open(&socket, None).map_err(|e| fail(e, &[], c))?;
+    let served = first.workspaces();
+    let wanted: Option<String> = match (&c.workspace, target) {
+        (Some(dir), _) => {
+            let canonical = canonical_target(dir);
+            // A registered root by its canonical path; anything else is
+            // passed as given and the daemon decides (dynamic workspaces).
+            Some(
+                served
+                    .iter()
+                    .find(|w| w.root == canonical)
+                    .map_or_else(|| absolutize(dir), |w| w.root.clone())
+                    .display()
+                    .to_string(),
+            )
+        }
+        (None, Some(t)) => {
+            containing(&served, &canonical_target(t)).map(|w| w.root.display().to_string())
+        }
+        (None, None) => None,
+    };
+    let current = first.workspace().map(|w| w.root.display().to_string());
+    let conn = match wanted {
+        Some(root) if Some(&root) != current.as_ref() => {
+            drop(first);
+            match Conn::open(&socket, Some(&root)) {
+                Ok(conn) => conn,
+                Err(CallError::Rpc(r)) => {
+                    eprintln!(
+                        "writegate: refused: workspace {root}: {} (workspaces served: {})",
+                        r.hint(),
+                        describe(&served)
+                    );
+                    return Err(Status::Refused);
+                }
+                Err(e) => return Err(fail(e, &served, c)),
+            }
+        }
+        _ => first,
+    };
+    Ok(Session {
+        conn,
+        socket,
+        served,
+    })
+}
+
+impl Session {
+    /// One call; a failure is printed and becomes the exit status.
+    fn call(&mut self, method: &str, params: &Value, c: &ClientArgs) -> Result<Value, Status> {
+        self.conn.call(method, params).map_err(|e| match e {
+            CallError::Io(e) => unreachable(&e, &self.socket),
+            CallError::Rpc(r) => refused(&r, &self.served, c),
+        })
+    }
+}
+
+/// Quotes `s` for a POSIX shell when it needs it (`'...'`, with `'` as `'\''`).
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Prints a refusal, `writegate: refused: <errorKind>: <hint>`, and what to
+/// do next where the CLI knows more than the daemon: the `writegate approve`
+/// line for `approval_required`, the served workspaces for
+/// `path_outside_workspace`. Returns [`Status::Refused`].
+fn refused(r: &RpcError, served: &[Workspace], c: &ClientArgs) -> Status {
+    let hint = r.hint();
+    if hint.is_empty() {
+        eprintln!("writegate: refused: {}", r.kind());
+    } else {
+        eprintln!("writegate: refused: {}: {hint}", r.kind());
+    }
+    match r.kind() {
+        "approval_required" => {
+            if let Some(command) = r.data.get("command").and_then(Value::as_str) {
+                let mut line = format!("writegate approve {}", shell_quote(command));
+                if c.session != "cli" {
+                    let _ = write!(line, " --session {}", shell_quote(&c.session));
+                }
+                if let Some(s) = &c.socket {
+                    let _ = write!(
+                        line,
+                        " --socket {}",
+                        shell_quote(&absolutize(s).display().to_string())
+                    );
+                }
+                eprintln!(
+                    "writegate: to allow it once, run: {line}\nwritegate: (or add --scope session|workspace|persistent; see `writegate approve --help`)"
+                );
+            }
+        }
+        "path_outside_workspace" if !served.is_empty() => {
+            eprintln!(
+                "writegate: the daemon serves these workspaces: {}",
+                describe(served)
+            );
+        }
+        _ => {}
+    }
+    Status::Refused
+}
+
+/// Reads all of stdin as UTF-8 text. `None` (after printing a usage error)
+/// when it is a terminal (nothing piped), unreadable or not UTF-8.
+fn read_stdin(subcommand: &str, what: &str) -> Result<String, Status> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Err(usage_error(
+            subcommand,
+            &format!("{what} is read from stdin, and stdin is a terminal: pipe the text in"),
+        ));
+    }
+    let mut buf = Vec::new();
+    if let Err(e) = stdin.lock().read_to_end(&mut buf) {
+        eprintln!("writegate: cannot read stdin: {e}");
+        return Err(Status::Usage);
+    }
+    String::from_utf8(buf).map_err(|e| {
+        usage_error(
+            subcommand,
+            &format!(
+                "stdin is not UTF-8 (invalid byte at offset {}): send UTF-8 text; the daemon keeps the file's own encoding",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+/// `writegate write PATH`: the whole file from stdin.
+pub(crate) fn write(a: &WriteArgs) -> Status {
+    let content = match read_stdin("write", "the new content") {
+        Ok(c) => c,
+        Err(s) => return s,
+    };
+    let path = absolutize(&a.path);
+    if content.is_empty() && !a.allow_empty {
+        return usage_error(
+            "write",
+            &format!(
+                "stdin is empty: refusing to replace {} with nothing; pass --allow-empty to write an empty file",
+                path.display()
+            ),
+        );
+    }
+    let mut s = match connect(&a.client, Some(&path)) {
+        Ok(s) => s,
+        Err(st) => return st,
+    };
+    let len = content.len();
+    let params = json!({"sessionId": a.client.session, "path": path, "content": content});
+    match s.call("fs/write_text_file", &params, &a.client) {
+        Ok(_) => {
+            out(&format!("wrote {} ({len} bytes of text)\n", path.display()));
+            Status::Ok
+        }
+        Err(st) => st,
+    }
+}
+
+/// `writegate edit PATH <mode>`.
+pub(crate) fn edit(a: &EditArgs) -> Status {
+    let mode = if a.append {
+        "append"
+    } else if a.insert {
+        "insert"
+    } else if a.delete {
+        "delete"
+    } else if a.find.is_some() || a.line.is_some() {
+        "replace"
+    } else {
+        return usage_error(
+            "edit",
+            "say what to change: --find TEXT, --line N, --insert --line N, --delete --line N or --append (to replace the whole file, use `writegate write`)",
+        );
+    };
+    if let (Some(l), Some(e)) = (a.line, a.end_line)
+        && e < l
+    {
+        return usage_error(
+            "edit",
+            &format!(
+                "--end-line {e} is before --line {l}: the range is lines {l} through --end-line, inclusive"
+            ),
+        );
+    }
+    let content = match (&a.content, mode) {
+        (_, "delete") => None,
+        (Some(c), _) => Some(c.clone()),
+        (None, _) => match read_stdin("edit", &format!("without --content, the text to {mode}")) {
+            Ok(c) if c.is_empty() => {
+                return usage_error(
+                    "edit",
+                    &format!(
+                        "no text to {mode}: stdin is empty; pass --content TEXT (--content '' for empty text) or pipe the text in"
+                    ),
+                );
+            }
+            Ok(c) => Some(c),
+            Err(s) => return s,
+        },
+    };
+    let path = absolutize(&a.path);
+    let mut params = json!({
+        "sessionId": a.client.session,
+        "path": path,
+        "mode": mode,
+        "dryRun": a.dry_run,
+    });
+    for (key, value) in [
+        ("content", content.map(Value::from)),
+        ("find", a.find.clone().map(Value::from)),
+        ("line", a.line.map(Value::from)),
+        ("endLine", a.end_line.map(Value::from)),
+        ("expectedHash", a.expected_hash.clone().map(Value::from)),
+    ] {
+        if let Some(v) = value {
+            params[key] = v;
+        }
+    }
+    let mut s = match connect(&a.client, Some(&path)) {
+        Ok(s) => s,
+        Err(st) => return st,
+    };
+    match s.call("_writegate/edit_text_file", &params, &a.client) {
+        Ok(r) => {
+            let mut text = String::new();
+            if let Some(d) = r.get("diff").and_then(Value::as_str) {
+                text.push_str(d);
+                if !d.is_empty() && !d.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+            if let Some(m) = r.get("message").and_then(Value::as_str) {
+                text.push_str(m);
+                text.push('\n');
+            }
+            if let Some(h) = r.get("hash").and_then(Value::as_str) {
+                let _ = writeln!(text, "hash: {h}");
+            }
+            if a.dry_run {
+                text.push_str("dry run: nothing was written\n");
+            }
+            out(&text);
+            Status::Ok
+        }
+        Err(st) => st,
+    }
+}
+
+/// `writegate read PATH`: numbered lines, then the hash line.
+pub(crate) fn read(a: &ReadArgs) -> Status {
+    let path = absolutize(&a.path);
+    let mut params = json!({"sessionId": a.client.session, "path": path});
+    if let Some(l) = a.line {
+        params["line"] = l.into();
+    }
+    if let Some(l) = a.limit {
+        params["limit"] = l.into();
+    }
+    let mut s = match connect(&a.client, Some(&path)) {
+        Ok(s) => s,
+        Err(st) => return st,
+    };
+    match s.call("_writegate/read_lines", &params, &a.client) {
+        Ok(r) => {
+            let mut text = String::new();
+            for l in r["lines"].as_array().into_iter().flatten() {
+                let _ = writeln!(
+                    text,
+                    "{:>6}\t{}",
+                    l["n"].as_u64().unwrap_or(0),
+                    l["text"].as_str().unwrap_or("")
+                );
+            }
+            let _ = writeln!(
+                text,
+                "hash: {} ({} lines, {}, bom {}, {})",
+                r["hash"].as_str().unwrap_or(""),
+                r["totalLines"],
+                r["encoding"].as_str().unwrap_or(""),
+                r["bom"],
+                r["lineEnding"].as_str().unwrap_or("")
+            );
+            out(&text);
+            Status::Ok
+        }
+        Err(st) => st,
+    }
+}
+
+/// The path of a synthetic command `edit_file <mode> <absolute path>`, if
+/// `command` is one (to open the connection on that path's workspace).
+fn command_path(command: &str) -> Option<PathBuf> {
+    let rest = command.strip_prefix("edit_file ")?;
+    let (_mode, path) = rest.split_once(' ')?;
+    let path = PathBuf::from(path);
+    path.is_absolute().then_some(path)
+}
+
+/// `writegate approve COMMAND`: `_writegate/approve` with the command as
+/// the pattern.
+pub(crate) fn approve(a: &ApproveArgs) -> Status {
+    let command = a.command.join(" ");
+    if command.trim().is_empty() {
+        return usage_error(
+            "approve",
+            "the command is empty: copy it from the refusal, e.g. 'edit_file write /src/app/.env'",
+        );
+    }
+    let target = command_path(&command);
+    let mut s = match connect(&a.client, target.as_deref()) {
+        Ok(s) => s,
+        Err(st) => return st,
+    };
+    let scope = a.scope.name();
+    let params = json!({"sessionId": a.client.session, "pattern": command, "scope": scope});
+    match s.call("_writegate/approve", &params, &a.client) {
+        Ok(_) => {
+            let covers = match scope {
+                "once" => format!(
+                    "the next matching write or edit of session {}",
+                    a.client.session
+                ),
+                "session" => format!(
+                    "every matching write or edit of session {} until the daemon stops",
+                    a.client.session
+                ),
+                "workspace" => format!(
+                    "every matching write or edit in {} until the daemon stops",
+                    s.conn.workspace().map_or_else(
+                        || "this workspace".to_string(),
+                        |w| w.root.display().to_string()
+                    )
+                ),
+                _ => "every matching write or edit, also after a restart".to_string(),
+            };
+            out(&format!("approved `{command}` ({scope}): {covers}\n"));
+            Status::Ok
+        }
+        Err(st) => st,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("/a/b.txt"), "/a/b.txt");
+        assert_eq!(
+            shell_quote("edit_file write /a/.env"),
+            "'edit_file write /a/.env'"
+        );
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn synthetic_command_paths() {
+        assert_eq!(
+            command_path("edit_file write /a/b c.txt"),
+            Some(PathBuf::from("/a/b c.txt"))
+        );
+        assert_eq!(command_path("edit_file write rel.txt"), None);
+        assert_eq!(command_path("something else"), None);
+    }
+}

@@ -1,0 +1,241 @@
+//! `writegate serve`: logs, config, workspaces, then the transports of
+//! `writegate-acp`.
+
+use crate::args::ServeArgs;
+use crate::{Status, absolutize, default_config_path, env_var};
+use std::path::PathBuf;
+use std::sync::Arc;
+use writegate_core::{Config, Registry, Service, config::state_dir};
+
+/// The log filter: `-v`/`-q` when given, else `WRITEGATE_LOG`, else
+/// `RUST_LOG` (both in `RUST_LOG` syntax), else `info`. Returns the filter
+/// and, when a variable was invalid and skipped, a warning to log once the
+/// subscriber is up.
+fn log_filter(verbose: u8, quiet: u8) -> (tracing_subscriber::EnvFilter, Option<String>) {
+    use tracing_subscriber::EnvFilter;
+    let from_flags = match (verbose, quiet) {
+        (0, 0) => None,
+        (1, _) => Some("debug"),
+        (_, 0) => Some("trace"),
+        (_, 1) => Some("warn"),
+        _ => Some("error"),
+    };
+    if let Some(level) = from_flags {
+        return (EnvFilter::new(level), None);
+    }
+    let mut warning = None;
+    for var in ["WRITEGATE_LOG", "RUST_LOG"] {
+        let Some(value) = env_var(var).filter(|v| !v.trim().is_empty()) else {
+            continue;
+        };
+        match EnvFilter::try_new(&value) {
+            Ok(f) => return (f, warning),
+            Err(e) => {
+                warning.get_or_insert(format!(
+                    "ignoring {var}={value:?}: {e} (it takes RUST_LOG syntax, e.g. `debug` or `writegate_core=trace`)"
+                ));
+            }
+        }
+    }
+    (EnvFilter::new("info"), warning)
+}
+
+fn init_logs(verbose: u8, quiet: u8) {
+    let (filter, warning) = log_filter(verbose, quiet);
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+    if let Some(w) = warning {
+        tracing::warn!("{w}");
+    }
+}
+
+/// The config `serve` runs with: the file (`--config`, else the default
+/// location, which may be missing), `WRITEGATE_*` variables, then the flags.
+fn load_config(a: &ServeArgs) -> Result<Config, String> {
+    let (path, required) = match &a.config {
+        Some(p) => (Some(p.clone()), true),
+        None => (default_config_path(), false),
+    };
+    let mut cfg = Config::load(path.as_deref(), required, &env_var).map_err(|e| e.to_string())?;
+    if a.allow_read {
+        cfg.read_text_file = true;
+    }
+    if a.no_external_writes {
+        cfg.external_tool_writes = Some(false);
+    }
+    if let Some(p) = &a.audit_log {
+        cfg.audit.path = absolutize(p).display().to_string();
+    }
+    Ok(cfg)
+}
+
+/// Paths for a log line: `a, b` (or `-` for none).
+fn join_paths(paths: &[PathBuf]) -> String {
+    if paths.is_empty() {
+        return "-".to_string();
+    }
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Logs one INFO line per served workspace with its trust.
+fn log_workspaces(registry: &Registry) {
+    for rt in registry.all() {
+        if rt.trusted {
+            tracing::info!(
+                root = %rt.root.display(),
+                id = %rt.id,
+                "serving workspace (trusted: writes allowed)"
+            );
+        } else {
+            tracing::info!(
+                root = %rt.root.display(),
+                id = %rt.id,
+                "serving workspace (untrusted: writes are refused; drop --untrusted or set trusted = true in its [[workspace]] entry)"
+            );
+        }
+    }
+}
+
+/// Runs the daemon until SIGTERM/SIGINT (or the end of stdin with `--stdio`
+/// alone). [`Status::Usage`] (2) when it cannot start.
+pub(crate) fn serve(a: &ServeArgs) -> Status {
+    init_logs(a.verbose, a.quiet);
+    let cfg = match load_config(a) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("writegate: {e}");
+            return Status::Usage;
+        }
+    };
+    let registry = Registry::default();
+    let cli_workspaces: Vec<(PathBuf, bool)> = a
+        .workspaces
+        .iter()
+        .map(|w| (absolutize(w), !a.untrusted))
+        .collect();
+    for (root, trusted) in cli_workspaces
+        .iter()
+        .cloned()
+        .chain(cfg.workspace.iter().map(|w| (w.root.clone(), w.trusted)))
+    {
+        if let Err(e) = registry.register(&root, trusted) {
+            eprintln!("writegate: {e}");
+            return Status::Usage;
+        }
+    }
+    if registry.primary().is_none() {
+        eprintln!(
+            "writegate: no workspace: pass --workspace DIR or add [[workspace]] to the config"
+        );
+        return Status::Usage;
+    }
+    log_workspaces(&registry);
+    // Issue 13: as root, external tool writes are off unless the config
+    // turns them on explicitly; say which it is.
+    tracing::info!("{}", cfg.external_writes_at_start().1);
+    // Stale temp files of dead processes (SPEC 7.3), in the background so a
+    // large tree does not delay the first request.
+    let roots: Vec<PathBuf> = registry.all().iter().map(|r| r.root.clone()).collect();
+    std::thread::spawn(move || {
+        for root in roots {
+            writegate_fs::remove_stale_temps(&root);
+        }
+    });
+    let audit_path = cfg.audit_path(&env_var);
+    let approvals = state_dir(&env_var).join("approvals.json");
+    let service = Arc::new(Service::new(cfg, registry, &audit_path, approvals));
+    let socket = match (&a.socket, a.stdio) {
+        (Some(p), _) => Some(absolutize(p)),
+        (None, true) => None,
+        (None, false) => Some(writegate_acp::default_socket_path(&env_var)),
+    };
+    let reload = {
+        let service = service.clone();
+        let config_path = a.config.clone();
+        let args_keep = cli_workspaces.clone();
+        let allow_read = a.allow_read;
+        let no_ext = a.no_external_writes;
+        let audit_log = a.audit_log.clone();
+        Arc::new(move || {
+            let args = ServeArgs {
+                stdio: false,
+                socket: None,
+                workspaces: vec![],
+                untrusted: false,
+                config: config_path.clone(),
+                audit_log: audit_log.clone(),
+                no_external_writes: no_ext,
+                allow_read,
+                verbose: 0,
+                quiet: 0,
+            };
+            match load_config(&args) {
+                Ok(cfg) => match service.reload(cfg, &args_keep) {
+                    Ok(report) => tracing::info!(
+                        added = %join_paths(&report.added),
+                        removed = %join_paths(&report.removed),
+                        retrusted = %join_paths(&report.retrusted),
+                        "config reloaded"
+                    ),
+                    Err(e) => tracing::error!(error = %e, "reload refused; keeping the old config"),
+                },
+                Err(e) => {
+                    tracing::error!(error = %e, "invalid config on reload; keeping the old one");
+                }
+            }
+        }) as Arc<dyn Fn() + Send + Sync>
+    };
+    // At least 4 workers: up to all but one may be running a small request
+    // (writegate_acp::conn::WORKER_LINE_MAX), one stays free for I/O.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .max(4);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .max_blocking_threads(64)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("writegate: cannot start the runtime: {e}");
+            return Status::Usage;
+        }
+    };
+    let opts = writegate_acp::ServeOptions {
+        stdio: a.stdio,
+        socket,
+        on_reload: Some(reload),
+    };
+    let result = runtime.block_on(writegate_acp::serve(service, opts));
+    // Do not wait for a blocked stdin reader thread.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => Status::Ok,
+        Err(e) => {
+            eprintln!("writegate: {e}");
+            Status::Usage
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn flags_choose_the_level() {
+        assert_eq!(log_filter(1, 0).0.to_string(), "debug");
+        assert_eq!(log_filter(2, 0).0.to_string(), "trace");
+        assert_eq!(log_filter(0, 1).0.to_string(), "warn");
+        assert_eq!(log_filter(0, 2).0.to_string(), "error");
+    }
+}
