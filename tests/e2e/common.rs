@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_writegate");
 /// Upper bound for any single wait (a broken daemon fails instead of hanging).
-pub(crate) const TIMEOUT: Duration = Duration::from_mins(1);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A temp tree `wg-e2e-XXXXXX/`: `ws/` (workspace A, the primary),
 /// `ws-b/` (workspace B), `out/` (outside every workspace), `home/`,

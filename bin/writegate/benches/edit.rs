@@ -15,12 +15,14 @@
 //! sequence for 5 MB (temp file, write, fsync, rename, fsync directory) on a
 //! sibling file. Medians over all iterations.
 //!
-//! Memory part: a fresh daemon per measurement; VmHWM (peak RSS) read after
-//! start + initialize, then one request, then VmHWM again. A line or find
+//! Memory part: a fresh daemon per measurement; `VmHWM` (peak RSS) read after
+//! start + initialize, then one request, then `VmHWM` again. A line or find
 //! request carries a few bytes, so the delta is the daemon's working memory
 //! for the edit.
 //!
 //! This prints figures; it asserts nothing about time.
+
+#![allow(clippy::print_stdout)] // a benchmark prints its figures to stdout
 
 mod common;
 
@@ -31,6 +33,7 @@ use common::{
 use serde_json::{Value, json};
 use sha2::Digest;
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -112,7 +115,7 @@ fn big_text(marker: &str, line_bytes: usize) -> String {
     let mut s = String::with_capacity(FILE_BYTES);
     for i in 1..=FILE_BYTES / line_bytes {
         let start = s.len();
-        s.push_str(&format!("{i:06} "));
+        let _ = write!(s, "{i:06} ");
         if i == FIND_LINE {
             s.push_str(marker);
             s.push(' ');
@@ -277,7 +280,7 @@ fn timings(t: &Tree) -> Vec<(Op, f64)> {
     medians
 }
 
-/// Part 2: VmHWM of a fresh daemon around one request. Returns, per op, the
+/// Part 2: `VmHWM` of a fresh daemon around one request. Returns, per op, the
 /// median delta in KiB.
 fn memory(t: &Tree) -> Vec<(Op, usize, u64)> {
     let normal = prepare(t, LINE_BYTES);
@@ -327,6 +330,8 @@ fn memory(t: &Tree) -> Vec<(Op, usize, u64)> {
             FILE_BYTES / line_bytes,
             med * 1024.0 / FILE_BYTES as f64
         );
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        // KiB, small and positive
         out.push((op, line_bytes, med as u64));
     }
     out
@@ -385,7 +390,7 @@ fn micro() {
                 format!("{:.1} MiB", p as f64 / MIB as f64),
                 format!("{:.2}x", p as f64 / FILE_BYTES as f64),
             ),
-            None => ("".into(), "".into()),
+            None => (String::new(), String::new()),
         };
         println!("| {name} | {ms:.2} | {p} | {x} |");
     };

@@ -15,10 +15,12 @@
 //! process (no socket, no JSON), which splits the daemon's overhead into
 //! pipeline and IPC. With 8 connections the
 //! baseline is 8 threads doing the bare sequence. It also prints the daemon's
-//! resident memory right after start + initialize (VmRSS) and its peak
-//! (VmHWM) after the 5 MiB runs.
+//! resident memory right after start + initialize (`VmRSS`) and its peak
+//! (`VmHWM`) after the 5 MiB runs.
 //!
 //! This prints figures; it asserts nothing about time.
+
+#![allow(clippy::print_stdout)] // a benchmark prints its figures to stdout
 
 mod common;
 
@@ -99,8 +101,8 @@ struct Outcome {
     daemon_wait_us: f64,
 }
 
-fn side(per_round: Vec<f64>) -> Side {
-    let (us_per_write, min_us, max_us) = stats(&per_round);
+fn side(per_round: &[f64]) -> Side {
+    let (us_per_write, min_us, max_us) = stats(per_round);
     Side {
         us_per_write,
         min_us,
@@ -180,13 +182,11 @@ fn run_daemon(
 fn wait_released(pid: u32, dir: &std::path::Path) {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        let held = fs::read_dir(format!("/proc/{pid}/fd"))
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| fs::read_link(e.path()).ok())
-                    .any(|t| t.starts_with(dir) && t.to_string_lossy().ends_with(" (deleted)"))
-            })
-            .unwrap_or(false);
+        let held = fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
+            d.flatten()
+                .filter_map(|e| fs::read_link(e.path()).ok())
+                .any(|t| t.starts_with(dir) && t.to_string_lossy().ends_with(" (deleted)"))
+        });
         if !held || Instant::now() > deadline {
             return;
         }
@@ -296,9 +296,9 @@ fn run_case(
     let total = (writes * case.rounds) as f64 * 1e3;
     let mut paired: Vec<f64> = daemon.iter().zip(&bare).map(|(d, b)| d / b).collect();
     let paired_ratio = median(&mut paired);
-    let bare = side(bare);
-    let daemon = side(daemon);
-    let inproc = with_inproc.then(|| side(service));
+    let bare = side(&bare);
+    let daemon = side(&daemon);
+    let inproc = with_inproc.then(|| side(&service));
     let ratio = daemon.us_per_write / bare.us_per_write;
     Outcome {
         case_size: case.size,

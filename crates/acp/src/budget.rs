@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 /// waits before handling it and reads nothing more meanwhile, so all
 /// connections together hold at most the budget plus one waiting line each.
 /// Answers are not counted (a small `_writegate/read_lines` can have a large
-/// answer); the per-connection [`MAX_OUTSTANDING`] bounds those.
+/// answer); the per-connection [`MAX_OUTSTANDING`](crate::outbox::MAX_OUTSTANDING) bounds those.
 pub struct Budget {
     pub(crate) units: Arc<Semaphore>,
     total: u32,
@@ -20,7 +20,7 @@ pub struct Budget {
 /// small writes) never wait for the budget. The semaphore is fair, so a big
 /// line queued for it would otherwise hold up every connection's small
 /// lines, `$/cancel_request` included; small lines are bounded anyway by
-/// [`MAX_OUTSTANDING`] per connection.
+/// [`MAX_OUTSTANDING`](crate::outbox::MAX_OUTSTANDING) per connection.
 pub const BUDGET_FREE_LINE: usize = 4 * 1024;
 
 impl Budget {

@@ -48,48 +48,40 @@ impl Decoder for LineCodec {
                 .position(|b| *b == b'\n')
                 .map(|i| i + self.scanned);
             if self.discarding {
-                match newline {
-                    Some(i) => {
-                        buf.advance(i + 1);
-                        self.discarding = false;
-                        self.scanned = 0;
-                        continue;
-                    }
-                    None => {
-                        buf.clear();
-                        self.scanned = 0;
-                        return Ok(None);
-                    }
-                }
-            }
-            match newline {
-                Some(i) => {
+                if let Some(i) = newline {
+                    buf.advance(i + 1);
+                    self.discarding = false;
                     self.scanned = 0;
-                    let mut line = buf.split_to(i + 1);
-                    line.truncate(i);
-                    if line.last() == Some(&b'\r') {
-                        line.truncate(i - 1);
-                    }
-                    if line.len() > self.max {
-                        return Ok(Some(Frame::TooLong));
-                    }
-                    if line.iter().all(|b| b.is_ascii_whitespace()) {
-                        continue;
-                    }
-                    return Ok(Some(Frame::Line(line)));
+                    continue;
                 }
-                None => {
-                    // `max + 1` leaves room for a trailing `\r`.
-                    if buf.len() > self.max + 1 {
-                        buf.clear();
-                        self.scanned = 0;
-                        self.discarding = true;
-                        return Ok(Some(Frame::TooLong));
-                    }
-                    self.scanned = buf.len();
-                    return Ok(None);
-                }
+                buf.clear();
+                self.scanned = 0;
+                return Ok(None);
             }
+            let Some(i) = newline else {
+                // `max + 1` leaves room for a trailing `\r`.
+                if buf.len() > self.max + 1 {
+                    buf.clear();
+                    self.scanned = 0;
+                    self.discarding = true;
+                    return Ok(Some(Frame::TooLong));
+                }
+                self.scanned = buf.len();
+                return Ok(None);
+            };
+            self.scanned = 0;
+            let mut line = buf.split_to(i + 1);
+            line.truncate(i);
+            if line.last() == Some(&b'\r') {
+                line.truncate(i - 1);
+            }
+            if line.len() > self.max {
+                return Ok(Some(Frame::TooLong));
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Ok(Some(Frame::Line(line)));
         }
     }
 

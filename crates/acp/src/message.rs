@@ -224,7 +224,7 @@ fn response(mut obj: Map<String, Value>, id: Option<RequestId>) -> Incoming {
     Incoming::Message(Message::Response(Response { id, result }))
 }
 
-/// A line serde_json refused. Content holding a lone surrogate (`\ud800`)
+/// A line `serde_json` refused. Content holding a lone surrogate (`\ud800`)
 /// is not valid Unicode: SPEC 9 refuses it before anything is touched, as
 /// invalid params of the request when the line is otherwise valid JSON and
 /// its id can be read; anything else is a parse error with `id: null`.

@@ -60,7 +60,7 @@ impl Outbox {
             while written < line.len() {
                 match rustix::io::write(fd, &line[written..]) {
                     Ok(n) => written += n,
-                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(rustix::io::Errno::INTR) => {}
                     Err(_) => break, // EAGAIN (full) or a broken peer: the task takes over
                 }
             }

@@ -47,7 +47,7 @@ impl Outgoing {
         let key = format!("{}{n}", self.prefix);
         let (tx, rx) = oneshot::channel();
         self.lock().insert(key.clone(), tx);
-        (RequestId::Str(key.into()), rx)
+        (RequestId::Str(key), rx)
     }
 
     /// Forgets a request (its sender gave up); a late answer is then not

@@ -47,7 +47,7 @@ pub fn bind_socket(path: &Path) -> io::Result<UnixListener> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other("socket path has no directory"))?;
-    writegate_fs::prepare_private_dir(dir).map_err(fs_error)?;
+    writegate_fs::prepare_private_dir(dir).map_err(|e| fs_error(&e))?;
     match std::fs::symlink_metadata(path) {
         Ok(meta) => {
             use std::os::unix::fs::FileTypeExt;
@@ -66,7 +66,7 @@ pub fn bind_socket(path: &Path) -> io::Result<UnixListener> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                     tracing::info!(socket = %path.display(), "replacing stale socket");
-                    writegate_fs::remove_socket_file(path).map_err(fs_error)?;
+                    writegate_fs::remove_socket_file(path).map_err(|e| fs_error(&e))?;
                 }
                 Err(e) => return Err(e),
             }
@@ -75,14 +75,14 @@ pub fn bind_socket(path: &Path) -> io::Result<UnixListener> {
         Err(e) => return Err(e),
     }
     let listener = UnixListener::bind(path)?;
-    writegate_fs::set_socket_mode(path, 0o600).map_err(fs_error)?;
+    writegate_fs::set_socket_mode(path, 0o600).map_err(|e| fs_error(&e))?;
     Ok(listener)
 }
 
 /// An `FsError` of the socket set-up as an `io::Error` whose message carries
 /// the operating system's reason too.
-fn fs_error(e: writegate_fs::FsError) -> io::Error {
-    io::Error::other(writegate_core::error::with_causes(&e))
+fn fs_error(e: &writegate_fs::FsError) -> io::Error {
+    io::Error::other(writegate_core::error::with_causes(e))
 }
 
 /// Runs the daemon until SIGTERM/SIGINT (or, with only `--stdio`, until
@@ -152,7 +152,7 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
     }
     loop {
         tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
+            () = shared.shutdown.cancelled() => break,
             _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); shared.shutdown.cancel(); }
             _ = int.recv() => { tracing::info!("SIGINT: shutting down"); shared.shutdown.cancel(); }
             _ = hup.recv() => {
@@ -165,7 +165,7 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
     let grace = Duration::from_millis(service.config().shutdown_grace_ms);
     if tokio::time::timeout(grace, conns.wait()).await.is_err() {
         tracing::warn!(
-            grace_ms = grace.as_millis() as u64,
+            grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
             "shutdown grace elapsed with operations still running"
         );
     }
@@ -191,7 +191,7 @@ async fn accept_loop(
     let me = rustix::process::geteuid().as_raw();
     loop {
         let accepted = tokio::select! {
-            _ = shared.shutdown.cancelled() => return,
+            () = shared.shutdown.cancelled() => return,
             a = listener.accept() => a,
         };
         let (stream, _) = match accepted {

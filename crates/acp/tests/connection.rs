@@ -159,7 +159,7 @@ async fn requests_that_do_not_fit_together_run_one_at_a_time_and_all_land() {
         // Everything was given back.
         assert_eq!(f.shared.budget.available(), 48);
     })
-    .await
+    .await;
 }
 
 #[test]
@@ -230,14 +230,14 @@ async fn a_client_that_does_not_read_its_answers_is_no_longer_read() {
         for _ in 0..TOTAL {
             let line = lines.next_line().await.unwrap().expect("an answer");
             let v: Value = serde_json::from_str(&line).unwrap();
-            let id = v["id"].as_u64().unwrap() as usize;
+            let id = usize::try_from(v["id"].as_u64().unwrap()).unwrap();
             assert!(v.get("result").is_some(), "{v}");
             assert!(!seen[id], "id {id} answered twice");
             seen[id] = true;
         }
         drop(writer.await.unwrap());
     })
-    .await
+    .await;
 }
 
 /// A small request runs as a task on a runtime worker, but its connection
@@ -292,7 +292,7 @@ async fn a_request_on_a_worker_does_not_hold_up_its_connection() {
         assert!(after.ends_with("DONE\n") && after.len() == body.len() - "UNIQUE-MARKER".len() + 4);
         assert_eq!(shared.worker_slots.available_permits(), 1);
     })
-    .await
+    .await;
 }
 
 /// Two slow small requests on two connections, with two workers and one
@@ -353,7 +353,7 @@ async fn one_worker_stays_free_for_other_connections() {
         );
         assert_eq!(shared.worker_slots.available_permits(), 1);
     })
-    .await
+    .await;
 }
 
 /// Fails a test that hangs (a deadlock) instead of hanging the suite.

@@ -136,7 +136,7 @@ impl AuditSink {
         AuditSink {
             path: path.to_path_buf(),
             failing: std::sync::atomic::AtomicBool::new(log.is_none()),
-            failures: AtomicU64::new(if log.is_none() { 1 } else { 0 }),
+            failures: AtomicU64::new(u64::from(log.is_none())),
             log: Mutex::new(log),
             required,
             raw_paths,
@@ -197,7 +197,7 @@ pub fn now_rfc3339() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let secs = now.as_secs() as i64;
+    let secs = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
     let ms = now.subsec_millis();
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
@@ -220,8 +220,9 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let y = yoe + era * 400;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    // Both are small positive numbers (1..=31, 1..=12) by construction.
+    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 

@@ -75,7 +75,11 @@ mod tests {
         assert_eq!(super::hex(&[0x00, 0x0f, 0xa0, 0xff, 0x5c]), "000fa0ff5c");
         assert_eq!(super::hex(&[]), "");
         let all: Vec<u8> = (0..=255).collect();
-        let expect: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        let expect: String = all.iter().fold(String::new(), |mut s, b| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{b:02x}");
+            s
+        });
         assert_eq!(super::hex(&all), expect);
     }
 }

@@ -1,5 +1,5 @@
 //! The service: the daemon's shared state and one method per operation.
-//! Each method is a short sequence of the pipeline steps in [`crate::op`]
+//! Each method is a short sequence of the pipeline steps in `crate::op`
 //! (begin, admit, resolve, approve, lock, read, commit, finish), taking an
 //! [`OpCtx`] and typed parameters and returning a typed outcome or a
 //! [`Failure`].
@@ -388,7 +388,7 @@ fn plan_edit(
     let opts = match existing {
         Some(e) if p.mode == EditMode::Write => {
             let known = writegate_text::detect(format_sample(e)).is_ok();
-            if !known && !(p.convert_encoding && p.options.encoding.is_some()) {
+            if !known && (!p.convert_encoding || p.options.encoding.is_none()) {
                 return Err(unknown_encoding());
             }
             kept_format_options(&p.options, known, p.convert_encoding)

@@ -13,7 +13,9 @@ use writegate_core::{
 };
 
 /// `(name, bytes, encoded "two", encoded "TWO")`: each file holds "two" once.
-const FIXTURES: &[(&str, &[u8], &[u8], &[u8])] = &[
+type Fixture = (&'static str, &'static [u8], &'static [u8], &'static [u8]);
+
+const FIXTURES: &[Fixture] = &[
     (
         "windows-1252 CRLF",
         b"Caf\xe9 au lait, na\xefve fa\xe7ade, d\xe9j\xe0 vu.\r\nThe two cr\xe8me br\xfbl\xe9e orders.\r\nFin.\r\n",

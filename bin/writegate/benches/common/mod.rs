@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -15,21 +16,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_writegate");
-pub const KIB: usize = 1024;
-pub const MIB: usize = 1024 * 1024;
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_writegate");
+pub(crate) const KIB: usize = 1024;
+pub(crate) const MIB: usize = 1024 * 1024;
 
 /// A temp tree on the same filesystem as the build (fsync cost matters):
 /// `<target>/bench-tmp/<name>-<pid>/{ws,home,state,config,run}`.
-pub struct Tree {
-    pub base: PathBuf,
-    pub ws: PathBuf,
-    pub sock: PathBuf,
-    pub audit: PathBuf,
+pub(crate) struct Tree {
+    pub(crate) base: PathBuf,
+    pub(crate) ws: PathBuf,
+    pub(crate) sock: PathBuf,
+    pub(crate) audit: PathBuf,
 }
 
 impl Tree {
-    pub fn new(name: &str) -> Tree {
+    pub(crate) fn new(name: &str) -> Tree {
         // BIN is <target>/<profile>/writegate.
         let target = Path::new(BIN)
             .parent()
@@ -68,7 +69,7 @@ impl Drop for Tree {
 
 /// `fstype device (mount point)` of the mount holding `path`, from
 /// /proc/self/mountinfo (longest mount-point prefix).
-pub fn filesystem_of(path: &Path) -> String {
+pub(crate) fn filesystem_of(path: &Path) -> String {
     let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut best: Option<(usize, String)> = None;
     for line in info.lines() {
@@ -87,22 +88,22 @@ pub fn filesystem_of(path: &Path) -> String {
             ));
         }
     }
-    best.map(|b| b.1).unwrap_or_else(|| "unknown".into())
+    best.map_or_else(|| "unknown".into(), |b| b.1)
 }
 
 /// glibc allocator settings passed from the bench's environment to the
 /// daemon (the daemon's environment is otherwise cleared), to compare e.g.
 /// `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072`.
-pub const ALLOCATOR_ENV: [&str; 2] = ["GLIBC_TUNABLES", "MALLOC_ARENA_MAX"];
+pub(crate) const ALLOCATOR_ENV: [&str; 2] = ["GLIBC_TUNABLES", "MALLOC_ARENA_MAX"];
 
 /// A running `writegate serve --socket`; killed (by its pid) when dropped.
-pub struct Daemon {
-    pub child: Child,
+pub(crate) struct Daemon {
+    pub(crate) child: Child,
     sock: PathBuf,
 }
 
 impl Daemon {
-    pub fn start(t: &Tree) -> Daemon {
+    pub(crate) fn start(t: &Tree) -> Daemon {
         let stderr = File::create(t.base.join("daemon.stderr")).unwrap();
         let child = Command::new(BIN)
             .arg("serve")
@@ -153,8 +154,8 @@ impl Daemon {
         d
     }
 
-    /// A `/proc/<pid>/status` field in KiB (VmRSS, VmHWM).
-    pub fn status_kib(&self, key: &str) -> u64 {
+    /// A `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`).
+    pub(crate) fn status_kib(&self, key: &str) -> u64 {
         let s = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
         s.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
@@ -174,7 +175,7 @@ impl Drop for Daemon {
 /// A socket connection sending one request at a time. Request lines are
 /// assembled into one reusable buffer from pre-serialised pieces, so the
 /// client costs one memcpy and one `write(2)` per request.
-pub struct Client {
+pub(crate) struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     buf: Vec<u8>,
@@ -183,7 +184,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn connect(sock: &Path) -> Client {
+    pub(crate) fn connect(sock: &Path) -> Client {
         let s = UnixStream::connect(sock).unwrap();
         let mut c = Client {
             reader: BufReader::new(s.try_clone().unwrap()),
@@ -200,7 +201,7 @@ impl Client {
 
     /// Sends `{"jsonrpc","id","method","params": <pieces concatenated>}` and
     /// returns the `result`; panics on an error answer.
-    pub fn call(&mut self, method: &str, params: &[&[u8]]) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: &[&[u8]]) -> Value {
         self.id += 1;
         self.buf.clear();
         write!(
@@ -228,7 +229,7 @@ impl Client {
 
 /// The `params` of an `fs/write_text_file` as pieces: prefix with the path,
 /// the JSON-escaped content, and `}`.
-pub fn write_params_prefix(path: &Path, session: &str) -> Vec<u8> {
+pub(crate) fn write_params_prefix(path: &Path, session: &str) -> Vec<u8> {
     let mut v = br#"{"sessionId":"#.to_vec();
     v.extend_from_slice(&serde_json::to_vec(session).unwrap());
     v.extend_from_slice(br#","path":"#);
@@ -238,14 +239,15 @@ pub fn write_params_prefix(path: &Path, session: &str) -> Vec<u8> {
 }
 
 /// ASCII text of exactly `size` bytes: numbered lines ending in `\n`.
-pub fn text_of(size: usize, salt: &str) -> String {
+pub(crate) fn text_of(size: usize, salt: &str) -> String {
     let mut s = String::with_capacity(size + 80);
     let mut n = 0u64;
     while s.len() < size {
         n += 1;
-        s.push_str(&format!(
-            "{salt} line {n:07}: the quick brown fox jumps over the lazy dog\n"
-        ));
+        let _ = writeln!(
+            s,
+            "{salt} line {n:07}: the quick brown fox jumps over the lazy dog"
+        );
     }
     s.truncate(size - 1);
     s.push('\n');
@@ -253,9 +255,9 @@ pub fn text_of(size: usize, salt: &str) -> String {
 }
 
 /// The bare durable sequence with std only: exclusive 0600 temp file in the
-/// target's directory, write_all, fsync, rename over the target, open the
+/// target's directory, `write_all`, fsync, rename over the target, open the
 /// directory and fsync it.
-pub fn bare_write(dir: &Path, leaf: &str, bytes: &[u8], tag: &str, seq: &mut u64) {
+pub(crate) fn bare_write(dir: &Path, leaf: &str, bytes: &[u8], tag: &str, seq: &mut u64) {
     *seq += 1;
     let tmp = dir.join(format!(".{leaf}.{tag}.{}.{seq}.tmp", std::process::id()));
     let mut f = OpenOptions::new()
@@ -271,28 +273,31 @@ pub fn bare_write(dir: &Path, leaf: &str, bytes: &[u8], tag: &str, seq: &mut u64
     File::open(dir).unwrap().sync_all().unwrap();
 }
 
-pub fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
     if n % 2 == 1 {
         v[n / 2]
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+        f64::midpoint(v[n / 2 - 1], v[n / 2])
     }
 }
 
-pub fn scale() -> f64 {
+pub(crate) fn scale() -> f64 {
     std::env::var("WG_BENCH_SCALE")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0)
 }
 
-pub fn scaled(n: usize) -> usize {
-    ((n as f64 * scale()).round() as usize).max(1)
+/// `n` scaled by `WG_BENCH_SCALE`, at least 1.
+pub(crate) fn scaled(n: usize) -> usize {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a small positive count
+    let k = (n as f64 * scale()).round().max(1.0) as usize;
+    k
 }
 
-pub fn fmt_size(size: usize) -> String {
+pub(crate) fn fmt_size(size: usize) -> String {
     if size >= MIB {
         format!("{} MiB", size / MIB)
     } else {
@@ -301,15 +306,15 @@ pub fn fmt_size(size: usize) -> String {
 }
 
 /// `(median, min, max)` of `v`.
-pub fn stats(v: &[f64]) -> (f64, f64, f64) {
+pub(crate) fn stats(v: &[f64]) -> (f64, f64, f64) {
     let mut s = v.to_vec();
-    let min = s.iter().cloned().fold(f64::INFINITY, f64::min);
-    let max = s.iter().cloned().fold(0.0, f64::max);
+    let min = s.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = s.iter().copied().fold(0.0, f64::max);
     (median(&mut s), min, max)
 }
 
 /// `/proc/loadavg`, trimmed.
-pub fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
         .trim()
@@ -318,7 +323,7 @@ pub fn load_average() -> String {
 
 /// The lines every bench prints first: what runs where, the machine's load,
 /// the scale, the allocator settings passed on, and a warning on tmpfs.
-pub fn print_preamble(bench: &str, t: &Tree) {
+pub(crate) fn print_preamble(bench: &str, t: &Tree) {
     println!("writegate {bench} bench");
     println!("binary:     {BIN}");
     println!("temp dir:   {}", t.base.display());
@@ -326,7 +331,7 @@ pub fn print_preamble(bench: &str, t: &Tree) {
     println!("load average at start: {}", load_average());
     println!(
         "cpus: {}; scale: {} (WG_BENCH_SCALE)",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
         scale()
     );
     for k in ALLOCATOR_ENV {

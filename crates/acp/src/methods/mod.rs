@@ -196,17 +196,14 @@ fn run<T>(call: &Call<'_>, op: impl FnOnce() -> Result<T, MethodError>) -> Resul
     if call.cancel.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Failure::Cancelled.into());
     }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)) {
-        Ok(r) => r,
-        Err(_) => {
-            tracing::error!("operation panicked");
-            Err(Failure::from(Refusal::new(
-                ErrorKind::InternalError,
-                "the operation failed unexpectedly; nothing was written",
-            ))
-            .into())
-        }
-    }
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)).unwrap_or_else(|_| {
+        tracing::error!("operation panicked");
+        Err(Failure::from(Refusal::new(
+            ErrorKind::InternalError,
+            "the operation failed unexpectedly; nothing was written",
+        ))
+        .into())
+    })
 }
 
 /// The answer to a request whose handling panicked outside an operation:
