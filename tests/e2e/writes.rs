@@ -177,24 +177,62 @@ fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes(
     }
 }
 
+/// Issue 10 item 3: a workspace write creates its missing parent
+/// directories (agents write `src/new/mod.rs` directly), inside the
+/// workspace only, and lists them in its one audit event.
 #[test]
-fn write_with_missing_parent_is_path_not_found_with_uri() {
+fn issue_10_write_creates_missing_parents_inside_the_workspace() {
     let s = Tree::new();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("missing/dir/a.txt");
+    let r = c.call_id(1, "fs/write_text_file", write_params(&p, "x\n"));
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert_eq!(fs::read(&p).unwrap(), b"x\n");
+    for dir in [s.ws.join("missing"), s.ws.join("missing/dir")] {
+        let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & !0o755, 0, "{} has mode {mode:o}", dir.display());
+    }
+    let a = s.audit_events();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0]["type"], "fs.access");
+    assert_eq!(
+        a[0]["createdDirs"].as_array().map(Vec::len),
+        Some(2),
+        "{a:?}"
+    );
+}
+
+/// The parent of a missing tail that leads through a symlink out of the
+/// workspace is never created: refused, nothing made on either side.
+#[test]
+fn issue_10_missing_parents_are_never_created_through_a_symlink() {
+    let s = Tree::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), s.ws.join("out")).unwrap();
+    let mut d = s.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+    let p = s.ws.join("out/new/a.txt");
     let r = c.call_id(1, "fs/write_text_file", write_params(&p, "x"));
+    assert_eq!(r["error"]["data"]["errorKind"], "symlink_escape", "{r}");
+    assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
+    assert_eq!(s.audit_events().len(), 1);
+}
+
+/// A read of a missing file is still `-32002` with the path as `uri`.
+#[test]
+fn read_of_a_missing_file_is_resource_not_found_with_uri() {
+    let s = Tree::new();
+    let mut d = s.stdio_daemon(&["--allow-read"]);
+    let mut c = d.stdio_client();
+    let p = s.ws.join("missing/dir/a.txt");
+    let r = c.call_id(1, "fs/read_text_file", json!({"sessionId": "s", "path": p}));
     assert_eq!(r["error"]["code"], -32002, "{r}");
     assert_eq!(r["error"]["data"]["uri"], json!(p), "{r}");
     assert_eq!(r["error"]["data"]["errorKind"], "path_not_found", "{r}");
-    assert!(
-        !s.ws.join("missing").exists(),
-        "no directory may be created"
-    );
-    let a = s.audit_events();
-    assert_eq!(a.len(), 1, "{a:?}");
-    assert_eq!(a[0]["type"], "fs.denied");
-    assert_eq!(a[0]["errorKind"], "path_not_found");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.starts_with("Resource not found"), "{msg}");
+    assert!(!s.ws.join("missing").exists(), "a read creates nothing");
 }
 
 #[test]

@@ -69,6 +69,10 @@ pub struct AuditEvent {
     /// `unanswered`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<&'static str>,
+    /// The parent directories a workspace write created (issue 10), outermost
+    /// first, each as the `pathHash` of its canonical path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_dirs: Option<Vec<String>>,
     /// True for an edit's `dryRun` (nothing was written).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,

@@ -114,6 +114,10 @@ pub struct Config {
     pub max_inflight_bytes: u64,
     /// Mode of files the daemon creates.
     pub new_file_mode: NewFileMode,
+    /// Permission bits of the missing parent directories a workspace write
+    /// creates (issue 10), before the umask; default `0o755`. The external
+    /// writer never creates directories.
+    pub new_dir_mode: u32,
     /// Milliseconds in-flight operations get at shutdown.
     pub shutdown_grace_ms: u64,
     /// `[audit]`.
@@ -134,6 +138,7 @@ impl Default for Config {
             max_frame_bytes: 16 * 1024 * 1024,
             max_inflight_bytes: 64 * 1024 * 1024,
             new_file_mode: NewFileMode::Owner,
+            new_dir_mode: 0o755,
             shutdown_grace_ms: 10_000,
             audit: AuditConfig::default(),
             policy: PolicyConfig::default(),
@@ -173,6 +178,7 @@ pub const ENV_KEYS: &[&str] = &[
     "max_frame_bytes",
     "max_inflight_bytes",
     "new_file_mode",
+    "new_dir_mode",
     "shutdown_grace_ms",
     "audit.path",
     "audit.raw_paths",

@@ -30,7 +30,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-use writegate_fs::{Dir, Existing, PathGuard, PublishOptions};
+use writegate_fs::{Dir, Existing, LockKey, PathGuard, PublishOptions};
 use writegate_paths::{OsView, ResolveError};
 
 /// How much of the existing file is read inside the lock.
@@ -61,9 +61,11 @@ impl Target {
 }
 
 /// The target's directory handle and the existing file, read inside the
-/// lock (or, for reads, without one).
+/// lock.
 pub(crate) struct Loaded {
-    pub(crate) dir: Dir,
+    /// `None`: the parent directory does not exist yet; a workspace write
+    /// creates it at commit (issue 10).
+    pub(crate) dir: Option<Dir>,
     pub(crate) existing: Option<Existing>,
 }
 
@@ -85,8 +87,13 @@ pub(crate) struct Op<'s> {
     event: Option<AuditEvent>,
     raw_path: String,
     start: Instant,
-    /// Declared after `event` is written and dropped last (see `Drop`).
-    guard: Option<PathGuard<'s>>,
+    /// The target's directory, opened by [`Op::lock`] for its lock key and
+    /// used by [`Op::read`]; `Some(None)`: it does not exist yet.
+    dir: Option<Option<Dir>>,
+    /// The path lock(s), released only after the event is written (see
+    /// `Drop`): the key of the real directory, and, when the directory did
+    /// not exist at first, also the key of its deepest existing ancestor.
+    guards: Vec<PathGuard<'s>>,
 }
 
 impl<'s> Op<'s> {
@@ -122,6 +129,7 @@ impl<'s> Op<'s> {
             duration_ms: 0,
             source: None,
             approval: None,
+            created_dirs: None,
             dry_run: None,
             path: None,
         };
@@ -132,7 +140,8 @@ impl<'s> Op<'s> {
             event: Some(event),
             raw_path: raw.display().to_string(),
             start: Instant::now(),
-            guard: None,
+            dir: None,
+            guards: Vec::new(),
         }
     }
 
@@ -211,7 +220,22 @@ impl<'s> Op<'s> {
             Err(ResolveError::OutsideWorkspace(msg)) => {
                 let enabled = self.ctx.allows.external_writer && self.cfg.external_writes_enabled();
                 let Some(Route::External(source)) = external_route(enabled, marker) else {
-                    return Err(resolve_refusal(ResolveError::OutsideWorkspace(msg), root).into());
+                    let mut r = resolve_refusal(ResolveError::OutsideWorkspace(msg), root);
+                    // A marked write that could have taken the external
+                    // route says why it did not.
+                    if marker.is_some() {
+                        let why = if self.ctx.allows.external_writer {
+                            self.cfg.external_writes_at_start().1
+                        } else {
+                            "this connection's transport may not use the external writer"
+                                .to_string()
+                        };
+                        r.hint = format!(
+                            "{}; the marked tool write was not taken outside: {why}",
+                            r.hint
+                        );
+                    }
+                    return Err(r.into());
                 };
                 // Refusals of the external writer are its own events.
                 let e = self.event();
@@ -318,21 +342,68 @@ impl<'s> Op<'s> {
         }
     }
 
-    /// Takes the daemon-wide lock of the target (SPEC 7.4), held until
-    /// [`Op::finish`] has written the audit event; then checks the
-    /// generation and cancellation again.
+    /// Opens the target's directory (no symlink in any component) and takes
+    /// the daemon-wide lock of the real file (SPEC 7.4, issue 13): keyed by
+    /// the directory's device and inode plus the leaf, so every path alias
+    /// of one directory (a bind mount, a symlinked parent) shares one lock.
+    /// The lock is held until [`Op::finish`] has written the audit event.
+    /// A directory that does not exist yet (a workspace write creates it at
+    /// commit) is keyed by its deepest existing ancestor; if it appears
+    /// while we wait, its own key is taken too, in that order. Then checks
+    /// the generation and cancellation again.
     pub(crate) fn lock(&mut self, target: &Target) -> Result<(), Failure> {
-        self.guard = Some(self.svc.locks().lock(&target.canonical));
+        let (parent, leaf) = target.split()?;
+        match self.open_dir(parent)? {
+            Some(dir) => {
+                self.guards
+                    .push(self.svc.locks().lock(LockKey::of(&dir, leaf)));
+                self.dir = Some(Some(dir));
+            }
+            None => {
+                self.guards.push(
+                    self.svc
+                        .locks()
+                        .lock(LockKey::of_missing(&target.canonical)),
+                );
+                // Someone may have created it while we waited.
+                let now = self.open_dir(parent)?;
+                if let Some(dir) = &now {
+                    self.guards
+                        .push(self.svc.locks().lock(LockKey::of(dir, leaf)));
+                }
+                self.dir = Some(now);
+            }
+        }
         self.check_open()?;
         self.check_cancel()
     }
 
-    /// Opens the target's directory (no symlink in any component) and reads
-    /// the existing file through it with `O_NOFOLLOW`. Records its size and,
-    /// when read whole, its hash.
+    /// Opens `parent` (canonical); `None` when it is missing and may be
+    /// created (a workspace write inside the root); the external writer
+    /// never creates directories (SPEC 7.1).
+    fn open_dir(&mut self, parent: &Path) -> Result<Option<Dir>, Failure> {
+        match Dir::open_canonical(parent) {
+            Ok(d) => Ok(Some(d)),
+            Err(writegate_fs::FsError::NotFound { .. })
+                if self.event().writer == Writer::Workspace
+                    && writegate_paths::is_within(parent, &self.ctx.runtime.root) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(Refusal::from(e).into()),
+        }
+    }
+
+    /// Reads the existing file with `O_NOFOLLOW` through the directory
+    /// [`Op::lock`] opened. Records its size and, when read whole, its hash.
     pub(crate) fn read(&mut self, target: &Target, mode: ReadMode) -> Result<Loaded, Failure> {
-        let (parent, leaf) = target.split()?;
-        let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
+        let (_, leaf) = target.split()?;
+        let Some(Some(dir)) = self.dir.take() else {
+            return Ok(Loaded {
+                dir: None,
+                existing: None,
+            });
+        };
         // A leaf swapped for a symlink or another kind of file since it was
         // resolved is refused here; a regular file replaced by another write
         // that committed while this one waited is simply the current
@@ -348,7 +419,10 @@ impl<'s> Op<'s> {
             ev.bytes_before = Some(e.len);
             ev.hash_before = hash;
         }
-        Ok(Loaded { dir, existing })
+        Ok(Loaded {
+            dir: Some(dir),
+            existing,
+        })
     }
 
     /// Reads a whole file for the read methods (no lock: a read sees one
@@ -401,7 +475,18 @@ impl<'s> Op<'s> {
         let created = if dry_run {
             existing.is_none()
         } else {
-            let (_, leaf) = target.split()?;
+            let (parent, leaf) = target.split()?;
+            // The missing parents of a workspace write, created now that
+            // everything else has been checked (issue 10).
+            let (dir, made) = match dir {
+                Some(d) => (d, writegate_fs::CreatedDirs::default()),
+                None => writegate_fs::open_creating(
+                    &self.ctx.runtime.root,
+                    parent,
+                    self.cfg.new_dir_mode,
+                )
+                .map_err(Refusal::from)?,
+            };
             let opts = PublishOptions {
                 new_file_mode: match self.cfg.new_file_mode {
                     NewFileMode::Owner => writegate_fs::NewFileMode::Owner,
@@ -426,8 +511,18 @@ impl<'s> Op<'s> {
             {
                 drop(e.take_handle());
             }
-            let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit)
-                .map_err(Refusal::from)?;
+            let published = match writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit) {
+                Ok(p) => p,
+                Err(e) => {
+                    // A refused write leaves nothing behind, the
+                    // directories it made included.
+                    made.remove();
+                    return Err(Refusal::from(e).into());
+                }
+            };
+            if !made.is_empty() {
+                self.event().created_dirs = Some(made.paths().into_iter().map(path_hash).collect());
+            }
             // The replaced file's last reference goes to the releaser: its
             // blocks are freed there, not on this request's path.
             if let Some(fd) = existing.as_mut().and_then(Existing::take_handle) {

@@ -592,7 +592,12 @@ mod tests {
         let file = root.join("f.txt");
         std::fs::write(&file, b"old\n").unwrap();
         let (svc, rt) = service(&root, state.path());
-        let held = svc.locks.lock(&file);
+        // The key the write will wait on: the real file (issue 13).
+        let key = writegate_fs::LockKey::of(
+            &writegate_fs::Dir::open_canonical(&root).unwrap(),
+            std::ffi::OsStr::new("f.txt"),
+        );
+        let held = svc.locks.lock(key.clone());
         let writer = {
             let svc = svc.clone();
             let c = ctx(&rt);
@@ -611,7 +616,7 @@ mod tests {
             })
         };
         // Wait until the writer queues behind the lock we hold.
-        while svc.locks.queued(&file) < 2 {
+        while svc.locks.queued(key.clone()) < 2 {
             std::thread::yield_now();
         }
         let other = tempfile::tempdir().unwrap();

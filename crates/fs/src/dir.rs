@@ -189,6 +189,16 @@ impl Dir {
     }
 
     /// The handle's file descriptor as a borrowed fd.
+    /// A handle from an already opened readable directory descriptor (the
+    /// caller walked to it without following any symlink).
+    pub(crate) fn from_parts(fd: OwnedFd, path: PathBuf) -> Dir {
+        Dir {
+            fd,
+            path,
+            syncable: true,
+        }
+    }
+
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
@@ -206,7 +216,12 @@ impl AsFd for Dir {
 /// file) or `ELOOP`, so ask `fstatat` what is there now: a symlink is a swap;
 /// a directory means the component changed between the two calls, also a
 /// swap; another kind of file is `NotAFile`.
-fn classify_component_error(parent: &OwnedFd, name: &OsStr, err: Errno, walked: &Path) -> FsError {
+pub(crate) fn classify_component_error(
+    parent: &OwnedFd,
+    name: &OsStr,
+    err: Errno,
+    walked: &Path,
+) -> FsError {
     let swapped = |what: Swap| FsError::SymlinkEscape {
         path: walked.to_path_buf(),
         what,

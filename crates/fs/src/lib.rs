@@ -23,6 +23,7 @@ mod dir;
 mod error;
 mod lock;
 mod log;
+mod mkdir;
 mod publish;
 mod release;
 mod socket;
@@ -30,8 +31,9 @@ mod socket;
 pub use cleanup::remove_stale_temps;
 pub use dir::{Dir, Existing, LeafStat, read_existing, read_prefix, stat_leaf};
 pub use error::{FsError, FsOp, PrivateDirProblem, Swap};
-pub use lock::{PathGuard, PathLocks};
+pub use lock::{LockKey, PathGuard, PathLocks};
 pub use log::AppendLog;
+pub use mkdir::{CreatedDirs, open_creating};
 pub use publish::{
     NewFileMode, PublishOptions, Published, publish, temp_file_name, write_private_file,
 };
