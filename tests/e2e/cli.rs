@@ -68,7 +68,7 @@ fn cli_unreachable_daemon_exits_three() {
 #[test]
 fn cli_edit_and_read_through_the_daemon() {
     let s = Tree::new();
-    let _d = s.socket_daemon(&[]);
+    let _d = s.socket_daemon(&["--allow-read"]);
     let p = s.ws.join("a.py");
     fs::write(&p, "def f():\r\n    return 1\r\n").unwrap();
     let mut cmd = s.command();

@@ -120,6 +120,9 @@ impl Tree {
             self.wsb.display().to_string(),
             "--audit-log".into(),
             self.audit_log.display().to_string(),
+            // `writegate read` needs reads on (issue 13: reads off means
+            // `_writegate/read_lines` off too).
+            "--allow-read".into(),
         ];
         all.extend(args.iter().map(ToString::to_string));
         self.serve_with(&all.iter().map(String::as_str).collect::<Vec<_>>(), &[])

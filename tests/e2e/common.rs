@@ -736,7 +736,7 @@ fn status_of(kind: &str) -> u16 {
         "path_outside_workspace" | "symlink_escape" | "parse_error" => 400,
         "untrusted_workspace" | "permission_denied" | "approval_required" => 403,
         "path_not_found" => 404,
-        "hash_mismatch" | "file_already_exists" => 409,
+        "hash_mismatch" | "file_already_exists" | "file_changed" => 409,
         "file_too_large" => 413,
         "generation_closed" | "io_error" => 503,
         "internal_error" => 500,

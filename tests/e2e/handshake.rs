@@ -110,3 +110,22 @@ fn handshake_socket_initialize_can_choose_another_registered_workspace() {
         "{r}"
     );
 }
+
+/// Issue 13 item 8: with reads off (the default), `_writegate/read_lines`
+/// is off too, like `fs/read_text_file`: `-32601`, nothing read, no event.
+#[test]
+fn issue_13_reads_off_means_read_lines_off() {
+    let s = Tree::new();
+    fs::write(s.ws.join("r.txt"), "secret\n").unwrap();
+    let mut d = s.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+    for method in ["_writegate/read_lines", "fs/read_text_file"] {
+        let r = c.call_id(
+            7,
+            method,
+            json!({"sessionId": "s", "path": s.ws.join("r.txt")}),
+        );
+        assert_eq!(r["error"]["code"], -32601, "{method}: {r}");
+    }
+    assert!(s.audit_events().is_empty());
+}

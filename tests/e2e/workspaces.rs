@@ -414,7 +414,11 @@ fn sighup_with_an_unchanged_config_keeps_dynamically_registered_workspaces() {
     fs::create_dir(&stranger).unwrap();
     fs::write(stranger.join("r.txt"), "one\ntwo\n").unwrap();
     let cfg = t.base.join("config/wg.toml");
-    fs::write(&cfg, "allow_dynamic_workspaces = true\n").unwrap();
+    fs::write(
+        &cfg,
+        "allow_dynamic_workspaces = true\nread_text_file = true\n",
+    )
+    .unwrap();
     let d = t.socket_daemon(&["--config", cfg.to_str().unwrap()]);
     let mut c = d.connect();
     let r = initialize_in(&mut c, &json!(stranger));

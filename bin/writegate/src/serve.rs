@@ -85,6 +85,9 @@ fn join_paths(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
+/// How long start-up waits for the stale temp cleanup before serving.
+const STALE_TEMP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Logs one INFO line per served workspace with its trust.
 fn log_workspaces(registry: &Registry) {
     for rt in registry.all() {
@@ -141,14 +144,24 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
     // Issue 13: as root, external tool writes are off unless the config
     // turns them on explicitly; say which it is.
     tracing::info!("{}", cfg.external_writes_at_start().1);
-    // Stale temp files of dead processes (SPEC 7.3), in the background so a
-    // large tree does not delay the first request.
+    // Stale temp files of dead processes (SPEC 7.3), before serving. A
+    // tree so large that the walk takes longer than STALE_TEMP_WAIT goes on
+    // in the background (it only removes temp files of dead processes, never
+    // ours), and the log says so.
     let roots: Vec<PathBuf> = registry.all().iter().map(|r| r.root.clone()).collect();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for root in roots {
             writegate_fs::remove_stale_temps(&root);
         }
+        let _ = done_tx.send(());
     });
+    if done_rx.recv_timeout(STALE_TEMP_WAIT).is_err() {
+        tracing::info!(
+            wait_ms = u64::try_from(STALE_TEMP_WAIT.as_millis()).unwrap_or(u64::MAX),
+            "stale temp cleanup continues in the background (a large workspace)"
+        );
+    }
     let audit_path = cfg.audit_path(&env_var);
     let approvals = state_dir(&env_var).join("approvals.json");
     let service = Arc::new(Service::new(cfg, registry, &audit_path, approvals));

@@ -306,6 +306,8 @@ async fn one_worker_stays_free_for_other_connections() {
     within(async {
         let config = Config {
             max_edit_bytes: 64 * 1024 * 1024,
+            // `_writegate/read_lines` is served only with reads on.
+            read_text_file: true,
             ..Config::default()
         };
         let f = Fixture::new(config, 64 * 1024 * 1024, 1);

@@ -44,11 +44,14 @@ pub enum ErrorKind {
     UnsupportedEncoding,
     /// A character the target encoding cannot represent.
     UnmappableCharacter,
+    /// Another writer replaced or removed the file while this write was in
+    /// progress (no symlink involved); nothing was written (issue 13).
+    FileChanged,
 }
 
 impl ErrorKind {
     /// Every kind, in SPEC 11 table order (used by tests and docs).
-    pub const ALL: [ErrorKind; 20] = [
+    pub const ALL: [ErrorKind; 21] = [
         Self::PathOutsideWorkspace,
         Self::SymlinkEscape,
         Self::ParseError,
@@ -69,6 +72,7 @@ impl ErrorKind {
         Self::InternalError,
         Self::UnsupportedEncoding,
         Self::UnmappableCharacter,
+        Self::FileChanged,
     ];
 
     /// The wire string, e.g. `"path_outside_workspace"`.
@@ -94,6 +98,7 @@ impl ErrorKind {
             Self::InternalError => "internal_error",
             Self::UnsupportedEncoding => "unsupported_encoding",
             Self::UnmappableCharacter => "unmappable_character",
+            Self::FileChanged => "file_changed",
         }
     }
 
@@ -108,7 +113,7 @@ impl ErrorKind {
             Self::PathOutsideWorkspace | Self::SymlinkEscape | Self::ParseError => 400,
             Self::UntrustedWorkspace | Self::PermissionDenied | Self::ApprovalRequired => 403,
             Self::PathNotFound => 404,
-            Self::HashMismatch | Self::FileAlreadyExists => 409,
+            Self::HashMismatch | Self::FileAlreadyExists | Self::FileChanged => 409,
             Self::FileTooLarge => 413,
             Self::BinaryFile
             | Self::TextNotFound
@@ -276,8 +281,15 @@ impl From<writegate_paths::ResolveError> for Refusal {
 
 impl From<writegate_fs::FsError> for Refusal {
     fn from(e: writegate_fs::FsError) -> Self {
-        use writegate_fs::FsError as F;
+        use writegate_fs::{FsError as F, Swap};
         let kind = match &e {
+            // Another writer replaced a regular file under us: not an
+            // escape, a concurrent change (issue 13).
+            F::SymlinkEscape {
+                what:
+                    Swap::ReplacedAfterCheck | Swap::VanishedAfterCheck | Swap::ChangedWhilePublishing,
+                ..
+            } => ErrorKind::FileChanged,
             F::SymlinkEscape { .. } => ErrorKind::SymlinkEscape,
             F::NotAFile { .. } => ErrorKind::ParseError,
             F::NotFound { .. } => ErrorKind::PathNotFound,

@@ -20,6 +20,7 @@ pub mod config;
 pub mod error;
 mod op;
 pub mod policy;
+pub mod receipts;
 pub mod routing;
 pub mod runtime;
 pub mod service;

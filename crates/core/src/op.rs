@@ -88,8 +88,9 @@ pub(crate) struct Op<'s> {
     raw_path: String,
     start: Instant,
     /// The target's directory, opened by [`Op::lock`] for its lock key and
-    /// used by [`Op::read`]; `Some(None)`: it does not exist yet.
-    dir: Option<Option<Dir>>,
+    /// used by [`Op::read`]; `None` until then and when it does not exist
+    /// yet (`dir_missing`).
+    dir: Option<Dir>,
     /// The path lock(s), released only after the event is written (see
     /// `Drop`): the key of the real directory, and, when the directory did
     /// not exist at first, also the key of its deepest existing ancestor.
@@ -353,26 +354,23 @@ impl<'s> Op<'s> {
     /// the generation and cancellation again.
     pub(crate) fn lock(&mut self, target: &Target) -> Result<(), Failure> {
         let (parent, leaf) = target.split()?;
-        match self.open_dir(parent)? {
-            Some(dir) => {
+        if let Some(dir) = self.open_dir(parent)? {
+            self.guards
+                .push(self.svc.locks().lock(LockKey::of(&dir, leaf)));
+            self.dir = Some(dir);
+        } else {
+            self.guards.push(
+                self.svc
+                    .locks()
+                    .lock(LockKey::of_missing(&target.canonical)),
+            );
+            // Someone may have created it while we waited.
+            let now = self.open_dir(parent)?;
+            if let Some(dir) = &now {
                 self.guards
-                    .push(self.svc.locks().lock(LockKey::of(&dir, leaf)));
-                self.dir = Some(Some(dir));
+                    .push(self.svc.locks().lock(LockKey::of(dir, leaf)));
             }
-            None => {
-                self.guards.push(
-                    self.svc
-                        .locks()
-                        .lock(LockKey::of_missing(&target.canonical)),
-                );
-                // Someone may have created it while we waited.
-                let now = self.open_dir(parent)?;
-                if let Some(dir) = &now {
-                    self.guards
-                        .push(self.svc.locks().lock(LockKey::of(dir, leaf)));
-                }
-                self.dir = Some(now);
-            }
+            self.dir = now;
         }
         self.check_open()?;
         self.check_cancel()
@@ -398,7 +396,7 @@ impl<'s> Op<'s> {
     /// [`Op::lock`] opened. Records its size and, when read whole, its hash.
     pub(crate) fn read(&mut self, target: &Target, mode: ReadMode) -> Result<Loaded, Failure> {
         let (_, leaf) = target.split()?;
-        let Some(Some(dir)) = self.dir.take() else {
+        let Some(dir) = self.dir.take() else {
             return Ok(Loaded {
                 dir: None,
                 existing: None,

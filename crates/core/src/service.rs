@@ -20,16 +20,13 @@ use crate::config::Config;
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use crate::op::{Committed, Loaded, Op, ReadMode, Target};
 use crate::policy::{Approvals, Grant, GrantOutcome, Scope};
+use crate::receipts::Receipts;
 use crate::runtime::{Registry, Runtime};
 use crate::sha256_tagged;
-use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use writegate_fs::{Existing, PathLocks, Releaser};
 use writegate_text::{EditMode, EditRequest, WriteOptions};
-
-/// At most this many receipts are kept per session (oldest dropped).
-pub const MAX_RECEIPTS_PER_SESSION: usize = 10_000;
 
 /// The daemon's shared state. One per process; every connection holds an `Arc`.
 pub struct Service {
@@ -38,7 +35,7 @@ pub struct Service {
     locks: PathLocks,
     audit: AuditSink,
     approvals: Approvals,
-    receipts: Mutex<HashMap<String, VecDeque<Receipt>>>,
+    receipts: Mutex<Receipts>,
     /// Canonical roots registered by socket clients (`allow_dynamic_workspaces`),
     /// kept across reloads while the option stays on.
     dynamic: Mutex<Vec<PathBuf>>,
@@ -86,7 +83,7 @@ impl Service {
             locks: PathLocks::new(),
             audit,
             approvals: Approvals::load(approvals_file),
-            receipts: Mutex::new(HashMap::new()),
+            receipts: Mutex::new(Receipts::default()),
             dynamic: Mutex::new(Vec::new()),
             releaser: Releaser::new(),
         }
@@ -274,11 +271,10 @@ impl Service {
 
     /// The files written in a session so far, oldest first (SPEC 3).
     pub fn receipt(&self, session_id: &str) -> Vec<Receipt> {
-        let receipts = self.receipts.lock().unwrap();
-        receipts
-            .get(session_id)
-            .map(|l| l.iter().cloned().collect())
-            .unwrap_or_default()
+        self.receipts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .of(session_id)
     }
 
     /// Grants a literal command or a glob pattern in `scope` (SPEC 12,
@@ -302,12 +298,7 @@ impl Service {
             .find(|m| *m == mode)
             .unwrap_or("write");
         let session = ctx.session_id.clone().unwrap_or_default();
-        let mut all = self.receipts.lock().unwrap();
-        let list = all.entry(session).or_default();
-        if list.len() >= MAX_RECEIPTS_PER_SESSION {
-            list.pop_front();
-        }
-        list.push_back(Receipt {
+        let receipt = Receipt {
             path: canonical.display().to_string(),
             mode,
             created: done.created,
@@ -315,7 +306,11 @@ impl Service {
             bytes_after: done.bytes_after,
             hash_after: done.hash_after.clone(),
             time: now_rfc3339(),
-        });
+        };
+        self.receipts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .add(&session, receipt);
     }
 }
 

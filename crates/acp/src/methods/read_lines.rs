@@ -1,8 +1,11 @@
 //! `_writegate/read_lines {sessionId, path, line?, limit?}` (SPEC 3):
 //! numbered lines for a model to read before a line edit, with the file's
-//! hash and format.
+//! hash and format. Served only when reads are on (the config's
+//! `read_text_file`, `--allow-read`) and the transport allows them, like
+//! `fs/read_text_file` (issue 13: reads off means every read is off).
 
 use super::{Call, Method, MethodError, absolute};
+use crate::state::ConnState;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use writegate_core::{Failure, ReadParams};
@@ -51,6 +54,10 @@ impl Method for ReadLines {
     const NAME: &'static str = "_writegate/read_lines";
     type Params = Params;
     type Result = LinesResult;
+
+    fn enabled(conn: &ConnState) -> bool {
+        conn.transport.allowances().reads && conn.service.config().read_text_file
+    }
 
     fn check(p: &Params) -> Result<(), Failure> {
         absolute(&p.path)
