@@ -429,6 +429,24 @@ mod tests {
                 },
                 "symlink_escape",
             ),
+            // Issue 13 item 8: another writer replacing a regular file under
+            // us is a concurrent change, not a symlink escape.
+            (
+                F::SymlinkEscape {
+                    path: path(),
+                    what: Swap::ReplacedAfterCheck,
+                    source: None,
+                },
+                "file_changed",
+            ),
+            (
+                F::SymlinkEscape {
+                    path: path(),
+                    what: Swap::ChangedWhilePublishing,
+                    source: None,
+                },
+                "file_changed",
+            ),
             (
                 F::NotAFile {
                     path: path(),
