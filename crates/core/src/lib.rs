@@ -23,6 +23,7 @@ pub mod policy;
 pub mod routing;
 pub mod runtime;
 pub mod service;
+pub mod sessions;
 
 pub use api::{
     Allowances, ApprovalAnswer, ApprovalQuestion, Approver, EditParams, EditReport, FileFormat,
@@ -33,6 +34,7 @@ pub use error::{Detail, ErrorKind, Failure, Refusal};
 pub use routing::MarkerSource;
 pub use runtime::{Registry, Runtime};
 pub use service::{DynamicWorkspaceError, Service};
+pub use sessions::SessionWorkspaceError;
 pub use writegate_text::{EditMode, LineEndingChoice, WriteOptions};
 
 use sha2::{Digest, Sha256};
