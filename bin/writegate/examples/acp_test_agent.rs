@@ -9,7 +9,8 @@
 //!
 //! It speaks ACP v1 on stdin/stdout. `initialize` answers with what the
 //! client offered under `_meta.testAgent.clientFs` (so a test sees what the
-//! proxy forwarded); `session/new` and `session/load` accept any session.
+//! proxy forwarded) and its pid under `_meta.testAgent.pid`; `session/new`
+//! (ids `sess-1`, `sess-2`, ...) and `session/load` accept any session.
 //! A `session/prompt` is a script, one command per line of its text:
 //!
 //! - `read PATH` — `fs/read_text_file`
@@ -17,6 +18,7 @@
 //! - `external PATH JSON` — the same, marked as a tool write (`_meta` marker)
 //! - `roundtrip PATH FROM TO` — read, replace FROM with TO, write it back with
 //!   `_meta {"encoding": "utf-8", "bom": false}` (what qwen-code sends)
+//! - `call METHOD JSON` — any request, with the JSON as its params
 //! - `ask` — its own `session/request_permission` to the client
 //! - `updates N SIZE` — N `session/update` text chunks of SIZE bytes each
 //! - `exit CODE` — exits at once with CODE (a crash in the middle of a prompt)
@@ -34,7 +36,7 @@ use agent_client_protocol::v1::schema::{
     RequestPermissionRequest, SessionNotification, SessionUpdate, StopReason, TextContent,
     ToolCallUpdate, ToolCallUpdateFields, WriteTextFileRequest,
 };
-use agent_client_protocol::{Agent, Client, Lines};
+use agent_client_protocol::{Agent, Client, Lines, UntypedMessage};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -59,10 +61,13 @@ async fn main() -> agent_client_protocol::Result<()> {
                 let mut meta = Map::new();
                 meta.insert(
                     "testAgent".into(),
-                    json!({"clientFs": {
-                        "readTextFile": fs.read_text_file,
-                        "writeTextFile": fs.write_text_file,
-                    }}),
+                    json!({
+                        "clientFs": {
+                            "readTextFile": fs.read_text_file,
+                            "writeTextFile": fs.write_text_file,
+                        },
+                        "pid": std::process::id(),
+                    }),
                 );
                 responder.respond(
                     InitializeResponse::new(ProtocolVersion::V1)
@@ -134,7 +139,7 @@ async fn run_script(
                     let mut meta = Map::new();
                     meta.insert(
                         "qwen-code/tool-write-origin".into(),
-                        json!({"version": 1, "source": "tool"}),
+                        json!({"version": 1, "source": "write_file"}),
                     );
                     req = req.meta(meta);
                 }
@@ -142,6 +147,15 @@ async fn run_script(
                 outcome(op, path, r)
             }
             "roundtrip" => roundtrip(cx, &session, rest).await,
+            "call" => {
+                let (method, params) = rest.split_once(' ').unwrap_or((rest, "{}"));
+                let params: Value = serde_json::from_str(params).unwrap_or(Value::Null);
+                let r = match UntypedMessage::new(method, params) {
+                    Ok(m) => cx.send_request(m).block_task().await,
+                    Err(e) => Err(e),
+                };
+                outcome(method, "", r)
+            }
             "ask" => {
                 let req = RequestPermissionRequest::new(
                     session.clone(),

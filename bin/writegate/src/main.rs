@@ -3,6 +3,8 @@
 //! socket. This file only parses arguments, builds the service and hands
 //! over to `writegate-acp`; it holds no policy and writes no files.
 
+mod proxy;
+
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use std::io::Read;
@@ -48,23 +50,7 @@ enum Command {
     #[command(
         after_help = "The agent's fs/read_text_file and fs/write_text_file (and _writegate/*) are answered by writegate\nin the workspace of each session (the cwd of its session/new); everything else passes through.\nExamples:\n  writegate proxy -- my-agent --acp\n  writegate proxy --audit-log /tmp/audit.jsonl -- npx @example/agent --acp\nExit status: the agent's (128 + signal if a signal ended it); 127 if it cannot be found, 2 for a bad config."
     )]
-    Proxy(ProxyArgs),
-}
-
-#[derive(Args)]
-struct ProxyArgs {
-    /// Config file [default: $XDG_CONFIG_HOME/writegate/config.toml]; see its [proxy] section.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Audit log [default: $XDG_STATE_HOME/writegate/audit.jsonl].
-    #[arg(long, value_name = "FILE")]
-    audit_log: Option<PathBuf>,
-    /// Never route the agent's marked tool writes to the external host writer.
-    #[arg(long)]
-    no_external_writes: bool,
-    /// The agent's command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
-    command: Vec<std::ffi::OsString>,
+    Proxy(proxy::ProxyArgs),
 }
 
 #[derive(Args)]
@@ -173,71 +159,7 @@ fn main() -> ExitCode {
         Command::Write(a) => client_write(a),
         Command::Edit(a) => client_edit(a),
         Command::Read(a) => client_read(a),
-        Command::Proxy(a) => proxy(a),
-    }
-}
-
-/// `writegate proxy`: serve's config, audit and approvals, no workspace of
-/// its own (each session brings its cwd), reads served (the agent's edit
-/// tool reads before it writes); the rest is `writegate_proxy::run`.
-fn proxy(a: ProxyArgs) -> ExitCode {
-    init_logs();
-    let as_serve = ServeArgs {
-        stdio: true,
-        socket: None,
-        workspaces: vec![],
-        untrusted: false,
-        config: a.config,
-        audit_log: a.audit_log,
-        no_external_writes: a.no_external_writes,
-        allow_read: true,
-    };
-    let cfg = match load_config(&as_serve) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("writegate: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let audit_path = cfg.audit_path(&env_var);
-    let approvals = state_dir(&env_var).join("approvals.json");
-    let service = Arc::new(Service::new(
-        cfg,
-        Registry::default(),
-        &audit_path,
-        approvals,
-    ));
-    let mut command = a.command.into_iter();
-    let opts = writegate_proxy::ProxyOptions {
-        program: command.next().unwrap_or_default(),
-        args: command.collect(),
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .max_blocking_threads(64)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("writegate: cannot start the runtime: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    // block_on runs the future on this (main) thread, which spawns the agent:
-    // the agent's parent-death signal is tied to it.
-    let result = runtime.block_on(writegate_proxy::run(service, opts));
-    // Do not wait for a blocked stdin reader thread.
-    runtime.shutdown_background();
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("writegate: {e}");
-            ExitCode::from(match e.kind() {
-                std::io::ErrorKind::NotFound => 127,
-                std::io::ErrorKind::PermissionDenied => 126,
-                _ => 2,
-            })
-        }
+        Command::Proxy(a) => proxy::proxy(a),
     }
 }
 
