@@ -64,7 +64,11 @@ pub(crate) fn proxy(a: ProxyArgs) -> ExitCode {
         program: command.next().unwrap_or_default(),
         args: command.collect(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // One thread runs both connections: a forwarded line then never waits
+    // for another thread to wake (on a small VM that wake-up was most of a
+    // forwarded request's latency; docs/performance.md). writegate's own
+    // operations still run on blocking threads.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .max_blocking_threads(64)
         .enable_all()
         .build()

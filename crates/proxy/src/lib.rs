@@ -19,6 +19,7 @@
 
 mod agent;
 mod approver;
+mod editor_io;
 mod relay;
 mod sessions;
 
@@ -92,11 +93,12 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
     // The editor's messages are forwarded to the agent's link: start reading
     // them only once it exists.
     relay.agent_started().await;
+    let (editor_in, editor_out) = editor_io::editor_io();
     let editor_conn = tokio::spawn(run_connection(
         editor_shared.clone(),
         Arc::new(EditorSide::new(relay.clone())),
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        editor_in,
+        editor_out,
         None,
     ));
 
