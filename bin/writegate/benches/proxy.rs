@@ -17,6 +17,8 @@
 //! alternate straight and proxied runs; the median of the rounds is
 //! reported. It prints figures; it asserts nothing about time.
 
+#![allow(clippy::print_stdout)] // a benchmark prints its figures to stdout
+
 mod common;
 
 use common::{BIN, Tree, median, print_preamble, scaled};
@@ -140,6 +142,7 @@ fn measure(t: &Tree, name: &str, agent: &Path) {
 }
 
 /// `(p50, p90)` of `v`, in microseconds.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // an index within the length
 fn percentiles(v: &mut [f64]) -> (f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] * 1e6;
