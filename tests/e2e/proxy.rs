@@ -599,6 +599,34 @@ fn editor_eof_closes_the_agents_input_and_the_proxy_exits_with_its_status() {
     eventually("the agent is gone", || gone(u32::try_from(pid).unwrap()));
 }
 
+/// The editor may close its input right after a request: the agent gets the
+/// request, then end of input, and what it still sends is forwarded.
+#[test]
+fn after_editor_eof_the_agents_last_output_is_still_forwarded() {
+    let t = Tree::new();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let id = e.send(
+        "session/prompt",
+        &json!({"sessionId": s, "prompt": [{"type": "text", "text": "updates 3 10"}]}),
+    );
+    let (st, rest) = e.finish();
+    assert_eq!(st.code(), Some(0), "{st:?}");
+    let answer = rest
+        .iter()
+        .find(|v| v["id"] == id)
+        .unwrap_or_else(|| panic!("no answer to the prompt: {rest:?}"));
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        rest.iter()
+            .filter(|v| v["method"] == "session/update")
+            .count(),
+        4,
+        "three updates and the report: {rest:?}"
+    );
+}
+
 #[test]
 fn an_agent_crash_mid_prompt_answers_the_editor_and_ends_the_proxy() {
     let t = Tree::new();

@@ -35,7 +35,11 @@ pub(crate) struct EditorApprover {
 
 impl Approver for EditorApprover {
     fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
-        let Some(editor) = self.relay.editor() else {
+        let Some(editor) = self
+            .relay
+            .editor()
+            .filter(|_| !self.relay.editor_input_ended())
+        else {
             return ApprovalAnswer::Unavailable;
         };
         // Open the question before looking at the flag: a session/cancel
