@@ -22,6 +22,7 @@ mod external;
 mod framing;
 mod handshake;
 mod permissions;
+mod proxy;
 mod race;
 mod shutdown;
 mod sizes;

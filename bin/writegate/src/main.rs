@@ -11,6 +11,7 @@ mod args;
 mod audit;
 mod client;
 mod commands;
+mod proxy;
 mod serve;
 
 use args::{Cli, Command};
@@ -46,6 +47,8 @@ impl From<Status> for ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let status = match cli.command {
+        // The proxy ends with its agent's exit status, whatever it is.
+        Command::Proxy(a) => return proxy::proxy(a),
         Command::Serve(a) => serve::serve(&a),
         Command::Write(a) => commands::write(&a),
         Command::Edit(a) => commands::edit(&a),

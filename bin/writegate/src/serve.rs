@@ -40,7 +40,7 @@ fn log_filter(verbose: u8, quiet: u8) -> (tracing_subscriber::EnvFilter, Option<
     (EnvFilter::new("info"), warning)
 }
 
-fn init_logs(verbose: u8, quiet: u8) {
+pub(crate) fn init_logs(verbose: u8, quiet: u8) {
     let (filter, warning) = log_filter(verbose, quiet);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -55,7 +55,7 @@ fn init_logs(verbose: u8, quiet: u8) {
 
 /// The config `serve` runs with: the file (`--config`, else the default
 /// location, which may be missing), `WRITEGATE_*` variables, then the flags.
-fn load_config(a: &ServeArgs) -> Result<Config, String> {
+pub(crate) fn load_config(a: &ServeArgs) -> Result<Config, String> {
     let (path, required) = match &a.config {
         Some(p) => (Some(p.clone()), true),
         None => (default_config_path(), false),

@@ -13,7 +13,7 @@ use crate::frame::{Frame, LineCodec};
 use crate::message::{self, ErrorObject, Incoming, Message, Notification, Request, Response};
 use crate::outbox::{MAX_OUTSTANDING, Outbox, Queued, drained};
 use crate::outgoing::Outgoing;
-use agent_client_protocol_schema::v1::RequestId;
+use agent_client_protocol::v1::schema::RequestId;
 use futures::StreamExt;
 use serde::Serialize;
 use std::os::fd::OwnedFd;
@@ -103,6 +103,14 @@ impl Link {
         (id, rx)
     }
 
+    /// Ends this side's output: the lines already sent are written and
+    /// flushed, then the writer is shut down and dropped, so the peer reads
+    /// end of input (a proxy closes its agent's stdin this way). Lines sent
+    /// after it are dropped. Reading goes on until the peer closes its side.
+    pub fn close(&self) {
+        self.out.close();
+    }
+
     /// Stops waiting for an outgoing request (its answer, if it comes, is
     /// handed to the handler as not ours).
     pub fn forget(&self, id: &RequestId) {
@@ -117,6 +125,16 @@ impl Link {
 
 /// What a connection does with the messages it reads.
 pub trait Handler: Send + Sync + 'static {
+    /// The connection's link exists and nothing has been read yet (a proxy
+    /// keeps it to forward the other side's messages here).
+    fn started(&self, _link: &Arc<Link>) {}
+
+    /// The loop stopped reading (end of input, a read error, or daemon
+    /// shutdown): nothing more will be handed over. Called once, before the
+    /// loop waits for the connection's tasks. A proxy closes the other
+    /// side's input here.
+    fn input_ended(&self, _link: &Arc<Link>) {}
+
     /// A request: answer it exactly once, through [`Link::answer`] with
     /// `ticket` (now or from a task). `raw` is the line as read.
     fn request(&self, link: &Arc<Link>, req: Request, raw: &[u8], ticket: Ticket);
@@ -134,7 +152,8 @@ pub trait Handler: Send + Sync + 'static {
 
 /// Serves one connection with `handler` until end of input or daemon
 /// shutdown, then waits for its tasks and flushes their output. Returns
-/// when everything it owed has been written (or the peer is gone).
+/// when everything it owed has been written (or the peer is gone) and no
+/// one holds its [`Link`] any more (the writer ends with the last one).
 ///
 /// `direct`: a duplicate of the connection's (non-blocking) descriptor for
 /// direct response writes (see [`Outbox`]); `None` for stdio.
@@ -157,6 +176,11 @@ pub async fn run_connection<H, R, W>(
         tokio::spawn(async move {
             let mut w = BufWriter::new(writer);
             while let Some((line, permit)) = rx.recv().await {
+                if line.is_empty() {
+                    // Outbox::close: nothing more to write; end the output.
+                    let _ = w.shutdown().await;
+                    break;
+                }
                 if w.write_all(&line).await.is_err() {
                     break;
                 }
@@ -177,6 +201,7 @@ pub async fn run_connection<H, R, W>(
         outgoing: Outgoing::new(),
         tasks: TaskTracker::new(),
     });
+    handler.started(&link);
     let mut frames = FramedRead::new(reader, LineCodec::new(max));
     let permits = Arc::new(Semaphore::new(MAX_OUTSTANDING));
     loop {
@@ -229,6 +254,7 @@ pub async fn run_connection<H, R, W>(
             }
         }
     }
+    handler.input_ended(&link);
     if shared.shutdown.is_cancelled() {
         handler.shutdown();
     }

@@ -43,10 +43,7 @@ impl Decoder for LineCodec {
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, std::io::Error> {
         loop {
-            let newline = buf[self.scanned..]
-                .iter()
-                .position(|b| *b == b'\n')
-                .map(|i| i + self.scanned);
+            let newline = memchr::memchr(b'\n', &buf[self.scanned..]).map(|i| i + self.scanned);
             if self.discarding {
                 if let Some(i) = newline {
                     buf.advance(i + 1);

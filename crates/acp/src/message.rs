@@ -6,7 +6,7 @@
 //! requests (a proxy, a server asking its client) can match their answers
 //! (see [`crate::outgoing`]).
 
-use agent_client_protocol_schema::v1::RequestId;
+use agent_client_protocol::v1::schema::RequestId;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 

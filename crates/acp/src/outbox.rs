@@ -74,6 +74,22 @@ impl Outbox {
     }
 }
 
+impl Outbox {
+    /// Ends the output after the lines already sent: queues the end marker
+    /// (an empty line, which [`Outbox::send`] never sends: every line ends
+    /// in `\n`) for the writer task, which then shuts the writer down. The
+    /// backlog flag stays set, so no direct write can overtake the marker,
+    /// and later lines find the queue closed and are dropped.
+    pub fn close(&self) {
+        let mut backlog = self
+            .backlog
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *backlog = true;
+        let _ = self.tx.send((Vec::new(), None));
+    }
+}
+
 /// Called by the writer task when its queue is empty: direct writes may
 /// resume. Checked under the lock so a line queued meanwhile keeps the
 /// backlog on. (The task holds only the flag, never a sender, so the queue

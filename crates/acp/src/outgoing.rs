@@ -5,7 +5,7 @@
 //! (a proxy forwards it).
 
 use crate::message::{ErrorObject, Response};
-use agent_client_protocol_schema::v1::RequestId;
+use agent_client_protocol::v1::schema::RequestId;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

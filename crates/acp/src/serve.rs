@@ -52,6 +52,7 @@ impl Handler for Serve {
                 conn: &self.state,
                 cancel: Arc::default(),
                 first,
+                approver: None,
             };
             let line = e.answer(&call, &id, params);
             link.answer(line, ticket);
@@ -78,6 +79,7 @@ impl Handler for Serve {
                 conn: &state,
                 cancel: flag,
                 first,
+                approver: None,
             };
             let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 methods::answer(&call, &id, &method, params)

@@ -4,7 +4,7 @@
 //! only this, not the connection's IO, so it can be driven without one.
 
 use crate::transport::Transport;
-use agent_client_protocol_schema::v1::RequestId;
+use agent_client_protocol::v1::schema::RequestId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};

@@ -84,6 +84,35 @@ pub struct PolicyConfig {
     pub rules: Vec<PolicyRule>,
 }
 
+/// `[proxy]`: `writegate proxy` (docs/behaviour.md, "The proxy").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProxyConfig {
+    /// Directories a session's `cwd` must be inside (or equal to), each
+    /// canonicalised when a session starts; empty (the default): any
+    /// directory.
+    pub roots: Vec<PathBuf>,
+    /// Whether a session's workspace is trusted (writes allowed). A
+    /// `[[workspace]]` entry with the same canonical root decides for that
+    /// root instead. Default true: the person opened that directory in the
+    /// editor and launched the agent there.
+    pub trusted: bool,
+    /// Milliseconds the agent gets to exit after its stdin was closed (the
+    /// editor closed the proxy's stdin) or after a SIGTERM the proxy passed
+    /// on, before it is killed (SIGKILL). Default 5000.
+    pub agent_exit_grace_ms: u64,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            roots: Vec::new(),
+            trusted: true,
+            agent_exit_grace_ms: 5000,
+        }
+    }
+}
+
 /// The whole configuration, defaults as in `config/writegate.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -124,6 +153,8 @@ pub struct Config {
     pub audit: AuditConfig,
     /// `[policy]`: the approval gate.
     pub policy: PolicyConfig,
+    /// `[proxy]`: `writegate proxy`'s session workspaces and agent process.
+    pub proxy: ProxyConfig,
 }
 
 impl Default for Config {
@@ -142,6 +173,7 @@ impl Default for Config {
             shutdown_grace_ms: 10_000,
             audit: AuditConfig::default(),
             policy: PolicyConfig::default(),
+            proxy: ProxyConfig::default(),
         }
     }
 }
@@ -184,6 +216,8 @@ pub const ENV_KEYS: &[&str] = &[
     "audit.raw_paths",
     "audit.required",
     "policy.auto_approve",
+    "proxy.trusted",
+    "proxy.agent_exit_grace_ms",
 ];
 
 impl Config {
@@ -226,6 +260,14 @@ impl Config {
         }
         if self.max_inflight_bytes < 1024 {
             return Err(bad("max_inflight_bytes", "must be at least 1024"));
+        }
+        for (i, r) in self.proxy.roots.iter().enumerate() {
+            if !r.is_absolute() {
+                return Err(bad(
+                    &format!("proxy.roots[{i}]"),
+                    "must be an absolute path",
+                ));
+            }
         }
         for (i, w) in self.workspace.iter().enumerate() {
             if !w.root.is_absolute() {
@@ -405,6 +447,8 @@ mod tests {
             "rules",
             "[audit]",
             "[policy]",
+            "[proxy]",
+            "roots",
         ] {
             assert!(
                 text.contains(key),

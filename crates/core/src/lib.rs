@@ -24,6 +24,7 @@ pub mod receipts;
 pub mod routing;
 pub mod runtime;
 pub mod service;
+pub mod sessions;
 
 pub use api::{
     Allowances, ApprovalAnswer, ApprovalQuestion, Approver, EditParams, EditReport, FileFormat,
@@ -34,6 +35,7 @@ pub use error::{Detail, ErrorKind, Failure, Refusal};
 pub use routing::MarkerSource;
 pub use runtime::{Registry, Runtime};
 pub use service::{DynamicWorkspaceError, Service};
+pub use sessions::SessionWorkspaceError;
 pub use writegate_text::{EditMode, LineEndingChoice, WriteOptions};
 
 use sha2::{Digest, Sha256};

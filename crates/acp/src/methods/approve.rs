@@ -3,8 +3,11 @@
 //! synthetic command, matched literally (what a host copies from an
 //! `approval_required` refusal's `data.command`); `pattern` is a glob a
 //! person wrote on purpose. A cancelled approve stores nothing (`-32800`).
+//! Not served where the peer is the one whose writes are held (the proxy's
+//! agent side, see [`crate::transport::Transport::grants_approvals`]).
 
 use super::{Call, Method, MethodError};
+use crate::state::ConnState;
 use serde::{Deserialize, Serialize};
 use writegate_core::Failure;
 use writegate_core::policy::{Grant, Scope};
@@ -46,6 +49,10 @@ impl Method for Approve {
     const NAME: &'static str = "_writegate/approve";
     type Params = Params;
     type Result = Approved;
+
+    fn enabled(conn: &ConnState) -> bool {
+        conn.transport.grants_approvals()
+    }
 
     fn check(p: &Params) -> Result<(), Failure> {
         Grant::from_params(p.command.clone(), p.pattern.clone()).map_err(Failure::InvalidParams)?;

@@ -3,7 +3,7 @@
 //! to commit is then answered `-32800`.
 
 use crate::state::ConnState;
-use agent_client_protocol_schema::v1::CancelRequestNotification;
+use agent_client_protocol::v1::schema::CancelRequestNotification;
 use serde_json::Value;
 
 /// The notification's method name.

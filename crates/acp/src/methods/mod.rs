@@ -20,19 +20,19 @@ mod write_text_file;
 use crate::message::{ErrorObject, error_line, ok_line};
 use crate::state::ConnState;
 use crate::wire::failure_error;
-use agent_client_protocol_schema::v1::RequestId;
+use agent_client_protocol::v1::schema::RequestId;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use writegate_core::{ErrorKind, Failure, OpCtx, Refusal};
+use writegate_core::{Approver, ErrorKind, Failure, OpCtx, Refusal};
 
 pub use cancel_request::CANCEL_REQUEST;
 
-/// What a handler gets: the connection's state and this request's cancel
-/// flag.
+/// What a handler gets: the connection's state, this request's cancel
+/// flag, and who to ask when the approval gate holds it.
 pub struct Call<'a> {
     /// The connection's state (service, transport, runtime).
     pub conn: &'a ConnState,
@@ -40,12 +40,16 @@ pub struct Call<'a> {
     pub cancel: Arc<AtomicBool>,
     /// True for the connection's first request.
     pub first: bool,
+    /// Who is asked when the gate holds the operation (the proxy's editor,
+    /// through `session/request_permission`); `None` (serve): the
+    /// `approval_required` refusal goes back to the client.
+    pub approver: Option<Arc<dyn Approver>>,
 }
 
 impl Call<'_> {
     /// The operation context of a core call: the connection's runtime and
-    /// allowances, this request's session, cancel flag, and the audit
-    /// `route`.
+    /// allowances, this request's session, cancel flag, approver, and the
+    /// audit `route`.
     pub fn ctx(&self, session_id: &str, route: &'static str) -> OpCtx {
         OpCtx {
             runtime: self.conn.runtime(),
@@ -53,7 +57,7 @@ impl Call<'_> {
             allows: self.conn.transport.allowances(),
             route,
             cancel: self.cancel.clone(),
-            approver: None,
+            approver: self.approver.clone(),
         }
     }
 }

@@ -8,7 +8,7 @@
 use super::{Call, Method, MethodError, absolute};
 use crate::state::ConnState;
 use crate::wire::FormatMeta;
-use agent_client_protocol_schema::v1::ReadTextFileRequest;
+use agent_client_protocol::v1::schema::ReadTextFileRequest;
 use serde::Serialize;
 use std::path::Path;
 use writegate_core::{Failure, ReadParams};

@@ -3,7 +3,7 @@
 
 use super::{Call, Method, MethodError, absolute};
 use crate::wire::{convert_encoding, parse_marker, write_options};
-use agent_client_protocol_schema::v1::WriteTextFileRequest;
+use agent_client_protocol::v1::schema::WriteTextFileRequest;
 use serde::Serialize;
 use std::path::Path;
 use writegate_core::{Failure, WriteParams};

@@ -1,0 +1,102 @@
+//! `writegate proxy [OPTIONS] -- COMMAND [ARGS...]`: its arguments and its
+//! start-up (serve's config, audit log and approvals file; no workspace of
+//! its own: each session brings its `cwd`). The proxy itself is
+//! `writegate_proxy::run`.
+
+use crate::args::ServeArgs;
+use crate::env_var;
+use crate::serve::{init_logs, load_config};
+use clap::Args;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use writegate_core::{Registry, Service, config::state_dir};
+
+#[derive(Args)]
+pub(crate) struct ProxyArgs {
+    /// Config file (default `$XDG_CONFIG_HOME/writegate/config.toml`); see its `[proxy]` section.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Audit log (default `$XDG_STATE_HOME/writegate/audit.jsonl`).
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
+    /// Never route the agent's marked tool writes to the external host writer.
+    #[arg(long)]
+    no_external_writes: bool,
+    /// The agent's command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+/// Runs the proxy; the exit status is the agent's (128 + signal when a
+/// signal ended it), 127 or 126 when it cannot be started (not found, not
+/// executable, as a shell says), 2 for a bad config.
+pub(crate) fn proxy(a: ProxyArgs) -> ExitCode {
+    init_logs(0, 0);
+    // Reads are served: the editor answered them before, and an agent's
+    // edit tool reads a file before it writes it.
+    let as_serve = ServeArgs {
+        stdio: true,
+        socket: None,
+        workspaces: vec![],
+        untrusted: false,
+        config: a.config,
+        audit_log: a.audit_log,
+        no_external_writes: a.no_external_writes,
+        allow_read: true,
+        verbose: 0,
+        quiet: 0,
+    };
+    let cfg = match load_config(&as_serve) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("writegate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let audit_path = cfg.audit_path(&env_var);
+    let approvals = state_dir(&env_var).join("approvals.json");
+    let service = Arc::new(Service::new(
+        cfg,
+        Registry::default(),
+        &audit_path,
+        approvals,
+    ));
+    let mut command = a.command.into_iter();
+    let opts = writegate_proxy::ProxyOptions {
+        program: command.next().unwrap_or_default(),
+        args: command.collect(),
+    };
+    // One thread runs both connections: a forwarded line then never waits
+    // for another thread to wake (on a small VM that wake-up was most of a
+    // forwarded request's latency; docs/performance.md). writegate's own
+    // operations still run on blocking threads.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(64)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("writegate: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // block_on runs the future on this (main) thread, which spawns the
+    // agent: the agent's parent-death signal is tied to this thread.
+    let result = runtime.block_on(writegate_proxy::run(service, opts));
+    // Do not wait for a blocked stdin reader thread.
+    runtime.shutdown_background();
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("writegate: {e}");
+            ExitCode::from(match e.kind() {
+                std::io::ErrorKind::NotFound => 127,
+                std::io::ErrorKind::PermissionDenied => 126,
+                _ => 2,
+            })
+        }
+    }
+}

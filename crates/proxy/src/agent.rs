@@ -1,0 +1,95 @@
+//! The agent process: spawned with piped stdin/stdout and inherited stderr,
+//! tied to the proxy's life, signalled, and its exit status reported the
+//! way a shell would.
+
+use rustix::process::{Pid, Signal};
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// A started agent and its two pipes.
+pub(crate) struct Spawned {
+    pub(crate) child: Child,
+    pub(crate) stdin: ChildStdin,
+    pub(crate) stdout: ChildStdout,
+}
+
+/// Starts `program args`: stdin and stdout are pipes to the proxy, stderr
+/// is the proxy's own. The child gets SIGTERM from the kernel if the thread
+/// that spawned it (the proxy's main thread) dies first, so a proxy killed
+/// with SIGKILL leaves no agent behind.
+pub(crate) fn spawn(program: &OsStr, args: &[OsString]) -> io::Result<Spawned> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    // SAFETY: the closure runs in the forked child before `exec`; it only
+    // makes the prctl(2) system call, which is async-signal-safe, and
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(Signal::TERM))
+                .map_err(io::Error::from)
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(io::Error::other("the agent's pipes were not set up"));
+    };
+    Ok(Spawned {
+        child,
+        stdin,
+        stdout,
+    })
+}
+
+/// Sends the agent SIGTERM (nothing if it has already been reaped).
+pub(crate) fn terminate(child: &Child) {
+    if let Some(pid) = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, Signal::TERM);
+    }
+}
+
+/// The proxy's own exit status for the agent's: its exit code, or 128 +
+/// the number of the signal that ended it (as a shell reports it).
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+        (None, Some(sig)) => u8::try_from((128 + sig) & 0xff).unwrap_or(1),
+        (None, None) => 1,
+    }
+}
+
+/// How the agent ended, in words ("exit status 3", "signal 9").
+pub(crate) fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(sig)) => format!("signal {sig}"),
+        (None, None) => "an unknown status".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn exit_status_as_a_shell_reports_it() {
+        // Raw wait statuses: code << 8 for an exit, the signal number for a kill.
+        assert_eq!(exit_code(ExitStatus::from_raw(0)), 0);
+        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
+        assert_eq!(exit_code(ExitStatus::from_raw(15)), 143);
+        assert_eq!(describe(ExitStatus::from_raw(3 << 8)), "exit status 3");
+        assert_eq!(describe(ExitStatus::from_raw(9)), "signal 9");
+    }
+}

@@ -1,0 +1,538 @@
+//! The two connection handlers and what they share. Every message is
+//! forwarded as the raw line it came as, ids kept; a request's answer goes
+//! back with the ticket of the connection it came from (so each side's
+//! backpressure holds until its request is answered). The exceptions:
+//!
+//! - the editor's `initialize` reaches the agent offering
+//!   `clientCapabilities.fs.readTextFile` and `writeTextFile`;
+//! - the editor's `session/new`, `session/load` and `session/resume` have
+//!   their `cwd` registered as a workspace first (refused here, never
+//!   forwarded, when it cannot be one), and the session is bound to it once
+//!   the agent accepts;
+//! - the agent's requests that writegate's method table serves (`fs/*`,
+//!   `_writegate/*`) are answered here, in the session's workspace, on a
+//!   blocking thread, and never reach the editor;
+//! - the editor's `session/cancel` cancels that session's operations and
+//!   open permission questions before it is forwarded; the agent's
+//!   `$/cancel_request` for a request answered here is applied here.
+
+use crate::approver::EditorApprover;
+use crate::sessions::{Session, Sessions, lock};
+use agent_client_protocol::v1::schema::{AGENT_METHOD_NAMES, RequestId};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use writegate_acp::conn::{Handler, Link, Ticket};
+use writegate_acp::message::{
+    self, ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, Notification, Request, Response,
+};
+use writegate_acp::methods::{self, CANCEL_REQUEST, Call};
+use writegate_core::{Runtime, Service};
+
+/// What the two sides share.
+pub(crate) struct Relay {
+    service: Arc<Service>,
+    /// The editor's link (the proxy's stdout); `None` once released.
+    editor: Mutex<Option<Arc<Link>>>,
+    /// The agent's link (the agent's stdin); `None` once released.
+    agent: Mutex<Option<Arc<Link>>>,
+    agent_ready: Notify,
+    /// The editor's input ended (its stdin closed).
+    pub(crate) editor_eof: CancellationToken,
+    /// The agent's output ended (its stdout closed).
+    pub(crate) agent_eof: CancellationToken,
+    editor_input_ended: AtomicBool,
+    /// Editor requests forwarded to the agent, and whether the agent is gone.
+    to_agent: Mutex<ToAgent>,
+    /// Agent requests forwarded to the editor, with the agent side's tickets.
+    to_editor: Mutex<HashMap<String, Ticket>>,
+    sessions: Sessions,
+    /// Agent requests being answered here, by id: their session.
+    answering: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+#[derive(Default)]
+struct ToAgent {
+    pending: HashMap<String, Pending>,
+    /// Why the agent can answer nothing more, once it cannot.
+    gone: Option<String>,
+}
+
+/// An editor request waiting for the agent's answer.
+struct Pending {
+    ticket: Ticket,
+    then: Then,
+}
+
+/// What to do when the agent answers.
+enum Then {
+    /// Forward the answer.
+    Forward,
+    /// On success, bind the session (named by the request, or the result's
+    /// `sessionId`) to `runtime`; then forward the answer.
+    Bind {
+        runtime: Arc<Runtime>,
+        session_id: Option<String>,
+    },
+}
+
+impl Relay {
+    pub(crate) fn new(service: Arc<Service>) -> Relay {
+        Relay {
+            service,
+            editor: Mutex::new(None),
+            agent: Mutex::new(None),
+            agent_ready: Notify::new(),
+            editor_eof: CancellationToken::new(),
+            agent_eof: CancellationToken::new(),
+            editor_input_ended: AtomicBool::new(false),
+            to_agent: Mutex::new(ToAgent::default()),
+            to_editor: Mutex::new(HashMap::new()),
+            sessions: Sessions::default(),
+            answering: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Waits until the agent's connection has its link.
+    pub(crate) async fn agent_started(&self) {
+        loop {
+            let notified = self.agent_ready.notified();
+            if lock(&self.agent).is_some() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub(crate) fn editor(&self) -> Option<Arc<Link>> {
+        lock(&self.editor).clone()
+    }
+
+    fn agent(&self) -> Option<Arc<Link>> {
+        lock(&self.agent).clone()
+    }
+
+    pub(crate) fn editor_input_ended(&self) -> bool {
+        self.editor_input_ended.load(Ordering::SeqCst)
+    }
+
+    /// The editor closed its input: the agent's requests it was asked can
+    /// get no answer, and the agent's stdin is closed (after what was already
+    /// forwarded to it).
+    pub(crate) fn editor_closed(&self) {
+        let waiting: Vec<(String, Ticket)> = lock(&self.to_editor).drain().collect();
+        if let Some(agent) = self.agent() {
+            for (key, ticket) in waiting {
+                let Ok(id) = serde_json::from_str::<RequestId>(&key) else {
+                    continue;
+                };
+                agent.answer(message::error_line(&id, &editor_gone()), ticket);
+            }
+            agent.close();
+        }
+    }
+
+    /// The agent has exited: every editor request it did not answer is
+    /// answered with an error saying so, and later ones at once.
+    pub(crate) fn agent_exited(&self, how: &str) {
+        let why = format!(
+            "the agent exited ({how}) before answering; start a new session (the editor restarts the agent)"
+        );
+        let mut to_agent = lock(&self.to_agent);
+        to_agent.gone = Some(why.clone());
+        let waiting: Vec<(String, Pending)> = to_agent.pending.drain().collect();
+        drop(to_agent);
+        if let Some(editor) = self.editor() {
+            for (key, p) in waiting {
+                let Ok(id) = serde_json::from_str::<RequestId>(&key) else {
+                    continue;
+                };
+                editor.answer(message::error_line(&id, &agent_gone(&why)), p.ticket);
+            }
+        }
+    }
+
+    /// Cancels every session's operations and questions.
+    pub(crate) fn cancel_sessions(&self) {
+        self.sessions.cancel_all();
+    }
+
+    /// Drops the links, so both connections can end once their loops have.
+    pub(crate) fn release(&self) {
+        lock(&self.editor).take();
+        lock(&self.agent).take();
+    }
+
+    /// Forwards an editor request to the agent, remembering its ticket.
+    fn to_agent(
+        &self,
+        editor: &Arc<Link>,
+        id: &RequestId,
+        line: Vec<u8>,
+        ticket: Ticket,
+        then: Then,
+    ) {
+        let mut to_agent = lock(&self.to_agent);
+        let agent = self.agent();
+        match (&to_agent.gone, agent) {
+            (None, Some(agent)) => {
+                to_agent.pending.insert(key(id), Pending { ticket, then });
+                agent.send(line);
+            }
+            (gone, _) => {
+                let why = gone
+                    .clone()
+                    .unwrap_or_else(|| "the agent is not running; start a new session".into());
+                drop(to_agent);
+                editor.answer(message::error_line(id, &agent_gone(&why)), ticket);
+            }
+        }
+    }
+
+    /// Forwards an agent request to the editor, remembering its ticket.
+    fn to_editor(&self, agent: &Arc<Link>, id: &RequestId, line: Vec<u8>, ticket: Ticket) {
+        let mut to_editor = lock(&self.to_editor);
+        if let Some(editor) = self.editor().filter(|_| !self.editor_input_ended()) {
+            to_editor.insert(key(id), ticket);
+            editor.send(line);
+        } else {
+            drop(to_editor);
+            agent.answer(message::error_line(id, &editor_gone()), ticket);
+        }
+    }
+
+    /// Answers an agent request through writegate's method table, in the
+    /// workspace of its session, on a blocking thread.
+    fn answer_here(self: &Arc<Self>, agent: &Arc<Link>, req: Request, mut ticket: Ticket) {
+        let sid = req.params.get("sessionId").and_then(Value::as_str);
+        let Some(session) = sid.and_then(|s| self.sessions.get(s)) else {
+            let line = message::error_line(&req.id, &unknown_session(sid));
+            agent.answer(line, ticket);
+            return;
+        };
+        let (flag, _) = session.state.begin(&req.id, false);
+        lock(&self.answering).insert(key(&req.id), session.clone());
+        let relay = self.clone();
+        let out = agent.clone();
+        let handle = tokio::runtime::Handle::current();
+        agent.tasks().spawn_blocking(move || {
+            let Request { id, method, params } = req;
+            let approver = EditorApprover {
+                relay: relay.clone(),
+                session: session.clone(),
+                cancel: flag.clone(),
+                handle,
+            };
+            let call = Call {
+                conn: &session.state,
+                cancel: flag,
+                first: false,
+                approver: Some(Arc::new(approver)),
+            };
+            let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                methods::answer(&call, &id, &method, params)
+            }))
+            .unwrap_or_else(|_| {
+                tracing::error!(method = %method, "request panicked");
+                methods::internal_error(&id)
+            });
+            ticket.built();
+            session.state.end(&id);
+            lock(&relay.answering).remove(&key(&id));
+            out.answer(line, ticket);
+        });
+    }
+
+    /// The runtime for the `cwd` of a session-opening request: `Ok(None)`
+    /// when it names none (the agent judges such a request itself).
+    fn session_workspace(&self, params: &Value) -> Result<Option<Arc<Runtime>>, ErrorObject> {
+        let Some(cwd) = params.get("cwd").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        self.service
+            .register_session_workspace(std::path::Path::new(cwd))
+            .map(Some)
+            .map_err(|e| {
+                tracing::warn!(cwd, error = %e, "session refused");
+                ErrorObject::new(INVALID_PARAMS, e.to_string(), Some(json!({"cwd": cwd})))
+            })
+    }
+}
+
+/// The editor side: the proxy's stdin/stdout.
+pub(crate) struct EditorSide {
+    relay: Arc<Relay>,
+}
+
+impl EditorSide {
+    pub(crate) fn new(relay: Arc<Relay>) -> EditorSide {
+        EditorSide { relay }
+    }
+}
+
+impl Handler for EditorSide {
+    fn started(&self, link: &Arc<Link>) {
+        *lock(&self.relay.editor) = Some(link.clone());
+    }
+
+    fn input_ended(&self, _link: &Arc<Link>) {
+        self.relay.editor_input_ended.store(true, Ordering::SeqCst);
+        self.relay.editor_eof.cancel();
+    }
+
+    fn request(&self, link: &Arc<Link>, req: Request, raw: &[u8], mut ticket: Ticket) {
+        let method = req.method.as_str();
+        let mut line = None;
+        let mut then = Then::Forward;
+        if method == AGENT_METHOD_NAMES.initialize {
+            let mut params = req.params.clone();
+            offer_fs(&mut params);
+            line = Some(message::request_line(&req.id, method, &params));
+        } else if method == AGENT_METHOD_NAMES.session_new
+            || method == AGENT_METHOD_NAMES.session_load
+            || method == AGENT_METHOD_NAMES.session_resume
+        {
+            match self.relay.session_workspace(&req.params) {
+                Ok(Some(runtime)) => {
+                    then = Then::Bind {
+                        runtime,
+                        session_id: req
+                            .params
+                            .get("sessionId")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    };
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    link.answer(message::error_line(&req.id, &e), ticket);
+                    return;
+                }
+            }
+        }
+        ticket.built();
+        let line = line.unwrap_or_else(|| with_newline(raw));
+        self.relay.to_agent(link, &req.id, line, ticket, then);
+    }
+
+    fn notification(&self, _link: &Arc<Link>, n: Notification, raw: &[u8]) {
+        if n.method == AGENT_METHOD_NAMES.session_cancel
+            && let Some(sid) = n.params.get("sessionId").and_then(Value::as_str)
+        {
+            self.relay.sessions.cancel(sid);
+        }
+        if let Some(agent) = self.relay.agent() {
+            agent.send(with_newline(raw));
+        }
+    }
+
+    fn response(&self, _link: &Arc<Link>, r: Response, raw: &[u8]) {
+        // An answer to an agent request forwarded to the editor.
+        let Some(agent) = self.relay.agent() else {
+            return;
+        };
+        match lock(&self.relay.to_editor).remove(&key(&r.id)) {
+            Some(ticket) => agent.answer(with_newline(raw), ticket),
+            None => agent.send(with_newline(raw)),
+        }
+    }
+}
+
+/// The agent side: the agent's stdout/stdin.
+pub(crate) struct AgentSide {
+    relay: Arc<Relay>,
+}
+
+impl AgentSide {
+    pub(crate) fn new(relay: Arc<Relay>) -> AgentSide {
+        AgentSide { relay }
+    }
+}
+
+impl Handler for AgentSide {
+    fn started(&self, link: &Arc<Link>) {
+        *lock(&self.relay.agent) = Some(link.clone());
+        self.relay.agent_ready.notify_waiters();
+    }
+
+    fn input_ended(&self, _link: &Arc<Link>) {
+        self.relay.agent_eof.cancel();
+    }
+
+    fn request(&self, link: &Arc<Link>, req: Request, raw: &[u8], mut ticket: Ticket) {
+        if answered_here(&req.method) {
+            self.relay.answer_here(link, req, ticket);
+            return;
+        }
+        ticket.built();
+        self.relay
+            .to_editor(link, &req.id, with_newline(raw), ticket);
+    }
+
+    fn notification(&self, _link: &Arc<Link>, n: Notification, raw: &[u8]) {
+        if n.method == CANCEL_REQUEST
+            && let Some(id) = n
+                .params
+                .get("requestId")
+                .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok())
+            && let Some(session) = lock(&self.relay.answering).get(&key(&id)).cloned()
+        {
+            session.state.cancel(&id);
+            return;
+        }
+        if let Some(editor) = self.relay.editor() {
+            editor.send(with_newline(raw));
+        }
+    }
+
+    fn response(&self, _link: &Arc<Link>, r: Response, raw: &[u8]) {
+        // An answer to an editor request forwarded to the agent.
+        let pending = lock(&self.relay.to_agent).pending.remove(&key(&r.id));
+        let Some(editor) = self.relay.editor() else {
+            return;
+        };
+        let Some(Pending { ticket, then }) = pending else {
+            editor.send(with_newline(raw));
+            return;
+        };
+        if let (
+            Then::Bind {
+                runtime,
+                session_id,
+            },
+            Ok(result),
+        ) = (then, &r.result)
+        {
+            let sid = session_id.or_else(|| {
+                result
+                    .get("sessionId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
+            if let Some(sid) = sid {
+                self.relay.sessions.bind(&sid, runtime, &self.relay.service);
+            }
+        }
+        editor.answer(with_newline(raw), ticket);
+    }
+
+    fn shutdown(&self) {
+        self.relay.cancel_sessions();
+    }
+}
+
+/// Whether writegate answers an agent request of `method` itself: every
+/// method of its table but `initialize` (which an agent never sends to its
+/// client; forwarded like anything else).
+fn answered_here(method: &str) -> bool {
+    method != AGENT_METHOD_NAMES.initialize && methods::serves(method)
+}
+
+/// Sets `clientCapabilities.fs.readTextFile` and `writeTextFile` to `true`
+/// in `initialize` params, keeping everything else.
+fn offer_fs(params: &mut Value) {
+    let Value::Object(p) = params else {
+        return;
+    };
+    let caps = p.entry("clientCapabilities").or_insert_with(|| json!({}));
+    if !caps.is_object() {
+        *caps = json!({});
+    }
+    let fs = caps
+        .as_object_mut()
+        .map(|c| c.entry("fs").or_insert_with(|| json!({})));
+    if let Some(fs) = fs {
+        if !fs.is_object() {
+            *fs = json!({});
+        }
+        fs["readTextFile"] = Value::Bool(true);
+        fs["writeTextFile"] = Value::Bool(true);
+    }
+}
+
+/// The map key of a request id: its JSON text (`1` and `"1"` differ).
+fn key(id: &RequestId) -> String {
+    serde_json::to_string(id).unwrap_or_default()
+}
+
+fn with_newline(raw: &[u8]) -> Vec<u8> {
+    let mut line = Vec::with_capacity(raw.len() + 1);
+    line.extend_from_slice(raw);
+    line.push(b'\n');
+    line
+}
+
+fn unknown_session(sid: Option<&str>) -> ErrorObject {
+    let message = match sid {
+        Some(s) => format!(
+            "unknown session {s}: writegate answers fs requests only for sessions the editor opened through this proxy (session/new, session/load, session/resume); use the sessionId of one of them"
+        ),
+        None => "sessionId is missing: writegate answers fs requests in the workspace of the request's session; send the sessionId the editor's session/new returned".to_string(),
+    };
+    ErrorObject::new(INVALID_PARAMS, message, Some(json!({"sessionId": sid})))
+}
+
+fn agent_gone(why: &str) -> ErrorObject {
+    ErrorObject::new(INTERNAL_ERROR, why, None)
+}
+
+fn editor_gone() -> ErrorObject {
+    ErrorObject::new(
+        INTERNAL_ERROR,
+        "the editor closed its connection, so this request cannot be answered; finish the turn",
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initialize_offers_fs_and_keeps_the_rest() {
+        let mut p = json!({
+            "protocolVersion": 1,
+            "clientCapabilities": {"fs": {"readTextFile": false}, "terminal": true, "_meta": {"x": 1}},
+            "clientInfo": {"name": "zed"}
+        });
+        offer_fs(&mut p);
+        assert_eq!(
+            p,
+            json!({
+                "protocolVersion": 1,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": true, "writeTextFile": true},
+                    "terminal": true,
+                    "_meta": {"x": 1}
+                },
+                "clientInfo": {"name": "zed"}
+            })
+        );
+        for mut p in [
+            json!({"protocolVersion": 1}),
+            json!({"clientCapabilities": null}),
+        ] {
+            offer_fs(&mut p);
+            assert_eq!(p["clientCapabilities"]["fs"]["readTextFile"], true, "{p}");
+            assert_eq!(p["clientCapabilities"]["fs"]["writeTextFile"], true, "{p}");
+        }
+    }
+
+    #[test]
+    fn writegate_answers_its_table_but_not_initialize() {
+        assert!(answered_here("fs/read_text_file"));
+        assert!(answered_here("fs/write_text_file"));
+        assert!(answered_here("_writegate/edit_text_file"));
+        assert!(!answered_here("initialize"));
+        assert!(!answered_here("session/request_permission"));
+        assert!(!answered_here("terminal/create"));
+    }
+
+    #[test]
+    fn ids_of_both_types_are_distinct_keys() {
+        assert_ne!(key(&RequestId::Number(1)), key(&RequestId::Str("1".into())));
+    }
+}

@@ -1,0 +1,691 @@
+//! `writegate proxy -- AGENT` through real processes: the real binary as the
+//! proxy, an agent built on the official ACP Rust SDK as its child (the
+//! `acp_test_agent` example of this package, built by `cargo test`), and
+//! the test as the editor over JSON lines. Each test checks the bytes on
+//! disk, exactly one audit event per fs operation, and that the editor
+//! never sees an `fs/*` or `_writegate/*` message.
+//!
+//! The agent runs a script per prompt (see its doc): `read`, `write`,
+//! `roundtrip`, `call`, `ask`, `exit`; it reports each outcome as a
+//! `session/update` text chunk holding one JSON object.
+
+use crate::common::{BIN, Daemon, TIMEOUT, Tree};
+use rustix::process::Signal;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The SDK-built test agent (`cargo build -p writegate --example acp_test_agent`).
+fn agent_bin() -> PathBuf {
+    let p = Path::new(BIN)
+        .parent()
+        .expect("the binary's directory")
+        .join("examples/acp_test_agent");
+    assert!(
+        p.is_file(),
+        "{} is missing: `cargo test` builds it; with a target filter run \
+         `cargo build -p writegate --example acp_test_agent` first",
+        p.display()
+    );
+    p
+}
+
+/// The test as the editor: the proxy's stdin/stdout.
+struct Editor {
+    d: Daemon,
+    c: crate::common::Client,
+    /// Every line the editor received.
+    seen: Vec<Value>,
+    sent: u64,
+}
+
+/// What the editor does with a request from the proxy: the result to
+/// answer with, or `None` to leave it unanswered.
+type OnRequest<'a> = &'a mut dyn FnMut(&Value) -> Option<Value>;
+
+fn proxy(t: &Tree, extra: &[&str]) -> Editor {
+    proxy_running(t, extra, &[agent_bin().into_os_string()])
+}
+
+fn proxy_running(t: &Tree, extra: &[&str], command: &[std::ffi::OsString]) -> Editor {
+    let mut cmd = t.command();
+    cmd.arg("proxy")
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .args(extra)
+        .arg("--")
+        .args(command);
+    // Marked external writes are off by default as root (these tests run as
+    // root in CI); the proxy handles them as serve does.
+    cmd.env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true");
+    let mut d = t.spawn(cmd, true, false);
+    let c = d.stdio_client();
+    Editor {
+        d,
+        c,
+        seen: Vec::new(),
+        sent: 0,
+    }
+}
+
+impl Editor {
+    fn recv(&mut self) -> Value {
+        let v = self.c.recv();
+        self.seen.push(v.clone());
+        v
+    }
+
+    /// Sends a request with a fresh numeric id; returns the id.
+    fn send(&mut self, method: &str, params: &Value) -> Value {
+        self.sent += 1;
+        let id = json!(self.sent);
+        self.c
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    fn notify(&mut self, method: &str, params: &Value) {
+        self.c
+            .send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Reads until the response to `id`: requests from the proxy go to
+    /// `on_request`; notifications are returned.
+    fn until(&mut self, id: &Value, on_request: OnRequest) -> (Value, Vec<Value>) {
+        let mut notes = Vec::new();
+        loop {
+            let v = self.recv();
+            if v.get("method").is_some() && v.get("id").is_some() {
+                if let Some(result) = on_request(&v) {
+                    self.c
+                        .send(&json!({"jsonrpc": "2.0", "id": v["id"], "result": result}));
+                }
+            } else if v.get("method").is_some() {
+                notes.push(v);
+            } else if &v["id"] == id {
+                return (v, notes);
+            } else {
+                panic!("a response to a request not sent: {v}");
+            }
+        }
+    }
+
+    fn call(&mut self, method: &str, params: &Value) -> Value {
+        let id = self.send(method, params);
+        self.until(&id, &mut |r| panic!("unexpected request {r}")).0
+    }
+
+    /// `initialize` offering no fs at all; returns the agent's result.
+    fn init(&mut self) -> Value {
+        let r = self.call(
+            "initialize",
+            &json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}}),
+        );
+        assert!(r.get("error").is_none(), "{r}");
+        r["result"].clone()
+    }
+
+    fn new_session(&mut self, cwd: &Path) -> String {
+        let r = self.call("session/new", &json!({"cwd": cwd, "mcpServers": []}));
+        r["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("session/new: {r}"))
+            .to_string()
+    }
+
+    /// Runs a prompt script; returns the prompt's response and the agent's
+    /// reports, one per command.
+    fn prompt(
+        &mut self,
+        session: &str,
+        script: &str,
+        on_request: OnRequest,
+    ) -> (Value, Vec<Value>) {
+        let id = self.send(
+            "session/prompt",
+            &json!({"sessionId": session, "prompt": [{"type": "text", "text": script}]}),
+        );
+        let (r, notes) = self.until(&id, on_request);
+        (r, reports(&notes))
+    }
+
+    /// [`Editor::prompt`] expecting no request from the proxy and an
+    /// `end_turn`; returns the reports.
+    fn run(&mut self, session: &str, script: &str) -> Vec<Value> {
+        let (r, reports) = self.prompt(session, script, &mut |r| panic!("unexpected request {r}"));
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+        reports
+    }
+
+    /// Closes stdin and reads to the end of stdout; returns the exit status
+    /// and the last lines.
+    fn finish(mut self) -> (std::process::ExitStatus, Vec<Value>) {
+        self.c.close_write();
+        let rest = self.c.recv_until_eof();
+        self.seen.extend(rest.iter().cloned());
+        let st = self.d.wait_exit();
+        assert_no_fs(&self.seen);
+        (st, rest)
+    }
+}
+
+/// The agent's reports among `session/update` notifications.
+fn reports(notes: &[Value]) -> Vec<Value> {
+    notes
+        .iter()
+        .filter(|n| n["method"] == "session/update")
+        .filter_map(|n| n["params"]["update"]["content"]["text"].as_str())
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .filter(|v| v.get("op").is_some())
+        .collect()
+}
+
+/// The editor never sees writegate's own traffic with the agent.
+fn assert_no_fs(seen: &[Value]) {
+    for v in seen {
+        let m = v["method"].as_str().unwrap_or("");
+        assert!(
+            !m.starts_with("fs/") && !m.starts_with("_writegate/"),
+            "the editor saw {v}"
+        );
+    }
+}
+
+fn ok(r: &Value) -> &Value {
+    assert_eq!(r["ok"], true, "{r}");
+    &r["result"]
+}
+
+fn err(r: &Value) -> &Value {
+    assert_eq!(r["ok"], false, "{r}");
+    &r["error"]
+}
+
+/// A permission answer selecting `option`.
+fn select(option: &str) -> Value {
+    json!({"outcome": {"outcome": "selected", "optionId": option}})
+}
+
+/// Polls until `f` holds (a broken proxy fails the test instead of hanging it).
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < TIMEOUT, "never: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether `pid` is gone (or a zombie nobody has reaped yet).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn initialize_offers_fs_and_fs_requests_are_answered_by_writegate() {
+    let t = Tree::new();
+    let mut audit = t.audit();
+    let mut e = proxy(&t, &[]);
+    let init = e.init();
+    // The editor offered no fs; the agent was offered both.
+    assert_eq!(
+        init["_meta"]["testAgent"]["clientFs"],
+        json!({"readTextFile": true, "writeTextFile": true}),
+        "{init}"
+    );
+    let s = e.new_session(&t.ws);
+    let a = t.ws.join("a.txt");
+    let reports = e.run(
+        &s,
+        &format!(
+            "write {p} \"one\\ntwo\\n\"\nread {p}\nread {m}",
+            p = a.display(),
+            m = t.ws.join("missing.txt").display()
+        ),
+    );
+    assert_eq!(reports.len(), 3, "{reports:?}");
+    ok(&reports[0]);
+    let read = ok(&reports[1]);
+    assert_eq!(read["content"], "one\ntwo\n", "{read}");
+    assert_eq!(read["_meta"]["encoding"], "utf-8", "{read}");
+    assert_eq!(read["_meta"]["lineEnding"], "lf", "{read}");
+    let missing = err(&reports[2]);
+    assert_eq!(missing["code"], -32002, "{missing}");
+    assert!(
+        missing["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Resource not found"),
+        "{missing}"
+    );
+    assert_eq!(std::fs::read(&a).unwrap(), b"one\ntwo\n");
+    // One event per fs operation, in the session's workspace.
+    let events = audit.new_events();
+    assert_eq!(events.len(), 3, "{events:#?}");
+    assert_eq!(events[0]["type"], "fs.access");
+    assert_eq!(events[0]["intent"], "write");
+    assert_eq!(events[1]["intent"], "read");
+    assert_eq!(events[2]["errorKind"], "path_not_found");
+    for ev in &events {
+        assert_eq!(ev["sessionId"], json!(s), "{ev}");
+    }
+    let (st, _) = e.finish();
+    assert!(st.success(), "{st:?}");
+}
+
+/// Issue 10 item 1 through the proxy: the agent reads, edits and writes
+/// back declaring UTF-8 without BOM (as qwen-code does); the file keeps its
+/// own encoding, BOM and line endings, every byte outside the edit equal.
+#[test]
+fn a_read_edit_write_round_trip_keeps_the_file_format() {
+    let t = Tree::new();
+    let mut audit = t.audit();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let cp1252 = t.ws.join("legacy.txt");
+    std::fs::write(&cp1252, b"caf\xe9 one\r\nna\xefve two\r\n").unwrap();
+    let utf16 = t.ws.join("wide.txt");
+    let mut bytes = vec![0xff, 0xfe];
+    for u in "h\u{e9}llo one\r\nworld\r\n".encode_utf16() {
+        bytes.extend_from_slice(&u.to_le_bytes());
+    }
+    std::fs::write(&utf16, &bytes).unwrap();
+    let reports = e.run(
+        &s,
+        &format!(
+            "roundtrip {} one ONE\nroundtrip {} one ONE",
+            cp1252.display(),
+            utf16.display()
+        ),
+    );
+    ok(&reports[0]);
+    ok(&reports[1]);
+    assert_eq!(
+        std::fs::read(&cp1252).unwrap(),
+        b"caf\xe9 ONE\r\nna\xefve two\r\n"
+    );
+    let mut want = vec![0xff, 0xfe];
+    for u in "h\u{e9}llo ONE\r\nworld\r\n".encode_utf16() {
+        want.extend_from_slice(&u.to_le_bytes());
+    }
+    assert_eq!(std::fs::read(&utf16).unwrap(), want);
+    // A read and a write each.
+    assert_eq!(audit.new_events().len(), 4);
+    e.finish();
+}
+
+#[test]
+fn a_held_write_is_asked_in_the_editor_allowed_or_rejected() {
+    let t = Tree::new();
+    let mut audit = t.audit();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let env = t.ws.join(".env");
+    let script = format!("write {} \"KEY=1\\n\"", env.display());
+
+    // Rejected: nothing written, the agent told why.
+    let mut asked = Vec::new();
+    let (r, reports) = e.prompt(&s, &script, &mut |q| {
+        asked.push(q.clone());
+        Some(select("reject_once"))
+    });
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let q = &asked[0];
+    assert_eq!(q["method"], "session/request_permission", "{q}");
+    assert!(
+        q["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("writegate-")),
+        "the proxy's own id: {q}"
+    );
+    assert_eq!(q["params"]["sessionId"], json!(s), "{q}");
+    assert_eq!(
+        q["params"]["toolCall"]["locations"][0]["path"],
+        json!(env),
+        "{q}"
+    );
+    let kinds: Vec<&Value> = q["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| &o["kind"])
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            &json!("allow_once"),
+            &json!("allow_always"),
+            &json!("reject_once")
+        ]
+    );
+    let refused = err(&reports[0]);
+    assert_eq!(
+        refused["data"]["errorKind"], "approval_required",
+        "{refused}"
+    );
+    assert!(!env.exists());
+    let ev = audit.one("fs.denied");
+    assert_eq!(ev["approval"], "denied", "{ev}");
+
+    // Allowed once: written; asked again next time.
+    let mut n = 0;
+    let (_, reports) = e.prompt(&s, &script, &mut |_| {
+        n += 1;
+        Some(select("allow_once"))
+    });
+    assert_eq!(n, 1);
+    ok(&reports[0]);
+    assert_eq!(std::fs::read(&env).unwrap(), b"KEY=1\n");
+    let ev = audit.one("fs.access");
+    assert_eq!(ev["approval"], "allowed_once", "{ev}");
+
+    // Allowed always: not asked again in this session.
+    let (_, reports) = e.prompt(&s, &script, &mut |_| Some(select("allow_always")));
+    ok(&reports[0]);
+    assert_eq!(audit.one("fs.access")["approval"], "allowed_always");
+    let reports = e.run(&s, &format!("write {} \"KEY=2\\n\"", env.display()));
+    ok(&reports[0]);
+    assert_eq!(std::fs::read(&env).unwrap(), b"KEY=2\n");
+    assert!(audit.one("fs.access").get("approval").is_none());
+    e.finish();
+}
+
+#[test]
+fn session_cancel_cancels_the_pending_question() {
+    let t = Tree::new();
+    let mut audit = t.audit();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let env = t.ws.join(".env");
+    let id = e.send(
+        "session/prompt",
+        &json!({"sessionId": s, "prompt": [{"type": "text", "text": format!("write {} \"x\"", env.display())}]}),
+    );
+    // The question arrives; the person cancels the prompt instead of answering.
+    let q = loop {
+        let v = e.recv();
+        if v["method"] == "session/request_permission" {
+            break v;
+        }
+    };
+    e.notify("session/cancel", &json!({"sessionId": s}));
+    let (r, notes) = e.until(&id, &mut |r| panic!("unexpected request {r}"));
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let reports = reports(&notes);
+    assert_eq!(err(&reports[0])["code"], -32800, "{reports:?}");
+    assert!(!env.exists());
+    assert_eq!(audit.one("fs.denied")["approval"], "cancelled");
+    // ACP's editor answers its cancelled question late: harmless.
+    e.c.send(
+        &json!({"jsonrpc": "2.0", "id": q["id"], "result": {"outcome": {"outcome": "cancelled"}}}),
+    );
+    let reports = e.run(&s, &format!("read {}", t.ws.join("none").display()));
+    assert_eq!(err(&reports[0])["code"], -32002);
+    e.finish();
+}
+
+#[test]
+fn sessions_have_the_workspaces_of_their_cwds() {
+    let t = Tree::new();
+    let mut audit = t.audit();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let a = e.new_session(&t.ws);
+    let b = e.new_session(&t.wsb);
+    let in_a = t.ws.join("f.txt");
+    let in_b = t.wsb.join("f.txt");
+    ok(&e.run(&a, &format!("write {} \"a\"", in_a.display()))[0]);
+    ok(&e.run(&b, &format!("write {} \"b\"", in_b.display()))[0]);
+    // Session a's workspace is ws only.
+    let refused = e.run(
+        &a,
+        &format!("write {} \"x\"", t.wsb.join("g.txt").display()),
+    );
+    assert_eq!(
+        err(&refused[0])["data"]["errorKind"],
+        "path_outside_workspace"
+    );
+    assert_eq!(std::fs::read(&in_a).unwrap(), b"a");
+    assert_eq!(std::fs::read(&in_b).unwrap(), b"b");
+    assert!(!t.wsb.join("g.txt").exists());
+    let events = audit.new_events();
+    assert_eq!(events.len(), 3, "{events:#?}");
+    assert_ne!(events[0]["workspace"], events[1]["workspace"]);
+    assert_eq!(events[2]["errorKind"], "path_outside_workspace");
+
+    // A session the editor never opened here: a clear error, no event.
+    let unknown = e.run(
+        &a,
+        &format!(
+            "call fs/read_text_file {}",
+            json!({"sessionId": "nope", "path": in_a})
+        ),
+    );
+    let u = err(&unknown[0]);
+    assert_eq!(u["code"], -32602, "{u}");
+    assert!(
+        u["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown session nope"),
+        "{u}"
+    );
+    assert!(audit.new_events().is_empty());
+
+    // A cwd nested in another session's workspace is refused before it
+    // reaches the agent (the agent would have numbered it sess-3).
+    std::fs::create_dir(t.ws.join("sub")).unwrap();
+    let r = e.call(
+        "session/new",
+        &json!({"cwd": t.ws.join("sub"), "mcpServers": []}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not nest"),
+        "{r}"
+    );
+    assert_eq!(e.new_session(&t.out), "sess-3");
+    e.finish();
+}
+
+#[test]
+fn the_agents_own_requests_reach_the_editor_with_their_ids() {
+    let t = Tree::new();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let mut asked = Vec::new();
+    let (_, reports) = e.prompt(&s, "ask", &mut |q| {
+        asked.push(q.clone());
+        Some(select("yes"))
+    });
+    assert_eq!(asked.len(), 1);
+    // The agent's own question, as it sent it (its id, its tool call).
+    assert_eq!(asked[0]["params"]["toolCall"]["toolCallId"], "agent-tool-1");
+    assert!(
+        !asked[0]["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("writegate-")),
+        "{}",
+        asked[0]
+    );
+    assert_eq!(
+        ok(&reports[0])["outcome"],
+        json!({"outcome": "selected", "optionId": "yes"})
+    );
+    e.finish();
+}
+
+#[test]
+fn writegate_extensions_are_served_but_the_agent_cannot_approve() {
+    let t = Tree::new();
+    let mut audit = t.audit();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let f = t.ws.join("e.py");
+    std::fs::write(&f, "def f():\n    return 1\n").unwrap();
+    let reports = e.run(
+        &s,
+        &[
+            format!(
+                "call _writegate/edit_text_file {}",
+                json!({"sessionId": s, "path": f, "mode": "replace", "find": "return 1", "content": "return 2"})
+            ),
+            format!(
+                "call _writegate/approve {}",
+                json!({"sessionId": s, "command": format!("edit_file write {}", t.ws.join(".env").display()), "scope": "session"})
+            ),
+            format!("call _writegate/receipt {}", json!({"sessionId": s})),
+        ]
+        .join("\n"),
+    );
+    ok(&reports[0]);
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "def f():\n    return 2\n"
+    );
+    assert_eq!(err(&reports[1])["code"], -32601, "{:?}", reports[1]);
+    assert_eq!(ok(&reports[2])["files"].as_array().unwrap().len(), 1);
+    assert_eq!(audit.new_events().len(), 1);
+    e.finish();
+}
+
+#[test]
+fn marked_external_writes_are_handled_as_in_serve() {
+    let t = Tree::new();
+    let target = t.out.join("notes.txt");
+    let script = format!("external {} \"outside\\n\"", target.display());
+
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    ok(&e.run(&s, &script)[0]);
+    assert_eq!(std::fs::read(&target).unwrap(), b"outside\n");
+    let ev = t.audit_events();
+    assert_eq!(ev.last().unwrap()["writer"], "external", "{ev:?}");
+    e.finish();
+
+    std::fs::remove_file(&target).unwrap();
+    let mut e = proxy(&t, &["--no-external-writes"]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let r = e.run(&s, &script);
+    assert_eq!(err(&r[0])["data"]["errorKind"], "path_outside_workspace");
+    assert!(!target.exists());
+    e.finish();
+}
+
+#[test]
+fn editor_eof_closes_the_agents_input_and_the_proxy_exits_with_its_status() {
+    let t = Tree::new();
+    let mut e = proxy(&t, &[]);
+    let pid = e.init()["_meta"]["testAgent"]["pid"].as_u64().unwrap();
+    let (st, rest) = e.finish();
+    assert_eq!(st.code(), Some(0), "{st:?}");
+    assert!(rest.is_empty(), "{rest:?}");
+    eventually("the agent is gone", || gone(u32::try_from(pid).unwrap()));
+}
+
+/// The editor may close its input right after a request: the agent gets the
+/// request, then end of input, and what it still sends is forwarded.
+#[test]
+fn after_editor_eof_the_agents_last_output_is_still_forwarded() {
+    let t = Tree::new();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let id = e.send(
+        "session/prompt",
+        &json!({"sessionId": s, "prompt": [{"type": "text", "text": "updates 3 10"}]}),
+    );
+    let (st, rest) = e.finish();
+    assert_eq!(st.code(), Some(0), "{st:?}");
+    let answer = rest
+        .iter()
+        .find(|v| v["id"] == id)
+        .unwrap_or_else(|| panic!("no answer to the prompt: {rest:?}"));
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        rest.iter()
+            .filter(|v| v["method"] == "session/update")
+            .count(),
+        4,
+        "three updates and the report: {rest:?}"
+    );
+}
+
+#[test]
+fn an_agent_crash_mid_prompt_answers_the_editor_and_ends_the_proxy() {
+    let t = Tree::new();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let a = t.ws.join("a.txt");
+    let (r, reports) = e.prompt(
+        &s,
+        &format!("write {} \"x\"\nexit 3", a.display()),
+        &mut |r| panic!("unexpected request {r}"),
+    );
+    // The agent exits at once: its last report may not have left it.
+    assert!(reports.len() <= 1, "{reports:?}");
+    assert_eq!(std::fs::read(&a).unwrap(), b"x");
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the agent exited (exit status 3)"),
+        "{r}"
+    );
+    // The proxy ends by itself, with the agent's status.
+    let rest = e.c.recv_until_eof();
+    assert!(rest.is_empty(), "{rest:?}");
+    assert_eq!(e.d.wait_exit().code(), Some(3));
+    assert_no_fs(&e.seen);
+}
+
+#[test]
+fn sigterm_is_passed_on_and_a_killed_proxy_leaves_no_agent() {
+    let t = Tree::new();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    e.d.signal(Signal::TERM);
+    // The SDK agent does not catch SIGTERM: it dies of it, and the proxy
+    // reports that as a shell would.
+    assert_eq!(e.d.wait_exit().code(), Some(128 + 15));
+
+    let mut e = proxy(&t, &[]);
+    let pid = e.init()["_meta"]["testAgent"]["pid"].as_u64().unwrap();
+    e.d.signal(Signal::KILL);
+    e.d.wait_exit();
+    eventually("the agent died with the proxy", || {
+        gone(u32::try_from(pid).unwrap())
+    });
+}
+
+#[test]
+fn an_agent_that_cannot_start_is_a_clear_error() {
+    let t = Tree::new();
+    let mut e = proxy_running(&t, &[], &["/nonexistent/agent".into()]);
+    let st = e.d.wait_exit();
+    assert_eq!(st.code(), Some(127), "{st:?}");
+    assert!(
+        e.d.stderr_text()
+            .contains("cannot start the agent /nonexistent/agent"),
+        "{}",
+        e.d.stderr_text()
+    );
+}
