@@ -32,7 +32,7 @@ fn log_filter(verbose: u8, quiet: u8) -> (tracing_subscriber::EnvFilter, Option<
             Ok(f) => return (f, warning),
             Err(e) => {
                 warning.get_or_insert(format!(
-                    "ignoring {var}={value:?}: {e} (it takes RUST_LOG syntax, e.g. `debug` or `writegate_core=trace`)"
+                    "ignoring {var}=`{value}`: {e} (it takes RUST_LOG syntax, e.g. `debug` or `writegate_core=trace`)"
                 ));
             }
         }
@@ -60,7 +60,7 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
         Some(p) => (Some(p.clone()), true),
         None => (default_config_path(), false),
     };
-    let mut cfg = Config::load(path.as_deref(), required, &env_var).map_err(|e| e.to_string())?;
+    let mut cfg = crate::load_config(path.as_deref(), required)?;
     if a.allow_read {
         cfg.read_text_file = true;
     }
