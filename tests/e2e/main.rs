@@ -18,6 +18,7 @@ mod cases;
 mod cli;
 mod command_line;
 mod concurrency;
+mod environment;
 mod external;
 mod framing;
 mod handshake;
