@@ -12,6 +12,7 @@
 
 mod common;
 
+mod activation;
 mod approval;
 mod cancel;
 mod cases;

@@ -156,17 +156,15 @@ pub fn serves(method: &str) -> bool {
 
 /// The response line for a request of `method` (in the table or not).
 pub fn answer(call: &Call<'_>, id: &RequestId, method: &str, params: Value) -> Vec<u8> {
-    match find(method) {
-        Some(e) => e.answer(call, id, params),
-        None => {
-            let started = RequestLog::start();
-            let line = error_line(id, &ErrorObject::method_not_found(method));
-            if let Some(log) = started {
-                log.finish(method, id, Outcome::Protocol(METHOD_NOT_FOUND));
-            }
-            line
-        }
+    if let Some(e) = find(method) {
+        return e.answer(call, id, params);
     }
+    let started = RequestLog::start();
+    let line = error_line(id, &ErrorObject::method_not_found(method));
+    if let Some(log) = started {
+        log.finish(method, id, Outcome::Protocol(METHOD_NOT_FOUND));
+    }
+    line
 }
 
 /// How a request ended, for its debug line.
