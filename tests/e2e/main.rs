@@ -24,6 +24,7 @@ mod external;
 mod framing;
 mod handshake;
 mod permissions;
+mod protocol_doc;
 mod race;
 mod shutdown;
 mod sizes;

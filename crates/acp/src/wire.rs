@@ -297,6 +297,36 @@ mod tests {
         );
     }
 
+    /// docs/errors.md's table lists every errorKind once, with the code
+    /// [`refusal_code`] gives it and the status core gives it.
+    #[test]
+    fn errors_md_lists_every_kind_with_its_code_and_status() {
+        let doc = include_str!("../../../docs/errors.md");
+        let mut rows = std::collections::BTreeMap::new();
+        for line in doc.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let kind = cells[1].trim_matches('`').to_string();
+            let code: i64 = cells[2].parse().unwrap_or_else(|_| panic!("code: {line}"));
+            let status: u16 = cells[3]
+                .parse()
+                .unwrap_or_else(|_| panic!("status: {line}"));
+            assert!(
+                rows.insert(kind.clone(), (code, status)).is_none(),
+                "{kind} twice"
+            );
+        }
+        for k in ErrorKind::ALL {
+            let row = rows.remove(k.as_str());
+            assert_eq!(
+                row,
+                Some((refusal_code(k), k.status())),
+                "docs/errors.md row of {}",
+                k.as_str()
+            );
+        }
+        assert!(rows.is_empty(), "rows of unknown kinds: {rows:?}");
+    }
+
     /// Every errorKind reaches the wire as its string, with its own code:
     /// refusals in the server range and never -32000/-32001 (ACP's
     /// authentication required, and its neighbour), `path_not_found` -32002,
