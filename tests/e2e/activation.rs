@@ -16,7 +16,8 @@ use std::process::Command;
 
 /// `writegate serve ARGS` started through `sh`, which sets `LISTEN_PID` to
 /// its own pid and `exec`s the binary (same pid), with `fd` as descriptor 3
-/// (moved there between fork and exec) and `LISTEN_FDS=fds`: what systemd
+/// (moved there between fork and exec; with `None`, descriptor 3 is closed,
+/// whatever the test process inherited) and `LISTEN_FDS=fds`: what systemd
 /// does for a socket unit.
 fn activated_command(t: &Tree, fd: Option<RawFd>, fds: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new("sh");
@@ -26,23 +27,31 @@ fn activated_command(t: &Tree, fd: Option<RawFd>, fds: &str, args: &[&str]) -> C
         .arg(BIN)
         .args(args)
         .env("LISTEN_FDS", fds);
-    if let Some(raw) = fd {
-        // SAFETY: between fork and exec the closure makes only raw system
-        // calls (dup2, fcntl), which are async-signal-safe; descriptor 3 of
-        // the child is replaced (or, when it already is `raw`, kept) and
-        // never dropped here.
-        unsafe {
-            cmd.pre_exec(move || {
-                let source = BorrowedFd::borrow_raw(raw);
-                if raw == 3 {
-                    rustix::io::fcntl_setfd(source, rustix::io::FdFlags::empty())?;
-                } else {
-                    let mut three = std::mem::ManuallyDrop::new(OwnedFd::from_raw_fd(3));
-                    rustix::io::dup2(source, &mut three)?;
+    // SAFETY: between fork and exec the closure makes only raw system calls
+    // (dup2, fcntl, close), which are async-signal-safe; descriptor 3 of the
+    // child is replaced, kept (when it already is `raw`) or closed, and no
+    // Rust owner of it is ever dropped here.
+    unsafe {
+        cmd.pre_exec(move || {
+            match fd {
+                Some(3) => {
+                    rustix::io::fcntl_setfd(
+                        BorrowedFd::borrow_raw(3),
+                        rustix::io::FdFlags::empty(),
+                    )?;
                 }
-                Ok(())
-            });
-        }
+                Some(raw) => {
+                    let mut three = std::mem::ManuallyDrop::new(OwnedFd::from_raw_fd(3));
+                    rustix::io::dup2(BorrowedFd::borrow_raw(raw), &mut three)?;
+                }
+                None => {
+                    if rustix::io::fcntl_getfd(BorrowedFd::borrow_raw(3)).is_ok() {
+                        rustix::io::close(3);
+                    }
+                }
+            }
+            Ok(())
+        });
     }
     cmd
 }
