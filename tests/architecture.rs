@@ -313,3 +313,57 @@ fn only_the_transport_table_grants_capabilities() {
         hits.join("\n")
     );
 }
+
+/// Architecture Invariant: log lines never carry a `Debug` dump (issue 14):
+/// no `field = ?value`, `{x:?}` or `{:#?}` inside a tracing macro, in any
+/// crate's non-test code. Values are logged with `%` (Display) or as plain
+/// numbers and strings.
+#[test]
+fn logs_never_dump_debug() {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(repo().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("src"))
+        .collect();
+    dirs.push(repo().join("bin/writegate/src"));
+    let macros = [
+        "trace!(", "debug!(", "info!(", "warn!(", "error!(", "event!(", "span!(",
+    ];
+    let mut hits = Vec::new();
+    for dir in dirs.iter().filter(|d| d.is_dir()) {
+        for f in rust_files(dir) {
+            let lines = code_lines(&f);
+            let text: String = lines.iter().flat_map(|(_, l)| [l.as_str(), "\n"]).collect();
+            for m in macros {
+                let mut from = 0;
+                while let Some(at) = text[from..].find(m) {
+                    let start = from + at + m.len();
+                    let mut depth = 1;
+                    let mut end = start;
+                    for (i, c) in text[start..].char_indices() {
+                        match c {
+                            '(' => depth += 1,
+                            ')' => depth -= 1,
+                            _ => {}
+                        }
+                        if depth == 0 {
+                            end = start + i;
+                            break;
+                        }
+                    }
+                    let body = &text[start..end.max(start)];
+                    let squeezed: String = body.split_whitespace().collect();
+                    if squeezed.contains("=?") || body.contains(":?}") || body.contains(":#?}") {
+                        let line = lines[text[..start].matches('\n').count()].0;
+                        hits.push(format!("{}:{line}: {m}{}", f.display(), body.trim()));
+                    }
+                    from = end.max(start);
+                }
+            }
+        }
+    }
+    assert!(
+        hits.is_empty(),
+        "Debug dumps in log lines:\n{}",
+        hits.join("\n")
+    );
+}

@@ -17,7 +17,7 @@ fn approval_gate_refuses_credentials_until_approved_once() {
     let mut c = d.stdio_client();
     let env = s.ws.join(".env");
     let r = c.call_id(1, "fs/write_text_file", write_params(&env, "A=1\n"));
-    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert_eq!(r["error"]["code"], -32022, "{r}");
     assert_eq!(r["error"]["data"]["errorKind"], "approval_required", "{r}");
     assert_eq!(r["error"]["data"]["status"], 403, "{r}");
     let command = r["error"]["data"]["command"]
@@ -62,7 +62,7 @@ fn credential_and_repository_paths_need_approval() {
             let before = t.snapshot();
             let r = c.call(method, params);
             assert_refused(&r, "approval_required");
-            assert_eq!(r["error"]["code"], -32603, "{r}");
+            assert_eq!(r["error"]["code"], -32022, "{r}");
             assert_eq!(r["error"]["data"]["status"], 403, "{r}");
             assert_eq!(
                 r["error"]["data"]["command"],

@@ -726,14 +726,43 @@ pub(crate) fn assert_refused(r: &Value, kind: &str) {
         assert_eq!(e["code"], -32002, "{r}");
         assert!(e["data"]["uri"].is_string(), "{r}");
     } else {
-        assert_eq!(e["code"], -32603, "{r}");
+        assert_eq!(e["code"], code_of(kind), "{r}");
         assert_eq!(e["data"]["status"], status_of(kind), "{r}");
+    }
+}
+
+/// The JSON-RPC code of a refusal (issue 14, docs/errors.md): the server
+/// range, one per kind; `internal_error` keeps -32603.
+pub(crate) fn code_of(kind: &str) -> i64 {
+    match kind {
+        "path_not_found" => -32002,
+        "path_outside_workspace" => -32010,
+        "symlink_escape" => -32011,
+        "parse_error" => -32012,
+        "not_a_file" => -32013,
+        "untrusted_workspace" => -32020,
+        "permission_denied" => -32021,
+        "approval_required" => -32022,
+        "hash_mismatch" => -32030,
+        "file_already_exists" => -32031,
+        "generation_closed" => -32032,
+        "file_too_large" => -32040,
+        "binary_file" => -32041,
+        "unsupported_encoding" => -32042,
+        "unmappable_character" => -32043,
+        "text_not_found" => -32050,
+        "ambiguous_text_match" => -32051,
+        "line_out_of_range" => -32052,
+        "line_mismatch" => -32053,
+        "io_error" => -32060,
+        "internal_error" => -32603,
+        other => panic!("unknown errorKind {other}"),
     }
 }
 
 fn status_of(kind: &str) -> u16 {
     match kind {
-        "path_outside_workspace" | "symlink_escape" | "parse_error" => 400,
+        "path_outside_workspace" | "symlink_escape" | "parse_error" | "not_a_file" => 400,
         "untrusted_workspace" | "permission_denied" | "approval_required" => 403,
         "path_not_found" => 404,
         "hash_mismatch" | "file_already_exists" | "file_changed" => 409,

@@ -323,8 +323,10 @@ fn external_leaf_symlink_is_symlink_escape_and_its_target_is_untouched() {
     );
 }
 
+/// A fifo or socket leaf is `parse_error` (conformance case X20); a
+/// directory leaf says what it is, `not_a_file` (issue 14).
 #[test]
-fn external_leaf_fifo_socket_or_directory_is_parse_error() {
+fn external_leaf_fifo_or_socket_is_parse_error_and_a_directory_is_not_a_file() {
     let t = Tree::new();
     let fifo = t.out.join("fifo");
     rustix::fs::mkfifoat(
@@ -337,13 +339,17 @@ fn external_leaf_fifo_socket_or_directory_is_parse_error() {
     let _listener = UnixListener::bind(&sock).unwrap();
     fs::create_dir(t.out.join("dir")).unwrap();
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
-    for leaf in ["fifo", "sock", "dir"] {
+    for (leaf, kind) in [
+        ("fifo", "parse_error"),
+        ("sock", "parse_error"),
+        ("dir", "not_a_file"),
+    ] {
         refused_write(
             &t,
             &mut c,
             &mut audit,
             marked_write(&t.out.join(leaf), "x\n", marker("write_file")),
-            "parse_error",
+            kind,
         );
     }
     assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());

@@ -12,16 +12,19 @@
 
 mod common;
 
+mod activation;
 mod approval;
 mod cancel;
 mod cases;
 mod cli;
 mod command_line;
 mod concurrency;
+mod environment;
 mod external;
 mod framing;
 mod handshake;
 mod permissions;
+mod protocol_doc;
 mod proxy;
 mod race;
 mod shutdown;

@@ -75,7 +75,7 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
                 json!({"sessionId": "s", "path": p, "mode": "append", "content": "more\n"}),
             )
         };
-        assert_eq!(r["error"]["code"], -32603, "{mode} {p:?}: {r}");
+        assert_eq!(r["error"]["code"], -32021, "{mode} {p:?}: {r}");
         assert_eq!(
             r["error"]["data"]["errorKind"], "permission_denied",
             "{mode} {p:?}: {r}"

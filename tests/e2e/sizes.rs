@@ -23,7 +23,7 @@ fn size_five_mib_is_written_and_one_byte_more_is_file_too_large() {
         "fs/write_text_file",
         write_params(&q, &"a".repeat(MAX + 1)),
     );
-    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert_eq!(r["error"]["code"], -32040, "{r}");
     assert_eq!(r["error"]["data"]["errorKind"], "file_too_large", "{r}");
     assert_eq!(r["error"]["data"]["status"], 413, "{r}");
     assert!(!q.exists());

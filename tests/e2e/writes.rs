@@ -4,8 +4,8 @@
 //! and replaced files released after a run of overwrites.
 
 use crate::common::{
-    TIMEOUT, Tree, check_initialize, find_program, mode_of, run_with_stdin, snapshot, temps,
-    write_params,
+    TIMEOUT, Tree, check_initialize, find_program, mode_of, refused_unchanged, run_with_stdin,
+    snapshot, stdio_session, temps, write_params,
 };
 use rustix::process::Signal;
 use serde_json::json;
@@ -159,7 +159,7 @@ fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes(
     ];
     for (i, t) in (0_i64..).zip(&targets) {
         let r = c.call_id(i, "fs/write_text_file", write_params(t, "nope\n"));
-        assert_eq!(r["error"]["code"], -32603, "{t:?}: {r}");
+        assert_eq!(r["error"]["code"], -32010, "{t:?}: {r}");
         assert_eq!(
             r["error"]["data"]["errorKind"], "path_outside_workspace",
             "{t:?}: {r}"
@@ -233,6 +233,44 @@ fn read_of_a_missing_file_is_resource_not_found_with_uri() {
     let msg = r["error"]["message"].as_str().unwrap();
     assert!(msg.starts_with("Resource not found"), "{msg}");
     assert!(!s.ws.join("missing").exists(), "a read creates nothing");
+}
+
+/// A directory where a file is needed is `not_a_file` (issue 14; it was
+/// `parse_error`) for a write, an edit and a read, with the path and the
+/// next step in the message; the directory and its contents are untouched.
+#[test]
+fn a_directory_is_not_a_file_for_writes_edits_and_reads() {
+    let t = Tree::new();
+    let dir = t.ws.join("sub");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("inner.txt"), "inner\n").unwrap();
+    let (_d, mut c, mut audit) = stdio_session(&t, &["--allow-read"]);
+    let path = dir.display().to_string();
+    let calls = [
+        ("fs/write_text_file", write_params(&dir, "x\n")),
+        (
+            "_writegate/edit_text_file",
+            json!({"sessionId": "s", "path": path, "mode": "append", "content": "x\n"}),
+        ),
+        (
+            "_writegate/read_lines",
+            json!({"sessionId": "s", "path": path}),
+        ),
+    ];
+    for (method, params) in calls {
+        refused_unchanged(&t, &mut c, &mut audit, method, params.clone(), "not_a_file");
+        let r = c.call(method, params);
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("not_a_file: ")
+                && message.contains(&path)
+                && message.contains("is a directory")
+                && message.contains("name a file inside it"),
+            "{r}"
+        );
+        audit.one("fs.denied");
+    }
+    assert_eq!(fs::read(dir.join("inner.txt")).unwrap(), b"inner\n");
 }
 
 #[test]
@@ -357,7 +395,7 @@ fn untrusted_workspace_refuses_writes() {
         "fs/write_text_file",
         write_params(&s.ws.join("a.txt"), "x"),
     );
-    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert_eq!(r["error"]["code"], -32020, "{r}");
     assert_eq!(
         r["error"]["data"]["errorKind"], "untrusted_workspace",
         "{r}"

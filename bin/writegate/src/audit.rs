@@ -7,7 +7,7 @@
 //! 0600 file, and reading it must work while the daemon is stopped.
 
 use crate::args::AuditArgs;
-use crate::{Status, absolutize, canonical_target, default_config_path, env_var, out};
+use crate::{Status, absolutize, canonical_target, default_config_path, env_var, load_config, out};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::fs::File;
@@ -15,7 +15,6 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use writegate_core::Config;
 
 /// How often `--follow` looks for new events.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -136,7 +135,7 @@ fn log_path(a: &AuditArgs) -> Result<PathBuf, String> {
         Some(p) => (Some(p.clone()), true),
         None => (default_config_path(), false),
     };
-    let cfg = Config::load(path.as_deref(), required, &env_var).map_err(|e| e.to_string())?;
+    let cfg = load_config(path.as_deref(), required)?;
     Ok(cfg.audit_path(&env_var))
 }
 

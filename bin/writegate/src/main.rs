@@ -130,6 +130,19 @@ pub(crate) fn env_var(k: &str) -> Option<String> {
     std::env::var(k).ok()
 }
 
+/// The config file at `path` (required: it must exist) and the `WRITEGATE_*`
+/// variables of this process, as the daemon and `writegate audit` read them.
+/// An unknown `WRITEGATE_*` variable is an error naming it; an invalid value
+/// is blamed on its variable (issue 14).
+pub(crate) fn load_config(
+    path: Option<&Path>,
+    required: bool,
+) -> Result<writegate_core::Config, String> {
+    writegate_core::config::check_env_names(std::env::vars_os().map(|(k, _)| k))
+        .map_err(|e| e.to_string())?;
+    writegate_core::Config::load(path, required, &env_var).map_err(|e| e.to_string())
+}
+
 /// Makes a path absolute against the current directory (no symlink
 /// resolution: the daemon's resolver decides where it really points).
 pub(crate) fn absolutize(p: &Path) -> PathBuf {

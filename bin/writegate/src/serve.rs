@@ -32,7 +32,7 @@ fn log_filter(verbose: u8, quiet: u8) -> (tracing_subscriber::EnvFilter, Option<
             Ok(f) => return (f, warning),
             Err(e) => {
                 warning.get_or_insert(format!(
-                    "ignoring {var}={value:?}: {e} (it takes RUST_LOG syntax, e.g. `debug` or `writegate_core=trace`)"
+                    "ignoring {var}=`{value}`: {e} (it takes RUST_LOG syntax, e.g. `debug` or `writegate_core=trace`)"
                 ));
             }
         }
@@ -60,7 +60,7 @@ pub(crate) fn load_config(a: &ServeArgs) -> Result<Config, String> {
         Some(p) => (Some(p.clone()), true),
         None => (default_config_path(), false),
     };
-    let mut cfg = Config::load(path.as_deref(), required, &env_var).map_err(|e| e.to_string())?;
+    let mut cfg = crate::load_config(path.as_deref(), required)?;
     if a.allow_read {
         cfg.read_text_file = true;
     }
@@ -107,10 +107,36 @@ fn log_workspaces(registry: &Registry) {
     }
 }
 
+/// What to do when no workspace is registered: the flag, or the exact
+/// lines to add to the config file that was read (the one a systemd unit
+/// reads, since it passes no `--workspace`).
+fn no_workspace_message(config: Option<&std::path::Path>) -> String {
+    let file = config
+        .map(absolutize)
+        .or_else(default_config_path)
+        .map_or_else(
+            || "the config file (--config FILE)".to_string(),
+            |p| p.display().to_string(),
+        );
+    let home = env_var("HOME").filter(|h| h.starts_with('/'));
+    let root = home.as_deref().unwrap_or("/path/to/project");
+    format!(
+        "writegate: no workspace to serve: pass --workspace DIR, or add to {file}:\n\n[[workspace]]\nroot = \"{root}\"\ntrusted = true\n\n(root: a directory whose files agents may write; trusted = true allows writes)"
+    )
+}
+
 /// Runs the daemon until SIGTERM/SIGINT (or the end of stdin with `--stdio`
 /// alone). [`Status::Usage`] (2) when it cannot start.
 pub(crate) fn serve(a: &ServeArgs) -> Status {
     init_logs(a.verbose, a.quiet);
+    // Socket activation first: descriptor 3, if systemd passed it.
+    let activated = match writegate_acp::activated_listener(&env_var) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("writegate: socket activation: {e}");
+            return Status::Usage;
+        }
+    };
     let cfg = match load_config(a) {
         Ok(c) => c,
         Err(e) => {
@@ -135,9 +161,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
         }
     }
     if registry.primary().is_none() {
-        eprintln!(
-            "writegate: no workspace: pass --workspace DIR or add [[workspace]] to the config"
-        );
+        eprintln!("{}", no_workspace_message(a.config.as_deref()));
         return Status::Usage;
     }
     log_workspaces(&registry);
@@ -165,7 +189,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
     let audit_path = cfg.audit_path(&env_var);
     let approvals = state_dir(&env_var).join("approvals.json");
     let service = Arc::new(Service::new(cfg, registry, &audit_path, approvals));
-    let socket = match (&a.socket, a.stdio) {
+    let socket = match (&a.socket, a.stdio || activated.is_some()) {
         (Some(p), _) => Some(absolutize(p)),
         (None, true) => None,
         (None, false) => Some(writegate_acp::default_socket_path(&env_var)),
@@ -226,6 +250,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
     let opts = writegate_acp::ServeOptions {
         stdio: a.stdio,
         socket,
+        activated,
         on_reload: Some(reload),
     };
     let result = runtime.block_on(writegate_acp::serve(service, opts));

@@ -25,4 +25,4 @@ pub mod state;
 pub mod transport;
 pub mod wire;
 
-pub use server::{ServeOptions, default_socket_path, serve};
+pub use server::{ServeOptions, activated_listener, default_socket_path, serve};

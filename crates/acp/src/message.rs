@@ -18,7 +18,8 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 /// Params that do not fit the method.
 pub const INVALID_PARAMS: i64 = -32602;
-/// Every refusal but `path_not_found` (SPEC 11).
+/// Internal error: the `internal_error` kind (a bug caught by a guard, a
+/// panic). Refusals have codes of their own (`wire::refusal_code`).
 pub const INTERNAL_ERROR: i64 = -32603;
 /// ACP's resource-not-found, used for `path_not_found`.
 pub const RESOURCE_NOT_FOUND: i64 = -32002;

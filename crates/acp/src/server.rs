@@ -1,14 +1,18 @@
 //! The daemon's edges (SPEC 1): the stdio connection, the Unix-socket
-//! listener with its peer-UID check, signals (SIGTERM/SIGINT shut down
-//! gracefully, SIGHUP reloads), and the shutdown sequence.
+//! listener with its peer-UID check (bound here, or passed by systemd's
+//! socket activation), readiness for the service manager (`sd_notify`),
+//! signals (SIGTERM/SIGINT shut down gracefully, SIGHUP reloads), and the
+//! shutdown sequence.
 
 use crate::budget::Budget;
 use crate::conn::Shared;
 use crate::serve::serve_connection;
 use crate::transport::Transport;
 use std::io;
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::net::UnixListener;
 use tokio::signal::unix::{SignalKind, signal};
@@ -21,8 +25,13 @@ use writegate_core::Service;
 pub struct ServeOptions {
     /// Serve one connection on stdin/stdout.
     pub stdio: bool,
-    /// Listen on this Unix socket.
+    /// Listen on this Unix socket (bound by [`bind_socket`], removed at
+    /// shutdown). Ignored when `activated` is given.
     pub socket: Option<PathBuf>,
+    /// A listening socket the service manager passed (socket activation,
+    /// see [`activated_listener`]): served instead of `socket`, and left in
+    /// place at shutdown (it belongs to the socket unit).
+    pub activated: Option<std::os::unix::net::UnixListener>,
     /// Called on SIGHUP (reload the config); errors are the callee's to log.
     pub on_reload: Option<Arc<dyn Fn() + Send + Sync>>,
 }
@@ -36,6 +45,113 @@ pub fn default_socket_path(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
             "/tmp/writegate-{}/writegate.sock",
             rustix::process::geteuid().as_raw()
         )),
+    }
+}
+
+/// The first descriptor a service manager passes (`SD_LISTEN_FDS_START`).
+const LISTEN_FDS_START: RawFd = 3;
+
+/// Socket activation, the `sd_listen_fds(3)` protocol: when `LISTEN_PID`
+/// is this process's pid and `LISTEN_FDS` is 1, descriptor 3 is a socket
+/// the service manager (systemd's `writegate.socket`) opened and passed;
+/// this takes it, once, and returns it as a listener. `Ok(None)` when the
+/// variables are unset, `LISTEN_FDS` is 0, or `LISTEN_PID` names another
+/// process (the variables were inherited, not meant for us).
+///
+/// Errors, each naming the variable or descriptor and what to change:
+/// `LISTEN_FDS` not a number or above 1 (writegate serves one socket);
+/// descriptor 3 not open, not a socket, not a listening stream socket, or
+/// not a Unix socket. Call it before anything else opens descriptors
+/// (nothing can take 3 while it is open, but a closed 3 would be reused).
+/// The variables are left in the environment: the daemon starts no
+/// processes that could inherit them.
+pub fn activated_listener(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> io::Result<Option<std::os::unix::net::UnixListener>> {
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    let (Some(pid), Some(fds)) = (env("LISTEN_PID"), env("LISTEN_FDS")) else {
+        return Ok(None);
+    };
+    if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
+        tracing::debug!(listen_pid = %pid, "LISTEN_FDS is meant for another process; ignored");
+        return Ok(None);
+    }
+    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+    match fds.trim().parse::<u32>() {
+        Ok(0) => return Ok(None),
+        Ok(1) => {}
+        Ok(n) => {
+            return Err(bad(format!(
+                "LISTEN_FDS={n}: writegate serves exactly one socket; give writegate.socket one ListenStream="
+            )));
+        }
+        Err(_) => return Err(bad(format!("LISTEN_FDS=`{fds}` is not a number"))),
+    }
+    if TAKEN.swap(true, Ordering::SeqCst) {
+        return Err(bad("the activated socket was already taken".to_string()));
+    }
+    // SAFETY: only borrowed for the duration of the `fcntl` that checks
+    // that descriptor 3 is open at all.
+    let open = rustix::io::fcntl_getfd(unsafe { BorrowedFd::borrow_raw(LISTEN_FDS_START) });
+    if open.is_err() {
+        return Err(bad(
+            "LISTEN_FDS=1 but descriptor 3 is not open: start writegate through its socket unit"
+                .to_string(),
+        ));
+    }
+    // SAFETY: descriptor 3 is open (checked above), LISTEN_PID names this
+    // process, so the service manager passed it to us and nothing else in
+    // this process owns it; `TAKEN` makes sure it is owned only once.
+    let fd = unsafe { OwnedFd::from_raw_fd(LISTEN_FDS_START) };
+    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
+    let not_ours = |why: &str| {
+        bad(format!(
+            "descriptor 3 (LISTEN_FDS) is {why}; writegate.socket must have ListenStream=<a socket path>"
+        ))
+    };
+    if rustix::fs::fstat(&fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode))?
+        != rustix::fs::FileType::Socket
+    {
+        return Err(not_ours("not a socket"));
+    }
+    if rustix::net::sockopt::socket_type(&fd)? != rustix::net::SocketType::STREAM
+        || !rustix::net::sockopt::socket_acceptconn(&fd)?
+    {
+        return Err(not_ours("not a listening stream socket"));
+    }
+    let listener = std::os::unix::net::UnixListener::from(fd);
+    if listener.local_addr().is_err() {
+        return Err(not_ours("not a Unix socket"));
+    }
+    Ok(Some(listener))
+}
+
+/// Tells the service manager `state` (the `sd_notify(3)` protocol: one
+/// datagram to `$NOTIFY_SOCKET`, a path or, with a leading `@`, an
+/// abstract name), e.g. `READY=1`. Without `NOTIFY_SOCKET` it does
+/// nothing; a failure is logged, never fatal.
+pub fn notify(state: &str) {
+    let Some(target) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let sent = std::os::unix::net::UnixDatagram::unbound().and_then(|sock| {
+        use std::os::unix::ffi::OsStrExt;
+        match target.as_bytes().strip_prefix(b"@") {
+            #[cfg(target_os = "linux")]
+            Some(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+                sock.send_to_addr(state.as_bytes(), &addr)
+            }
+            _ => sock.send_to(state.as_bytes(), Path::new(&target)),
+        }
+    });
+    if let Err(e) = sent {
+        tracing::warn!(
+            notify_socket = %Path::new(&target).display(),
+            error = %e,
+            "cannot notify the service manager"
+        );
     }
 }
 
@@ -110,19 +226,40 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
         )),
     });
     let conns = TaskTracker::new();
-    let listener = match &opts.socket {
-        Some(p) => Some((bind_socket(p)?, p.clone())),
-        None => None,
+    // The socket we bind ourselves is ours to remove at shutdown; one the
+    // service manager passed belongs to its socket unit and stays.
+    let stdio_only = opts.activated.is_none() && opts.socket.is_none();
+    let (listener, bound) = match (opts.activated, &opts.socket) {
+        (Some(passed), socket) => {
+            passed.set_nonblocking(true)?;
+            let at = passed.local_addr()?;
+            let shown = at
+                .as_pathname()
+                .map_or_else(|| "(unnamed)".to_string(), |p| p.display().to_string());
+            if let Some(p) = socket
+                .as_ref()
+                .filter(|p| at.as_pathname() != Some(p.as_path()))
+            {
+                tracing::warn!(
+                    socket = %p.display(),
+                    "--socket is ignored: the service manager passed a socket"
+                );
+            }
+            tracing::info!(socket = %shown, "listening on the socket the service manager passed (socket activation)");
+            (Some(UnixListener::from_std(passed)?), None)
+        }
+        (None, Some(p)) => {
+            let l = bind_socket(p)?;
+            tracing::info!(socket = %p.display(), "listening");
+            let ino = std::fs::symlink_metadata(p).ok().map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                (m.dev(), m.ino())
+            });
+            (Some(l), ino.map(|i| (p.clone(), i)))
+        }
+        (None, None) => (None, None),
     };
-    let socket_ino = match &opts.socket {
-        Some(p) => std::fs::symlink_metadata(p).ok().map(|m| {
-            use std::os::unix::fs::MetadataExt;
-            (m.dev(), m.ino())
-        }),
-        None => None,
-    };
-    if let Some((listener, path)) = listener {
-        tracing::info!(socket = %path.display(), "listening");
+    if let Some(listener) = listener {
         let shared = shared.clone();
         let conns2 = conns.clone();
         let primary = primary.clone();
@@ -132,7 +269,6 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
     }
     if opts.stdio {
         let shared2 = shared.clone();
-        let stdio_only = opts.socket.is_none();
         let primary = primary.clone();
         conns.spawn(async move {
             serve_connection(
@@ -150,6 +286,10 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
             }
         });
     }
+    notify(&format!(
+        "READY=1\nSTATUS=serving {} workspace(s)",
+        service.registry().all().len()
+    ));
     loop {
         tokio::select! {
             () = shared.shutdown.cancelled() => break,
@@ -161,6 +301,7 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
             }
         }
     }
+    notify("STOPPING=1");
     conns.close();
     let grace = Duration::from_millis(service.config().shutdown_grace_ms);
     if tokio::time::timeout(grace, conns.wait()).await.is_err() {
@@ -169,13 +310,13 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
             "shutdown grace elapsed with operations still running"
         );
     }
-    if let (Some(p), Some(ino)) = (&opts.socket, socket_ino) {
+    if let Some((p, ino)) = bound {
         use std::os::unix::fs::MetadataExt;
         // Remove the socket only if it is still ours.
-        if let Ok(m) = std::fs::symlink_metadata(p)
+        if let Ok(m) = std::fs::symlink_metadata(&p)
             && (m.dev(), m.ino()) == ino
         {
-            let _ = writegate_fs::remove_socket_file(p);
+            let _ = writegate_fs::remove_socket_file(&p);
         }
     }
     tracing::info!("stopped");

@@ -96,11 +96,51 @@ impl FormatMeta {
     }
 }
 
+/// The JSON-RPC code of a refusal with `kind` (issue 14; the table is in
+/// docs/errors.md, and a test keeps the two equal).
+///
+/// Refusals use the implementation-defined server range -32000..-32099,
+/// one code per errorKind, grouped by tens: -3201x the path, -3202x trust
+/// and approval, -3203x the file's state, -3204x its content and size,
+/// -3205x the edit's match, -3206x the daemon's I/O. `path_not_found` keeps
+/// ACP's `-32002` (resource not found). `internal_error` (a bug caught by a
+/// guard, or a panic) keeps JSON-RPC's `-32603`: it is the server's fault,
+/// not a refusal of the request. `-32000` (ACP: authentication required)
+/// and `-32001` are never used. Clients should still branch on
+/// `data.errorKind`; the code lets a plain JSON-RPC client tell a refusal
+/// from a server fault.
+pub fn refusal_code(kind: ErrorKind) -> i64 {
+    match kind {
+        ErrorKind::PathNotFound => RESOURCE_NOT_FOUND,
+        ErrorKind::PathOutsideWorkspace => -32010,
+        ErrorKind::SymlinkEscape => -32011,
+        ErrorKind::ParseError => -32012,
+        ErrorKind::NotAFile => -32013,
+        ErrorKind::UntrustedWorkspace => -32020,
+        ErrorKind::PermissionDenied => -32021,
+        ErrorKind::ApprovalRequired => -32022,
+        ErrorKind::HashMismatch => -32030,
+        ErrorKind::FileAlreadyExists => -32031,
+        ErrorKind::GenerationClosed => -32032,
+        ErrorKind::FileChanged => -32033,
+        ErrorKind::FileTooLarge => -32040,
+        ErrorKind::BinaryFile => -32041,
+        ErrorKind::UnsupportedEncoding => -32042,
+        ErrorKind::UnmappableCharacter => -32043,
+        ErrorKind::TextNotFound => -32050,
+        ErrorKind::AmbiguousTextMatch => -32051,
+        ErrorKind::LineOutOfRange => -32052,
+        ErrorKind::LineMismatch => -32053,
+        ErrorKind::IoError => -32060,
+        ErrorKind::InternalError => INTERNAL_ERROR,
+    }
+}
+
 /// The JSON-RPC error of a core failure (SPEC 11), the only place that maps
 /// one: `path_not_found` is `-32002` with `data {uri, errorKind, hint}`
 /// (`uri` from the refusal's detail, else the request's path `uri`); bad
-/// params `-32602`; cancellation `-32800`; every other refusal `-32603`
-/// with `data {errorKind, hint, status, ...detail}`.
+/// params `-32602`; cancellation `-32800`; every other refusal its
+/// [`refusal_code`] with `data {errorKind, hint, status, ...detail}`.
 pub fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
     match f {
         Failure::InvalidParams(why) => ErrorObject::invalid_params(why.clone()),
@@ -157,7 +197,11 @@ pub fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
                 data.insert("status".into(), r.kind.status().into());
                 // Agents show `message` to the model: one sentence with the
                 // kind, what happened and what to do next.
-                ErrorObject::new(INTERNAL_ERROR, r.to_string(), Some(Value::Object(data)))
+                ErrorObject::new(
+                    refusal_code(r.kind),
+                    r.to_string(),
+                    Some(Value::Object(data)),
+                )
             }
         }
     }
@@ -231,7 +275,7 @@ mod tests {
         assert_eq!(data["uri"], "/x");
         assert_eq!(data["errorKind"], "path_not_found");
         let e = failure_error(&Refusal::new(ErrorKind::SymlinkEscape, "h").into(), "/x");
-        assert_eq!(e.code, INTERNAL_ERROR);
+        assert_eq!(e.code, -32011);
         assert_eq!(e.message, "symlink_escape: h");
         assert_eq!(e.data.unwrap()["status"], 400);
         assert_eq!(
@@ -254,18 +298,53 @@ mod tests {
         );
     }
 
-    /// Every errorKind reaches the wire as its string, with SPEC 11's code.
+    /// docs/errors.md's table lists every errorKind once, with the code
+    /// [`refusal_code`] gives it and the status core gives it.
+    #[test]
+    fn errors_md_lists_every_kind_with_its_code_and_status() {
+        let doc = include_str!("../../../docs/errors.md");
+        let mut rows = std::collections::BTreeMap::new();
+        for line in doc.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let kind = cells[1].trim_matches('`').to_string();
+            let code: i64 = cells[2].parse().unwrap_or_else(|_| panic!("code: {line}"));
+            let status: u16 = cells[3]
+                .parse()
+                .unwrap_or_else(|_| panic!("status: {line}"));
+            assert!(
+                rows.insert(kind.clone(), (code, status)).is_none(),
+                "{kind} twice"
+            );
+        }
+        for k in ErrorKind::ALL {
+            let row = rows.remove(k.as_str());
+            assert_eq!(
+                row,
+                Some((refusal_code(k), k.status())),
+                "docs/errors.md row of {}",
+                k.as_str()
+            );
+        }
+        assert!(rows.is_empty(), "rows of unknown kinds: {rows:?}");
+    }
+
+    /// Every errorKind reaches the wire as its string, with its own code:
+    /// refusals in the server range and never -32000/-32001 (ACP's
+    /// authentication required, and its neighbour), `path_not_found` -32002,
+    /// `internal_error` -32603; no two kinds share a code.
     #[test]
     fn every_kind_has_one_wire_form() {
+        let mut seen = std::collections::BTreeSet::new();
         for k in ErrorKind::ALL {
             let e = failure_error(&Refusal::new(k, "h").into(), "/p");
             assert_eq!(e.data.as_ref().unwrap()["errorKind"], k.as_str());
-            let want = if k == ErrorKind::PathNotFound {
-                RESOURCE_NOT_FOUND
-            } else {
-                INTERNAL_ERROR
-            };
-            assert_eq!(e.code, want, "{k:?}");
+            assert_eq!(e.code, refusal_code(k), "{k:?}");
+            assert!(seen.insert(e.code), "{k:?}: code {} used twice", e.code);
+            match k {
+                ErrorKind::PathNotFound => assert_eq!(e.code, RESOURCE_NOT_FOUND),
+                ErrorKind::InternalError => assert_eq!(e.code, INTERNAL_ERROR),
+                _ => assert!((-32099..=-32010).contains(&e.code), "{k:?}: {}", e.code),
+            }
         }
     }
 }

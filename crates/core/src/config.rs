@@ -189,13 +189,33 @@ pub enum ConfigError {
         /// Why.
         source: std::io::Error,
     },
-    /// The file or an environment value is not a valid config.
+    /// The file is not a valid config.
     #[error("invalid config {origin}: {message}")]
     Invalid {
-        /// The file path, or `defaults` when only the environment was read.
+        /// The file path, or `defaults` when no file was read.
         origin: String,
         /// What is wrong, naming the key.
         message: String,
+    },
+    /// A `WRITEGATE_<KEY>` variable holds a value its key does not take.
+    /// The file (if any) was valid without it.
+    #[error("invalid environment variable {var}=`{value}`: {message}")]
+    InvalidEnv {
+        /// The variable, e.g. `WRITEGATE_MAX_WRITE_BYTES`.
+        var: String,
+        /// Its value as set.
+        value: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A `WRITEGATE_*` variable that writegate does not read: most likely a
+    /// typo, which would otherwise be silently ignored.
+    #[error("unknown environment variable {var}: {advice}")]
+    UnknownEnv {
+        /// The variable.
+        var: String,
+        /// The closest known name, if one is close, and the list of known ones.
+        advice: String,
     },
 }
 
@@ -219,6 +239,85 @@ pub const ENV_KEYS: &[&str] = &[
     "proxy.trusted",
     "proxy.agent_exit_grace_ms",
 ];
+
+/// `WRITEGATE_*` variables the binary reads itself, besides the config keys
+/// of [`ENV_KEYS`]: `WRITEGATE_LOG` (the log filter). A variable a new
+/// part of writegate reads must be added here, or [`check_env_names`]
+/// refuses it.
+pub const OTHER_ENV_VARS: &[&str] = &["WRITEGATE_LOG"];
+
+/// The environment variable of a config key: `WRITEGATE_` and the key in
+/// upper case, dots as underscores (`audit.path` -> `WRITEGATE_AUDIT_PATH`).
+pub fn env_var_of(key: &str) -> String {
+    format!("WRITEGATE_{}", key.replace('.', "_").to_uppercase())
+}
+
+/// Every `WRITEGATE_*` variable writegate reads: one per key of
+/// [`ENV_KEYS`], then [`OTHER_ENV_VARS`].
+pub fn known_env_vars() -> Vec<String> {
+    ENV_KEYS
+        .iter()
+        .map(|k| env_var_of(k))
+        .chain(OTHER_ENV_VARS.iter().map(|v| (*v).to_string()))
+        .collect()
+}
+
+/// Refuses the first variable in `names` that starts with `WRITEGATE_` but
+/// is not one writegate reads ([`known_env_vars`]), naming it and the
+/// closest known name (issue 14: a typo such as
+/// `WRITEGATE_MAX_WRITE_BYTE` must not be silently ignored). Other
+/// variables are not looked at. Call it with the names of the process
+/// environment (`std::env::vars_os().map(|(k, _)| k)`) before
+/// [`Config::load`].
+pub fn check_env_names<I, S>(names: I) -> Result<(), ConfigError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let known = known_env_vars();
+    for name in names {
+        let name = name.as_ref().to_string_lossy();
+        if !name.starts_with("WRITEGATE_") || known.iter().any(|k| *k == name) {
+            continue;
+        }
+        // A suggestion only for a near miss: at most 2 edits, and fewer
+        // than half of the part after `WRITEGATE_` (not `FOO` -> `LOG`).
+        let tail = name.len() - "WRITEGATE_".len();
+        let closest = known
+            .iter()
+            .map(|k| (edit_distance(k, &name), k))
+            .min()
+            .filter(|(d, _)| *d <= 2 && 2 * d < tail)
+            .map(|(_, k)| format!("did you mean {k}? "))
+            .unwrap_or_default();
+        return Err(ConfigError::UnknownEnv {
+            var: name.into_owned(),
+            advice: format!(
+                "{closest}writegate reads only {} (unset the variable, or fix its name)",
+                known.join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Levenshtein distance of two short ASCII-ish names (by `char`).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
 
 impl Config {
     /// Parses TOML text (no environment).
@@ -282,7 +381,14 @@ impl Config {
 
     /// Loads the config: the file at `path` (a missing file is fine only when
     /// `required` is false, i.e. the default location), then `WRITEGATE_*`
-    /// variables from `env`.
+    /// variables from `env` (one per key of [`ENV_KEYS`], see
+    /// [`env_var_of`]; a value is read as a TOML value, else as a string).
+    ///
+    /// Errors: the file cannot be read ([`ConfigError::Read`]) or is invalid
+    /// on its own ([`ConfigError::Invalid`], naming the file and the key); a
+    /// variable's value is invalid ([`ConfigError::InvalidEnv`], naming the
+    /// variable, never the file). Unknown `WRITEGATE_*` names are refused by
+    /// [`check_env_names`], which needs the list of names.
     pub fn load(
         path: Option<&Path>,
         required: bool,
@@ -309,29 +415,41 @@ impl Config {
             },
             None => (toml::Table::new(), "defaults".to_string()),
         };
-        for key in ENV_KEYS {
-            let var = format!("WRITEGATE_{}", key.replace('.', "_").to_uppercase());
-            if let Some(raw) = env(&var) {
-                let value = parse_env_value(&raw);
-                let (section, leaf) = match key.split_once('.') {
-                    Some((s, l)) => (Some(s), l),
-                    None => (None, *key),
-                };
-                let target = match section {
-                    Some(s) => table
-                        .entry(s.to_string())
-                        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-                        .as_table_mut()
-                        .ok_or_else(|| ConfigError::Invalid {
-                            origin: origin.clone(),
-                            message: format!("key `{s}` must be a table"),
-                        })?,
-                    None => &mut table,
-                };
-                target.insert(leaf.to_string(), value);
-            }
+        let set: Vec<(&str, String, String)> = ENV_KEYS
+            .iter()
+            .filter_map(|key| {
+                let var = env_var_of(key);
+                env(&var).map(|raw| (*key, var, raw))
+            })
+            .collect();
+        // The file on its own first, so that its errors name the file and
+        // each variable's error names the variable.
+        let mut cfg = Self::from_table(table.clone(), &origin)?;
+        for (key, var, raw) in set {
+            let blame = |message: String| ConfigError::InvalidEnv {
+                var: var.clone(),
+                value: raw.clone(),
+                message,
+            };
+            let (section, leaf) = match key.split_once('.') {
+                Some((s, l)) => (Some(s), l),
+                None => (None, key),
+            };
+            let target = match section {
+                Some(s) => table
+                    .entry(s.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                    .as_table_mut()
+                    .ok_or_else(|| blame(format!("the config key `{s}` must be a table")))?,
+                None => &mut table,
+            };
+            target.insert(leaf.to_string(), parse_env_value(&raw));
+            cfg = Self::from_table(table.clone(), &origin).map_err(|e| match e {
+                ConfigError::Invalid { message, .. } => blame(message.trim().replace('\n', " ")),
+                other => other,
+            })?;
         }
-        Self::from_table(table, &origin)
+        Ok(cfg)
     }
 
     /// Whether external tool writes are on for this config in this process
@@ -524,6 +642,72 @@ mod tests {
             Config::default().external_writes_enabled(),
             writegate_fs::current_uid() != 0
         );
+    }
+
+    /// Issue 14: a bad value is blamed on the variable, not on the file.
+    #[test]
+    fn an_invalid_variable_is_blamed_on_the_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "max_write_bytes = 10\n").unwrap();
+        for (var, value) in [
+            ("WRITEGATE_MAX_WRITE_BYTES", "big"),
+            ("WRITEGATE_MAX_WRITE_BYTES", "0"),
+            ("WRITEGATE_NEW_FILE_MODE", "world"),
+            ("WRITEGATE_AUDIT_REQUIRED", "maybe"),
+        ] {
+            let env = |k: &str| (k == var).then(|| value.to_string());
+            let err = Config::load(Some(&p), true, &env).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                matches!(&err, ConfigError::InvalidEnv { var: v, .. } if v == var),
+                "{text}"
+            );
+            assert!(
+                text.starts_with(&format!("invalid environment variable {var}=`{value}`: ")),
+                "{text}"
+            );
+            assert!(!text.contains("c.toml"), "the file is not to blame: {text}");
+        }
+        // A bad file is still blamed on the file, even with good variables.
+        std::fs::write(&p, "max_write_bytes = \"big\"\n").unwrap();
+        let env = |k: &str| (k == "WRITEGATE_READ_TEXT_FILE").then(|| "true".to_string());
+        let err = Config::load(Some(&p), true, &env).unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { .. }), "{err}");
+        assert!(err.to_string().contains("c.toml"), "{err}");
+    }
+
+    /// Issue 14: unknown `WRITEGATE_*` names are refused, naming the
+    /// variable and the closest known one; known ones and other variables
+    /// pass.
+    #[test]
+    fn unknown_writegate_variables_are_refused_by_name() {
+        let known = known_env_vars();
+        assert!(known.contains(&"WRITEGATE_LOG".to_string()));
+        assert!(known.contains(&"WRITEGATE_AUDIT_RAW_PATHS".to_string()));
+        assert_eq!(known.len(), ENV_KEYS.len() + OTHER_ENV_VARS.len());
+        check_env_names(
+            known
+                .iter()
+                .map(String::as_str)
+                .chain(["PATH", "RUST_LOG", "WRITEGATE"]),
+        )
+        .unwrap();
+        let err = check_env_names(["HOME", "WRITEGATE_MAX_WRITE_BYTE"]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(
+                "unknown environment variable WRITEGATE_MAX_WRITE_BYTE: did you mean WRITEGATE_MAX_WRITE_BYTES? "
+            ),
+            "{text}"
+        );
+        assert!(text.contains("WRITEGATE_LOG"), "{text}");
+        for far in ["WRITEGATE_FROBNICATE", "WRITEGATE_FOO"] {
+            let err = check_env_names([far]).unwrap_err();
+            assert!(!err.to_string().contains("did you mean"), "{err}");
+        }
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 
     #[test]

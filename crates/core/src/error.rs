@@ -8,8 +8,12 @@ pub enum ErrorKind {
     PathOutsideWorkspace,
     /// A symlink leads outside the root, loops, or the file was swapped while checked.
     SymlinkEscape,
-    /// The path cannot name a file: empty, NUL, a non-directory in the middle, not a regular file.
+    /// The path cannot name a file: empty, NUL, a non-directory in the
+    /// middle, or a leaf that is a fifo, socket or device.
     ParseError,
+    /// The path names a directory where a regular file is needed (issue 14:
+    /// was `parse_error`).
+    NotAFile,
     /// No such file, or no existing ancestor.
     PathNotFound,
     /// Over `max_write_bytes` or `max_edit_bytes`.
@@ -50,11 +54,13 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, in SPEC 11 table order (used by tests and docs).
-    pub const ALL: [ErrorKind; 21] = [
+    /// Every kind, in SPEC 11 table order (used by tests and docs;
+    /// `not_a_file` was added by issue 14).
+    pub const ALL: [ErrorKind; 22] = [
         Self::PathOutsideWorkspace,
         Self::SymlinkEscape,
         Self::ParseError,
+        Self::NotAFile,
         Self::PathNotFound,
         Self::FileTooLarge,
         Self::BinaryFile,
@@ -81,6 +87,7 @@ impl ErrorKind {
             Self::PathOutsideWorkspace => "path_outside_workspace",
             Self::SymlinkEscape => "symlink_escape",
             Self::ParseError => "parse_error",
+            Self::NotAFile => "not_a_file",
             Self::PathNotFound => "path_not_found",
             Self::FileTooLarge => "file_too_large",
             Self::BinaryFile => "binary_file",
@@ -110,7 +117,10 @@ impl ErrorKind {
     /// The HTTP-like status of SPEC 11's table.
     pub fn status(self) -> u16 {
         match self {
-            Self::PathOutsideWorkspace | Self::SymlinkEscape | Self::ParseError => 400,
+            Self::PathOutsideWorkspace
+            | Self::SymlinkEscape
+            | Self::ParseError
+            | Self::NotAFile => 400,
             Self::UntrustedWorkspace | Self::PermissionDenied | Self::ApprovalRequired => 403,
             Self::PathNotFound => 404,
             Self::HashMismatch | Self::FileAlreadyExists | Self::FileChanged => 409,
@@ -270,6 +280,7 @@ impl From<writegate_paths::ResolveError> for Refusal {
         use writegate_paths::ResolveError as R;
         let kind = match &e {
             R::ParseError(_) => ErrorKind::ParseError,
+            R::NotAFile(_) => ErrorKind::NotAFile,
             R::OutsideWorkspace(_) => ErrorKind::PathOutsideWorkspace,
             R::SymlinkEscape(_) => ErrorKind::SymlinkEscape,
             R::NotFound(_) => ErrorKind::PathNotFound,
@@ -291,13 +302,25 @@ impl From<writegate_fs::FsError> for Refusal {
                 ..
             } => ErrorKind::FileChanged,
             F::SymlinkEscape { .. } => ErrorKind::SymlinkEscape,
+            // A directory where a file is needed says what it is (issue 14);
+            // a fifo, socket or device leaf and a non-directory in the
+            // middle of the path stay `parse_error` (conformance case X20).
+            F::NotAFile {
+                found: "directory",
+                expected: "regular file",
+                ..
+            } => ErrorKind::NotAFile,
             F::NotAFile { .. } => ErrorKind::ParseError,
             F::NotFound { .. } => ErrorKind::PathNotFound,
             F::PermissionDenied { .. } | F::NotPrivate { .. } => ErrorKind::PermissionDenied,
             F::Aborted { .. } => ErrorKind::GenerationClosed,
             F::Io { .. } | F::ShortWrite { .. } | F::InvalidInput { .. } => ErrorKind::IoError,
         };
-        Refusal::new(kind, with_causes(&e))
+        let mut hint = with_causes(&e);
+        if kind == ErrorKind::NotAFile {
+            hint.push_str("; name a file inside it instead");
+        }
+        Refusal::new(kind, hint)
     }
 }
 
@@ -408,6 +431,7 @@ mod tests {
         let m = String::new;
         let kind = |e: R| Refusal::from(e).kind.as_str();
         assert_eq!(kind(R::ParseError(m())), "parse_error");
+        assert_eq!(kind(R::NotAFile(m())), "not_a_file");
         assert_eq!(kind(R::OutsideWorkspace(m())), "path_outside_workspace");
         assert_eq!(kind(R::SymlinkEscape(m())), "symlink_escape");
         assert_eq!(kind(R::NotFound(m())), "path_not_found");
@@ -452,6 +476,22 @@ mod tests {
                     path: path(),
                     found: "directory",
                     expected: "regular file",
+                },
+                "not_a_file",
+            ),
+            (
+                F::NotAFile {
+                    path: path(),
+                    found: "socket",
+                    expected: "regular file",
+                },
+                "parse_error",
+            ),
+            (
+                F::NotAFile {
+                    path: path(),
+                    found: "regular file",
+                    expected: "directory",
                 },
                 "parse_error",
             ),

@@ -216,7 +216,11 @@ impl Drop for TempGuard<'_> {
         }
         match rustix::fs::unlinkat(self.dir, &self.name, AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => {}
-            Err(e) => tracing::warn!(temp = ?self.name, error = %e, "could not remove temp file"),
+            Err(e) => tracing::warn!(
+                temp = %std::path::Path::new(&self.name).display(),
+                error = %e,
+                "could not remove temp file"
+            ),
         }
     }
 }

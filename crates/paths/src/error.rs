@@ -15,9 +15,13 @@ pub enum ResolveError {
     /// `parse_error`: empty path, NUL byte, relative path where an absolute one
     /// is required, a non-directory in the middle of the path, a trailing `/`
     /// on something that is not a directory, or (external check) a leaf that is
-    /// not a regular file / a parent that is not a directory.
+    /// a fifo, socket or device / a parent that is not a directory.
     #[error("parse error: {0}")]
     ParseError(String),
+    /// `not_a_file`: (external check) the leaf is a directory, where a
+    /// regular file is needed.
+    #[error("not a file: {0}")]
+    NotAFile(String),
     /// `path_outside_workspace`: lexically outside every root (SPEC 5), or
     /// suspicious (SPEC 6), or (external check) holding a `.`/`..` component.
     #[error("path outside workspace: {0}")]
@@ -45,6 +49,9 @@ impl ResolveError {
         match self {
             ResolveError::ParseError(_) => {
                 "use an absolute path whose parent components are directories and whose leaf is a regular file (or does not exist yet)"
+            }
+            ResolveError::NotAFile(_) => {
+                "name a file inside it instead (a directory is never replaced)"
             }
             ResolveError::OutsideWorkspace(_) => {
                 "write inside the workspace root; paths outside it, paths with `.`/`..` on the external route, and suspicious names (trailing dots or spaces, `...`, DOS device names, UNC or device prefixes) are refused"
@@ -97,6 +104,7 @@ mod tests {
         let secret = "/home/u/secret-project/x.txt".to_string();
         for e in [
             ResolveError::ParseError(secret.clone()),
+            ResolveError::NotAFile(secret.clone()),
             ResolveError::OutsideWorkspace(secret.clone()),
             ResolveError::SymlinkEscape(secret.clone()),
             ResolveError::NotFound(secret.clone()),

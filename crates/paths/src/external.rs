@@ -34,7 +34,8 @@ pub struct ExternalTarget {
 ///      [`ResolveError::NotFound`]; a parent that is not a directory:
 ///      `ParseError`); the target is that parent plus the leaf name;
 ///    - a symlink leaf, dangling or not: [`ResolveError::SymlinkEscape`];
-///    - anything but a regular file (directory, socket, FIFO, device):
+///    - a directory: [`ResolveError::NotAFile`];
+///    - anything else but a regular file (socket, FIFO, device):
 ///      `ParseError`;
 ///    - a regular file: realpath it and lstat the result; the result must be a
 ///      regular file with the same device and inode as the first lstat, else
@@ -128,7 +129,13 @@ fn check_once(
             )));
         }
         FileKind::File => {}
-        FileKind::Dir | FileKind::Other => {
+        FileKind::Dir => {
+            return Err(ResolveError::NotAFile(format!(
+                "{} is a directory",
+                input.display()
+            )));
+        }
+        FileKind::Other => {
             return Err(ResolveError::ParseError(format!(
                 "{} is not a regular file",
                 input.display()

@@ -91,10 +91,10 @@ fn case_x20_socket_leaf() {
 }
 
 #[test]
-fn directory_leaf_is_parse_error() {
+fn directory_leaf_is_not_a_file() {
     let fx = Fx::new();
     fx.dir("outside/d");
-    assert_err!(ext(fx.p("outside/d")), ResolveError::ParseError(_));
+    assert_err!(ext(fx.p("outside/d")), ResolveError::NotAFile(_));
 }
 
 #[test]

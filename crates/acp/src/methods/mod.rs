@@ -17,7 +17,7 @@ mod read_text_file;
 mod receipt;
 mod write_text_file;
 
-use crate::message::{ErrorObject, error_line, ok_line};
+use crate::message::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND, error_line, ok_line};
 use crate::state::ConnState;
 use crate::wire::failure_error;
 use agent_client_protocol::v1::schema::RequestId;
@@ -27,6 +27,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 use writegate_core::{Approver, ErrorKind, Failure, OpCtx, Refusal};
 
 pub use cancel_request::CANCEL_REQUEST;
@@ -159,25 +160,118 @@ pub fn serves(method: &str) -> bool {
 
 /// The response line for a request of `method` (in the table or not).
 pub fn answer(call: &Call<'_>, id: &RequestId, method: &str, params: Value) -> Vec<u8> {
-    match find(method) {
-        Some(e) => e.answer(call, id, params),
-        None => error_line(id, &ErrorObject::method_not_found(method)),
+    if let Some(e) = find(method) {
+        return e.answer(call, id, params);
+    }
+    let started = RequestLog::start();
+    let line = error_line(id, &ErrorObject::method_not_found(method));
+    if let Some(log) = started {
+        log.finish(method, id, Outcome::Protocol(METHOD_NOT_FOUND));
+    }
+    line
+}
+
+/// How a request ended, for its debug line.
+#[derive(Clone, Copy)]
+enum Outcome {
+    /// Answered with a result.
+    Ok,
+    /// A core failure.
+    Failed(&'static str),
+    /// A protocol error with this code.
+    Protocol(i64),
+}
+
+impl Outcome {
+    fn of(f: &Failure) -> Outcome {
+        match f {
+            Failure::Refused(r) => Outcome::Failed(r.kind.as_str()),
+            Failure::InvalidParams(_) => Outcome::Protocol(INVALID_PARAMS),
+            Failure::Cancelled => Outcome::Failed("cancelled"),
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed(kind) => kind,
+            Outcome::Protocol(INVALID_PARAMS) => "invalid_params",
+            Outcome::Protocol(METHOD_NOT_FOUND) => "method_not_found",
+            Outcome::Protocol(_) => "protocol_error",
+        }
+    }
+}
+
+/// The one debug line of a request (issue 14): method, request id,
+/// `pathHash` (of the path as requested: the audit event's `pathHash` when
+/// that path is canonical), outcome (`ok`, the errorKind, `cancelled`,
+/// `invalid_params`, `method_not_found`) and duration in milliseconds.
+/// Exists only when debug logging is on for this module, so a request pays
+/// one cached level check and nothing else when it is off.
+struct RequestLog {
+    started: Instant,
+    path_hash: Option<String>,
+}
+
+impl RequestLog {
+    /// `Some` when debug logs of requests are enabled.
+    fn start() -> Option<RequestLog> {
+        tracing::enabled!(tracing::Level::DEBUG).then(|| RequestLog {
+            started: Instant::now(),
+            path_hash: None,
+        })
+    }
+
+    fn finish(self, method: &str, id: &RequestId, outcome: Outcome) {
+        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let id = serde_json::to_string(id).unwrap_or_default();
+        tracing::debug!(
+            method = %method,
+            id = %id,
+            path_hash = %self.path_hash.as_deref().unwrap_or("-"),
+            outcome = %outcome.as_str(),
+            duration_ms = %format_args!("{ms:.3}"),
+            "request"
+        );
     }
 }
 
 fn answer_with<M: Method>(call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
+    let mut log = RequestLog::start();
+    let (line, outcome) = respond::<M>(call, id, params, log.as_mut());
+    if let Some(log) = log {
+        log.finish(M::NAME, id, outcome);
+    }
+    line
+}
+
+/// The response line of a request for `M`, and how it ended; fills in
+/// `log`'s path hash when there is a log.
+fn respond<M: Method>(
+    call: &Call<'_>,
+    id: &RequestId,
+    params: Value,
+    log: Option<&mut RequestLog>,
+) -> (Vec<u8>, Outcome) {
+    let protocol = |e: ErrorObject| {
+        let code = e.code;
+        (error_line(id, &e), Outcome::Protocol(code))
+    };
     if !M::enabled(call.conn) {
-        return error_line(id, &ErrorObject::method_not_found(M::NAME));
+        return protocol(ErrorObject::method_not_found(M::NAME));
     }
     let params: M::Params = match serde_json::from_value(params) {
         Ok(p) => p,
-        Err(e) => return error_line(id, &ErrorObject::invalid_params(e.to_string())),
+        Err(e) => return protocol(ErrorObject::invalid_params(e.to_string())),
     };
+    if let (Some(log), Some(path)) = (log, M::uri(&params)) {
+        log.path_hash = Some(writegate_core::path_hash(path));
+    }
     let uri = M::uri(&params)
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     if let Err(f) = M::check(&params) {
-        return error_line(id, &failure_error(&f, &uri));
+        return (error_line(id, &failure_error(&f, &uri)), Outcome::of(&f));
     }
     let result = if M::INLINE {
         M::handle(call, params)
@@ -185,9 +279,9 @@ fn answer_with<M: Method>(call: &Call<'_>, id: &RequestId, params: Value) -> Vec
         run(call, || M::handle(call, params))
     };
     match result {
-        Ok(r) => ok_line(id, &r),
-        Err(MethodError::Failed(f)) => error_line(id, &failure_error(&f, &uri)),
-        Err(MethodError::Protocol(e)) => error_line(id, &e),
+        Ok(r) => (ok_line(id, &r), Outcome::Ok),
+        Err(MethodError::Failed(f)) => (error_line(id, &failure_error(&f, &uri)), Outcome::of(&f)),
+        Err(MethodError::Protocol(e)) => protocol(e),
     }
 }
 
