@@ -84,6 +84,40 @@ pub struct PolicyConfig {
     pub rules: Vec<PolicyRule>,
 }
 
+/// Whether an MCP client's roots (`roots/list`) become workspaces, and
+/// with what trust (`[mcp] client_roots`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientRoots {
+    /// Client roots are not used; only `--workspace` and `[[workspace]]`.
+    Ignore,
+    /// Registered untrusted: readable, writes refused (`untrusted_workspace`).
+    #[default]
+    Untrusted,
+    /// Registered trusted: readable and writable.
+    Trusted,
+}
+
+impl ClientRoots {
+    /// The config spelling: `"ignore"`, `"untrusted"` or `"trusted"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientRoots::Ignore => "ignore",
+            ClientRoots::Untrusted => "untrusted",
+            ClientRoots::Trusted => "trusted",
+        }
+    }
+}
+
+/// `[mcp]`: the MCP front end (`writegate mcp`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// What the client's MCP roots become. A root equal to a `--workspace`
+    /// or `[[workspace]]` root keeps that workspace's trust.
+    pub client_roots: ClientRoots,
+}
+
 /// The whole configuration, defaults as in `config/writegate.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -120,6 +154,8 @@ pub struct Config {
     pub audit: AuditConfig,
     /// `[policy]`: the approval gate.
     pub policy: PolicyConfig,
+    /// `[mcp]`: the MCP front end.
+    pub mcp: McpConfig,
 }
 
 impl Default for Config {
@@ -137,6 +173,7 @@ impl Default for Config {
             shutdown_grace_ms: 10_000,
             audit: AuditConfig::default(),
             policy: PolicyConfig::default(),
+            mcp: McpConfig::default(),
         }
     }
 }
@@ -178,6 +215,7 @@ pub const ENV_KEYS: &[&str] = &[
     "audit.raw_paths",
     "audit.required",
     "policy.auto_approve",
+    "mcp.client_roots",
 ];
 
 impl Config {
@@ -399,6 +437,7 @@ mod tests {
             "rules",
             "[audit]",
             "[policy]",
+            "[mcp]",
         ] {
             assert!(
                 text.contains(key),
