@@ -84,6 +84,7 @@ fn only_the_fs_crate_writes_to_disk() {
             "crates/paths",
             "crates/core",
             "crates/acp",
+            "crates/mcp",
             "bin/writegate",
         ],
         WRITE_APIS,
@@ -126,8 +127,9 @@ fn the_paths_crate_opens_nothing() {
     );
 }
 
-/// Architecture Invariant: async code only at the edge: no crate but
-/// `writegate-acp` and the binary depends on tokio.
+/// Architecture Invariant: async code only at the edge: no crate but the
+/// front ends (`writegate-acp`, `writegate-mcp`) and the binary depends on
+/// tokio.
 #[test]
 fn only_the_edge_depends_on_tokio() {
     for c in ["crates/text", "crates/paths", "crates/fs", "crates/core"] {
@@ -150,6 +152,7 @@ fn library_crates_never_print_to_stdout() {
             "crates/fs",
             "crates/core",
             "crates/acp",
+            "crates/mcp",
         ],
         &["println!", "print!(", "std::io::stdout", "dbg!("],
     );
@@ -175,6 +178,7 @@ fn every_crate_states_its_job() {
         "crates/fs",
         "crates/core",
         "crates/acp",
+        "crates/mcp",
     ] {
         let lib = std::fs::read_to_string(repo().join(c).join("src/lib.rs")).unwrap();
         assert!(
@@ -204,6 +208,7 @@ fn nothing_reads_the_shared_folder() {
             "crates/fs",
             "crates/core",
             "crates/acp",
+            "crates/mcp",
             "bin/writegate",
         ],
         &["../shared", "shared/cases"],
@@ -291,7 +296,7 @@ fn every_method_module_is_in_the_table() {
 #[test]
 fn only_the_transport_table_grants_capabilities() {
     let hits: Vec<_> = find(
-        &["crates/acp", "crates/core", "bin/writegate"],
+        &["crates/acp", "crates/core", "crates/mcp", "bin/writegate"],
         &["external_writer: true", "choose_workspace: true"],
     )
     .into_iter()

@@ -20,6 +20,7 @@ mod concurrency;
 mod external;
 mod framing;
 mod handshake;
+mod mcp;
 mod permissions;
 mod race;
 mod shutdown;

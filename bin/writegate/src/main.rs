@@ -44,6 +44,11 @@ enum Command {
     /// Print a file's numbered lines and hash, through the running daemon.
     #[command(after_help = "Example:\n  writegate read src/a.py --line 10 --limit 5")]
     Read(ReadArgs),
+    /// Serve the tools read_file, write_file and edit_file over MCP on stdio (for any agent that loads MCP servers).
+    #[command(
+        after_help = "Examples:\n  writegate mcp --workspace .\n  claude mcp add writegate -- writegate mcp --workspace /src/app\nSee the README for Codex, Gemini CLI and qwen-code."
+    )]
+    Mcp(McpArgs),
 }
 
 #[derive(Args)]
@@ -72,6 +77,20 @@ struct ServeArgs {
     /// Serve fs/read_text_file.
     #[arg(long)]
     allow_read: bool,
+}
+
+#[derive(Args)]
+struct McpArgs {
+    /// Register a workspace (repeatable; the first is the primary, where relative paths start).
+    /// The client's MCP roots are added as [mcp] client_roots says.
+    #[arg(long = "workspace", value_name = "DIR")]
+    workspaces: Vec<PathBuf>,
+    /// Config file [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Audit log [default: $XDG_STATE_HOME/writegate/audit.jsonl].
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -152,12 +171,48 @@ fn main() -> ExitCode {
         Command::Write(a) => client_write(a),
         Command::Edit(a) => client_edit(a),
         Command::Read(a) => client_read(a),
+        Command::Mcp(a) => mcp(a),
     }
 }
 
-fn init_logs() {
+/// `writegate mcp`: the same config, audit log, approvals and start-up as
+/// `serve`, then `writegate-mcp` serves stdin/stdout. Logs go to stderr.
+fn mcp(a: McpArgs) -> ExitCode {
+    init_logs("info,rmcp=warn");
+    let args = ServeArgs {
+        stdio: true,
+        socket: None,
+        workspaces: a.workspaces,
+        untrusted: false,
+        config: a.config,
+        audit_log: a.audit_log,
+        no_external_writes: false,
+        allow_read: false,
+    };
+    let (service, _) = match build_service(&args, false) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let opts = writegate_mcp::McpOptions {
+        config_file: args
+            .config
+            .map(|p| absolutize(&p))
+            .or_else(default_config_path),
+        ..writegate_mcp::McpOptions::default()
+    };
+    match writegate_mcp::run(service, opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("writegate: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Logs to stderr; `WRITEGATE_LOG` (`RUST_LOG` syntax) overrides `default`.
+fn init_logs(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WRITEGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -195,47 +250,11 @@ fn load_config(a: &ServeArgs) -> Result<Config, String> {
 }
 
 fn serve(a: ServeArgs) -> ExitCode {
-    init_logs();
-    let cfg = match load_config(&a) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("writegate: {e}");
-            return ExitCode::from(2);
-        }
+    init_logs("info");
+    let (service, cli_workspaces) = match build_service(&a, true) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
-    let registry = Registry::default();
-    let cli_workspaces: Vec<(PathBuf, bool)> = a
-        .workspaces
-        .iter()
-        .map(|w| (absolutize(w), !a.untrusted))
-        .collect();
-    for (root, trusted) in cli_workspaces
-        .iter()
-        .cloned()
-        .chain(cfg.workspace.iter().map(|w| (w.root.clone(), w.trusted)))
-    {
-        if let Err(e) = registry.register(&root, trusted) {
-            eprintln!("writegate: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    if registry.primary().is_none() {
-        eprintln!(
-            "writegate: no workspace: pass --workspace DIR or add [[workspace]] to the config"
-        );
-        return ExitCode::from(2);
-    }
-    // Stale temp files of dead processes (SPEC 7.3), in the background so a
-    // large tree does not delay the first request.
-    let roots: Vec<PathBuf> = registry.all().iter().map(|r| r.root.clone()).collect();
-    std::thread::spawn(move || {
-        for root in roots {
-            writegate_fs::remove_stale_temps(&root);
-        }
-    });
-    let audit_path = cfg.audit_path(&env_var);
-    let approvals = state_dir(&env_var).join("approvals.json");
-    let service = Arc::new(Service::new(cfg, registry, &audit_path, approvals));
     let socket = match (&a.socket, a.stdio) {
         (Some(p), _) => Some(absolutize(p)),
         (None, true) => None,
@@ -303,6 +322,58 @@ fn serve(a: ServeArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Workspace roots with their trust, as the command line gave them.
+type Roots = Vec<(PathBuf, bool)>;
+
+/// Loads the config and builds the service: registers the command-line
+/// workspaces, then the config's; cleans stale temp files in the
+/// background; opens the audit log and the approvals. With
+/// `need_workspace`, no workspace at all is an error. Returns the service
+/// and the command-line workspaces (a reload keeps them).
+fn build_service(
+    a: &ServeArgs,
+    need_workspace: bool,
+) -> Result<(Arc<Service>, Roots), ExitCode> {
+    let cfg = load_config(a).map_err(|e| {
+        eprintln!("writegate: {e}");
+        ExitCode::from(2)
+    })?;
+    let registry = Registry::default();
+    let cli_workspaces: Roots = a
+        .workspaces
+        .iter()
+        .map(|w| (absolutize(w), !a.untrusted))
+        .collect();
+    for (root, trusted) in cli_workspaces
+        .iter()
+        .cloned()
+        .chain(cfg.workspace.iter().map(|w| (w.root.clone(), w.trusted)))
+    {
+        if let Err(e) = registry.register(&root, trusted) {
+            eprintln!("writegate: {e}");
+            return Err(ExitCode::from(2));
+        }
+    }
+    if need_workspace && registry.primary().is_none() {
+        eprintln!(
+            "writegate: no workspace: pass --workspace DIR or add [[workspace]] to the config"
+        );
+        return Err(ExitCode::from(2));
+    }
+    // Stale temp files of dead processes (SPEC 7.3), in the background so a
+    // large tree does not delay the first request.
+    let roots: Vec<PathBuf> = registry.all().iter().map(|r| r.root.clone()).collect();
+    std::thread::spawn(move || {
+        for root in roots {
+            writegate_fs::remove_stale_temps(&root);
+        }
+    });
+    let audit_path = cfg.audit_path(&env_var);
+    let approvals = state_dir(&env_var).join("approvals.json");
+    let service = Arc::new(Service::new(cfg, registry, &audit_path, approvals));
+    Ok((service, cli_workspaces))
 }
 
 /// Makes a path absolute against the current directory (no symlink
