@@ -997,3 +997,76 @@ fn stdout_carries_only_mcp_messages_and_stdin_eof_ends_the_server() {
     let log = fs::read_to_string(t.base.join("logs/raw.stderr")).unwrap();
     assert!(log.contains("MCP connection closed"), "{log}");
 }
+
+/// SIGTERM stops the server with status 0; a write already running
+/// finishes whole (or never started): the file is all new or absent, with
+/// one audit event when written.
+#[test]
+fn sigterm_stops_the_server_and_a_running_write_lands_whole() {
+    let t = Tree::new();
+    let mut cmd = t.command();
+    cmd.args(["mcp", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log);
+    let mut d = t.spawn(cmd, true, false);
+    let mut c = d.stdio_client();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    c.send(&init);
+    assert_eq!(c.recv()["id"], 1);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let big = "x".repeat(4 << 20) + "\n";
+    let file = t.ws.join("big.txt");
+    c.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": file, "content": big}}}));
+    d.signal(rustix::process::Signal::TERM);
+    assert!(d.wait_exit().success(), "{}", d.stderr_text());
+    match fs::read(&file) {
+        Ok(bytes) => {
+            assert!(bytes == big.as_bytes(), "torn: {} bytes", bytes.len());
+            assert_eq!(t.audit_events().len(), 1);
+        }
+        Err(_) => assert!(t.audit_events().is_empty()),
+    }
+    assert!(temps(&t.base).is_empty());
+}
+
+/// `notifications/cancelled` for a call waiting on the person's answer
+/// drops the question; the write is cancelled, nothing is written, and its
+/// one audit event says so. The server answers on.
+#[test]
+fn a_cancelled_call_waiting_for_approval_writes_nothing() {
+    let t = Tree::new();
+    let mut cmd = t.command();
+    cmd.args(["mcp", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log);
+    let mut d = t.spawn(cmd, true, false);
+    let mut c = d.stdio_client();
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    assert_eq!(c.recv()["id"], 1);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let env = t.ws.join(".env");
+    c.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": env, "content": "A=1\n"}}}));
+    let ask = c.recv();
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    assert!(
+        ask["params"]["message"].as_str().unwrap().contains(".env"),
+        "{ask}"
+    );
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "user pressed Esc"}}));
+    // The event is written when the operation ends; the server answers on.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while t.audit_events().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no audit event");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let e = &t.audit_events()[0];
+    assert_eq!(e["type"], "fs.denied", "{e}");
+    assert_eq!(e["approval"], "cancelled", "{e}");
+    assert!(!env.exists());
+    c.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    let r = c.recv();
+    assert_eq!(r["id"], 3, "{r}");
+    assert_eq!(t.audit_events().len(), 1);
+}

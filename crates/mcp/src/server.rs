@@ -11,8 +11,9 @@ use crate::tools::{
     self, EDIT_FILE, EditArgs, Facts, ModeArg, READ_FILE, ReadArgs, WRITE_FILE, WriteArgs,
 };
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -20,9 +21,10 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use writegate_core::{
@@ -127,6 +129,10 @@ struct McpServer {
     service: Arc<Service>,
     workspaces: Workspaces,
     opts: McpOptions,
+    /// The cancel flag of each tool call whose operation is running, by
+    /// request id: `notifications/cancelled` sets it. Shutdown does not: an
+    /// operation that started finishes (or the grace period ends).
+    running: Mutex<HashMap<RequestId, Arc<AtomicBool>>>,
 }
 
 /// One tool call, ready to run.
@@ -143,11 +149,12 @@ impl McpServer {
             workspaces: Workspaces::new(service.clone()),
             service,
             opts,
+            running: Mutex::new(HashMap::new()),
         }
     }
 
     /// The arguments of `tool`, or an error result saying what is wrong.
-    fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, CallToolResult> {
+    fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Box<CallToolResult>> {
         serde_path_to_error::deserialize(args).map_err(|e| {
             let at = e.path().to_string();
             let why = e.into_inner();
@@ -156,7 +163,7 @@ impl McpServer {
             } else {
                 format!("{at}: {why}")
             };
-            reply::invalid_arguments(tool, &why)
+            Box::new(reply::invalid_arguments(tool, &why))
         })
     }
 
@@ -168,10 +175,10 @@ impl McpServer {
         cx: &RequestContext<RoleServer>,
         route: &'static str,
         tool: &str,
-    ) -> Result<Call, CallToolResult> {
+    ) -> Result<Call, Box<CallToolResult>> {
         self.workspaces.ready(&cx.peer).await;
         if raw.is_empty() {
-            return Err(reply::invalid_arguments(tool, "path is empty"));
+            return Err(Box::new(reply::invalid_arguments(tool, "path is empty")));
         }
         let given = Path::new(raw);
         let primary = self.workspaces.all().into_iter().next();
@@ -184,10 +191,10 @@ impl McpServer {
             client_root,
         }) = self.workspaces.pick(&path)
         else {
-            return Err(reply::error(
+            return Err(Box::new(reply::error(
                 "no_workspace: writegate has no workspace to work in: it was started without --workspace and the client shared no roots it may use. Nothing was done; tell the user to add --workspace <project directory> to the writegate mcp command.".to_string(),
                 serde_json::Map::from_iter([("errorKind".to_string(), Value::from("no_workspace"))]),
-            ));
+            )));
         };
         let approver: Option<Arc<dyn Approver>> = if approver::can_ask(&cx.peer) {
             Some(Arc::new(ElicitApprover {
@@ -212,8 +219,9 @@ impl McpServer {
         })
     }
 
-    /// Runs `op` on a blocking thread; a cancelled tool call sets the
-    /// operation's cancel flag (it stops before it begins to commit).
+    /// Runs `op` on a blocking thread. A `notifications/cancelled` for the
+    /// call sets the operation's cancel flag (it stops before it begins to
+    /// commit); nothing else stops it.
     async fn run<T: Send + 'static>(
         &self,
         call: &Call,
@@ -222,14 +230,10 @@ impl McpServer {
     ) -> Result<T, Failure> {
         let service = self.service.clone();
         let ctx = call.ctx.clone();
-        let mut job = tokio::task::spawn_blocking(move || op(&service, &ctx));
-        let joined = tokio::select! {
-            r = &mut job => r,
-            () = cx.ct.cancelled() => {
-                call.ctx.cancel.store(true, Ordering::SeqCst);
-                job.await
-            }
-        };
+        self.running_calls()
+            .insert(cx.id.clone(), call.ctx.cancel.clone());
+        let joined = tokio::task::spawn_blocking(move || op(&service, &ctx)).await;
+        self.running_calls().remove(&cx.id);
         joined.unwrap_or_else(|e| {
             tracing::error!(error = %e, "a tool call's operation panicked");
             Err(Refusal::new(
@@ -238,6 +242,12 @@ impl McpServer {
             )
             .into())
         })
+    }
+
+    fn running_calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Arc<AtomicBool>>> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A failure as an error result, with what the text may mention.
@@ -258,14 +268,14 @@ impl McpServer {
     async fn read_file(&self, args: Value, cx: &RequestContext<RoleServer>) -> CallToolResult {
         let a: ReadArgs = match Self::parse(READ_FILE, args) {
             Ok(a) => a,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         if !ALLOWANCES.reads {
             return reply::invalid_arguments(READ_FILE, "reads are not served");
         }
         let call = match self.prepare(&a.path, cx, "mcp read_file", READ_FILE).await {
             Ok(c) => c,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let params = ReadParams {
             path: call.path.clone(),
@@ -284,14 +294,14 @@ impl McpServer {
     async fn write_file(&self, args: Value, cx: &RequestContext<RoleServer>) -> CallToolResult {
         let a: WriteArgs = match Self::parse(WRITE_FILE, args) {
             Ok(a) => a,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let call = match self
             .prepare(&a.path, cx, "mcp write_file", WRITE_FILE)
             .await
         {
             Ok(c) => c,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let params = WriteParams {
             path: call.path.clone(),
@@ -312,7 +322,7 @@ impl McpServer {
     async fn edit_file(&self, args: Value, cx: &RequestContext<RoleServer>) -> CallToolResult {
         let a: EditArgs = match Self::parse(EDIT_FILE, args) {
             Ok(a) => a,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let mode = a.mode.unwrap_or(ModeArg::Replace).core();
         let content = match (mode, a.content) {
@@ -339,7 +349,7 @@ impl McpServer {
         }
         let call = match self.prepare(&a.path, cx, "mcp edit_file", EDIT_FILE).await {
             Ok(c) => c,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let params = EditParams {
             path: call.path.clone(),
@@ -419,6 +429,18 @@ impl ServerHandler for McpServer {
             }
         };
         Ok(result.into())
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        if let Some(id) = notification.request_id
+            && let Some(flag) = self.running_calls().get(&id)
+        {
+            flag.store(true, Ordering::SeqCst);
+        }
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
