@@ -332,10 +332,7 @@ type Roots = Vec<(PathBuf, bool)>;
 /// background; opens the audit log and the approvals. With
 /// `need_workspace`, no workspace at all is an error. Returns the service
 /// and the command-line workspaces (a reload keeps them).
-fn build_service(
-    a: &ServeArgs,
-    need_workspace: bool,
-) -> Result<(Arc<Service>, Roots), ExitCode> {
+fn build_service(a: &ServeArgs, need_workspace: bool) -> Result<(Arc<Service>, Roots), ExitCode> {
     let cfg = load_config(a).map_err(|e| {
         eprintln!("writegate: {e}");
         ExitCode::from(2)
