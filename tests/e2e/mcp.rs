@@ -1070,3 +1070,39 @@ fn a_cancelled_call_waiting_for_approval_writes_nothing() {
     assert_eq!(r["id"], 3, "{r}");
     assert_eq!(t.audit_events().len(), 1);
 }
+
+/// A line over `max_frame_bytes` is skipped (logged) and a message that is
+/// no valid request is answered "Invalid request"; the server answers on.
+#[test]
+fn an_over_long_or_invalid_line_does_not_stop_the_server() {
+    let t = Tree::new();
+    let mut cmd = t.command();
+    cmd.args(["mcp", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .env("WRITEGATE_MAX_FRAME_BYTES", "4096");
+    let mut d = t.spawn(cmd, true, false);
+    let mut c = d.stdio_client();
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    assert_eq!(c.recv()["id"], 1);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let long = "x".repeat(8192);
+    c.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "big.txt", "content": long}}}));
+    c.send_raw(b"this is not JSON\n");
+    c.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "result": {}}));
+    let r = c.recv();
+    assert_eq!(r["id"], 3, "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    c.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "small.txt", "content": "ok\n"}}}));
+    let r = c.recv();
+    assert_eq!(r["id"], 4, "{r}");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert!(!t.ws.join("big.txt").exists());
+    assert_eq!(fs::read(t.ws.join("small.txt")).unwrap(), b"ok\n");
+    assert!(
+        d.stderr_text().contains("longer than max_frame_bytes"),
+        "{}",
+        d.stderr_text()
+    );
+}

@@ -18,6 +18,7 @@ mod reply;
 mod roots;
 mod server;
 mod tools;
+mod transport;
 
 pub use server::{McpOptions, RunError, run};
 

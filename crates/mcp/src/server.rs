@@ -16,7 +16,6 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -86,9 +85,7 @@ pub fn run(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> {
 
 async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> {
     let max_line = usize::try_from(service.config().max_frame_bytes).unwrap_or(usize::MAX);
-    let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    let transport =
-        AsyncRwTransport::<RoleServer, _, _>::new(stdin, stdout).with_max_line_length(max_line);
+    let transport = crate::transport::Stdio::new(max_line);
     let server = McpServer::new(service, opts);
     let running = server
         .serve(transport)
