@@ -229,6 +229,10 @@ impl McpServer {
         let ctx = call.ctx.clone();
         self.running_calls()
             .insert(cx.id.clone(), call.ctx.cancel.clone());
+        if cx.ct.is_cancelled() {
+            // Cancelled before it got here (while waiting for the roots).
+            call.ctx.cancel.store(true, Ordering::SeqCst);
+        }
         let joined = tokio::task::spawn_blocking(move || op(&service, &ctx)).await;
         self.running_calls().remove(&cx.id);
         joined.unwrap_or_else(|e| {
