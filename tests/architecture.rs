@@ -85,6 +85,7 @@ fn only_the_fs_crate_writes_to_disk() {
             "crates/core",
             "crates/acp",
             "crates/proxy",
+            "crates/mcp",
             "bin/writegate",
         ],
         WRITE_APIS,
@@ -127,8 +128,9 @@ fn the_paths_crate_opens_nothing() {
     );
 }
 
-/// Architecture Invariant: async code only at the edge: no crate but
-/// `writegate-acp` and the binary depends on tokio.
+/// Architecture Invariant: async code only at the edge: no crate but the
+/// front ends (`writegate-acp`, `writegate-mcp`) and the binary depends on
+/// tokio.
 #[test]
 fn only_the_edge_depends_on_tokio() {
     for c in ["crates/text", "crates/paths", "crates/fs", "crates/core"] {
@@ -152,6 +154,7 @@ fn library_crates_never_print_to_stdout() {
             "crates/core",
             "crates/acp",
             "crates/proxy",
+            "crates/mcp",
         ],
         &["println!", "print!(", "std::io::stdout", "dbg!("],
     );
@@ -183,6 +186,7 @@ fn every_crate_states_its_job() {
         "crates/core",
         "crates/acp",
         "crates/proxy",
+        "crates/mcp",
     ] {
         let lib = std::fs::read_to_string(repo().join(c).join("src/lib.rs")).unwrap();
         assert!(
@@ -213,6 +217,7 @@ fn nothing_reads_the_shared_folder() {
             "crates/core",
             "crates/acp",
             "crates/proxy",
+            "crates/mcp",
             "bin/writegate",
         ],
         &["../shared", "shared/cases"],
@@ -301,7 +306,13 @@ fn every_method_module_is_in_the_table() {
 #[test]
 fn only_the_transport_table_grants_capabilities() {
     let hits: Vec<_> = find(
-        &["crates/acp", "crates/core", "crates/proxy", "bin/writegate"],
+        &[
+            "crates/acp",
+            "crates/core",
+            "crates/proxy",
+            "crates/mcp",
+            "bin/writegate",
+        ],
         &["external_writer: true", "choose_workspace: true"],
     )
     .into_iter()

@@ -23,6 +23,7 @@ mod environment;
 mod external;
 mod framing;
 mod handshake;
+mod mcp;
 mod permissions;
 mod protocol_doc;
 mod proxy;

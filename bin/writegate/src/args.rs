@@ -88,6 +88,11 @@ pub(crate) enum Command {
         after_help = "The agent's fs/read_text_file and fs/write_text_file (and _writegate/*) are answered by writegate\nin the workspace of each session (the cwd of its session/new); everything else passes through.\nExamples:\n  writegate proxy -- my-agent --acp\n  writegate proxy --audit-log /tmp/audit.jsonl -- npx @example/agent --acp\nExit status: the agent's (128 + signal if a signal ended it); 127 if it cannot be found, 2 for a bad config."
     )]
     Proxy(crate::proxy::ProxyArgs),
+    /// Serve the tools read_file, write_file and edit_file over MCP on stdio (for any agent that loads MCP servers).
+    #[command(
+        after_help = "Examples:\n  writegate mcp --workspace .\n  claude mcp add writegate -- writegate mcp --workspace /src/app\nSee the README for Codex, Gemini CLI and qwen-code.\nExit status: 0 when the client closed stdin, 2 when it cannot start."
+    )]
+    Mcp(McpArgs),
     /// Write a whole file through the running daemon; the content is read from stdin.
     #[command(after_help = concat!(
         "Examples:\n",
@@ -183,7 +188,22 @@ pub(crate) enum Command {
     Man(ManArgs),
 }
 
-/// `writegate serve`.
+/// `writegate mcp`.
+#[derive(Args)]
+pub(crate) struct McpArgs {
+    /// Register a workspace (repeatable; the first is the primary, where relative paths start).
+    /// The client's MCP roots are added as [mcp] client_roots says.
+    #[arg(long = "workspace", value_name = "DIR")]
+    pub(crate) workspaces: Vec<PathBuf>,
+    /// Config file [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Audit log [default: $XDG_STATE_HOME/writegate/audit.jsonl].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_log: Option<PathBuf>,
+}
+
+/// `writegate serve`'s arguments.
 #[derive(Args)]
 pub(crate) struct ServeArgs {
     /// Serve one connection on stdin/stdout (how a host spawns writegate).

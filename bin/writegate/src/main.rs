@@ -11,6 +11,7 @@ mod args;
 mod audit;
 mod client;
 mod commands;
+mod mcp;
 mod proxy;
 mod serve;
 
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
         // The proxy ends with its agent's exit status, whatever it is.
         Command::Proxy(a) => return proxy::proxy(a),
         Command::Serve(a) => serve::serve(&a),
+        Command::Mcp(a) => mcp::mcp(a),
         Command::Write(a) => commands::write(&a),
         Command::Edit(a) => commands::edit(&a),
         Command::Read(a) => commands::read(&a),

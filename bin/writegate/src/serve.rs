@@ -11,7 +11,17 @@ use writegate_core::{Config, Registry, Service, config::state_dir};
 /// `RUST_LOG` (both in `RUST_LOG` syntax), else `info`. Returns the filter
 /// and, when a variable was invalid and skipped, a warning to log once the
 /// subscriber is up.
+#[cfg(test)]
 fn log_filter(verbose: u8, quiet: u8) -> (tracing_subscriber::EnvFilter, Option<String>) {
+    log_filter_or(verbose, quiet, "info")
+}
+
+/// [`log_filter`] with `default` instead of `info` when nothing is set.
+fn log_filter_or(
+    verbose: u8,
+    quiet: u8,
+    default: &str,
+) -> (tracing_subscriber::EnvFilter, Option<String>) {
     use tracing_subscriber::EnvFilter;
     let from_flags = match (verbose, quiet) {
         (0, 0) => None,
@@ -37,11 +47,17 @@ fn log_filter(verbose: u8, quiet: u8) -> (tracing_subscriber::EnvFilter, Option<
             }
         }
     }
-    (EnvFilter::new("info"), warning)
+    (EnvFilter::new(default), warning)
 }
 
 pub(crate) fn init_logs(verbose: u8, quiet: u8) {
-    let (filter, warning) = log_filter(verbose, quiet);
+    init_logs_or(verbose, quiet, "info");
+}
+
+/// [`init_logs`] with `default` as the filter when no flag or variable
+/// sets one (`writegate mcp` quiets its SDK's info lines).
+pub(crate) fn init_logs_or(verbose: u8, quiet: u8, default: &str) {
+    let (filter, warning) = log_filter_or(verbose, quiet, default);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -125,23 +141,26 @@ fn no_workspace_message(config: Option<&std::path::Path>) -> String {
     )
 }
 
-/// Runs the daemon until SIGTERM/SIGINT (or the end of stdin with `--stdio`
-/// alone). [`Status::Usage`] (2) when it cannot start.
-pub(crate) fn serve(a: &ServeArgs) -> Status {
-    init_logs(a.verbose, a.quiet);
-    // Socket activation first: descriptor 3, if systemd passed it.
-    let activated = match writegate_acp::activated_listener(&env_var) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("writegate: socket activation: {e}");
-            return Status::Usage;
-        }
-    };
+/// Command-line workspaces: canonical-to-be roots and their trust.
+pub(crate) type Roots = Vec<(PathBuf, bool)>;
+
+/// The start-up every front end shares: the config (file, environment,
+/// flags), the workspaces (`--workspace` then `[[workspace]]`), one log line
+/// each and one about external writes, the stale temp cleanup, the audit
+/// log and approvals. Returns the service and the command-line workspaces
+/// (kept across reloads), or the exit status when it cannot start (a
+/// message on stderr). `need_workspace`: no workspace at all is an error
+/// (`serve`; `writegate mcp` may get its workspaces from the client's
+/// roots).
+pub(crate) fn build_service(
+    a: &ServeArgs,
+    need_workspace: bool,
+) -> Result<(Arc<Service>, Roots), Status> {
     let cfg = match load_config(a) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("writegate: {e}");
-            return Status::Usage;
+            return Err(Status::Usage);
         }
     };
     let registry = Registry::default();
@@ -157,12 +176,12 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
     {
         if let Err(e) = registry.register(&root, trusted) {
             eprintln!("writegate: {e}");
-            return Status::Usage;
+            return Err(Status::Usage);
         }
     }
-    if registry.primary().is_none() {
+    if need_workspace && registry.primary().is_none() {
         eprintln!("{}", no_workspace_message(a.config.as_deref()));
-        return Status::Usage;
+        return Err(Status::Usage);
     }
     log_workspaces(&registry);
     // Issue 13: as root, external tool writes are off unless the config
@@ -189,6 +208,25 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
     let audit_path = cfg.audit_path(&env_var);
     let approvals = state_dir(&env_var).join("approvals.json");
     let service = Arc::new(Service::new(cfg, registry, &audit_path, approvals));
+    Ok((service, cli_workspaces))
+}
+
+/// Runs the daemon until SIGTERM/SIGINT (or the end of stdin with `--stdio`
+/// alone). [`Status::Usage`] (2) when it cannot start.
+pub(crate) fn serve(a: &ServeArgs) -> Status {
+    init_logs(a.verbose, a.quiet);
+    // Socket activation first: descriptor 3, if systemd passed it.
+    let activated = match writegate_acp::activated_listener(&env_var) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("writegate: socket activation: {e}");
+            return Status::Usage;
+        }
+    };
+    let (service, cli_workspaces) = match build_service(a, true) {
+        Ok(s) => s,
+        Err(status) => return status,
+    };
     let socket = match (&a.socket, a.stdio || activated.is_some()) {
         (Some(p), _) => Some(absolutize(p)),
         (None, true) => None,

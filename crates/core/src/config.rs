@@ -113,6 +113,40 @@ impl Default for ProxyConfig {
     }
 }
 
+/// Whether an MCP client's roots (`roots/list`) become workspaces, and
+/// with what trust (`[mcp] client_roots`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientRoots {
+    /// Client roots are not used; only `--workspace` and `[[workspace]]`.
+    Ignore,
+    /// Registered untrusted: readable, writes refused (`untrusted_workspace`).
+    #[default]
+    Untrusted,
+    /// Registered trusted: readable and writable.
+    Trusted,
+}
+
+impl ClientRoots {
+    /// The config spelling: `"ignore"`, `"untrusted"` or `"trusted"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientRoots::Ignore => "ignore",
+            ClientRoots::Untrusted => "untrusted",
+            ClientRoots::Trusted => "trusted",
+        }
+    }
+}
+
+/// `[mcp]`: the MCP front end (`writegate mcp`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// What the client's MCP roots become. A root equal to a `--workspace`
+    /// or `[[workspace]]` root keeps that workspace's trust.
+    pub client_roots: ClientRoots,
+}
+
 /// The whole configuration, defaults as in `config/writegate.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -155,6 +189,8 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// `[proxy]`: `writegate proxy`'s session workspaces and agent process.
     pub proxy: ProxyConfig,
+    /// `[mcp]`: the MCP front end.
+    pub mcp: McpConfig,
 }
 
 impl Default for Config {
@@ -174,6 +210,7 @@ impl Default for Config {
             audit: AuditConfig::default(),
             policy: PolicyConfig::default(),
             proxy: ProxyConfig::default(),
+            mcp: McpConfig::default(),
         }
     }
 }
@@ -238,6 +275,7 @@ pub const ENV_KEYS: &[&str] = &[
     "policy.auto_approve",
     "proxy.trusted",
     "proxy.agent_exit_grace_ms",
+    "mcp.client_roots",
 ];
 
 /// `WRITEGATE_*` variables the binary reads itself, besides the config keys
@@ -567,6 +605,7 @@ mod tests {
             "[policy]",
             "[proxy]",
             "roots",
+            "[mcp]",
         ] {
             assert!(
                 text.contains(key),

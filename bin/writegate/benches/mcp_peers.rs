@@ -1,0 +1,425 @@
+//! `writegate mcp` next to the MCP filesystem servers people use today,
+//! on the same workload, side by side in one run (issue 11):
+//! `@modelcontextprotocol/server-filesystem` (npm) and `rust-mcp-filesystem`
+//! (crates.io). Run it through `scripts/bench-mcp-peers.sh`, which installs
+//! the peers and passes their paths in `WG_PEER_NODE_FS` (the server's
+//! `dist/index.js`) and `WG_PEER_RUST_FS` (the binary); a peer without its
+//! variable is skipped.
+//!
+//! One driver for all three: raw JSON-RPC lines over each server's stdio,
+//! one request in flight, request lines built before the clock starts, at
+//! 1 KiB, 64 KiB, 1 MiB and 5 MiB of ASCII lines:
+//!
+//! - write: `write_file {path, content}`, a new file per write;
+//! - edit: one exact replacement in the middle of a file (writegate:
+//!   `edit_file {path, find, content}`; the peers: `edit_file {path,
+//!   edits: [{oldText, newText}]}`), a fresh file per edit, made before the
+//!   clock starts.
+//!
+//! Every file is read back and compared after each batch; a wrong byte
+//! stops the bench. Rounds rotate the servers' order (disk drift hits all
+//! of them); ops/s is a server's operations over its time summed over the
+//! rounds.
+//!
+//! writegate is durable (fsync of the temp file and of the directory, one
+//! audit line per operation); the peers write without fsync. Also printed:
+//! each server's resident memory after `initialize` (`VmRSS`) and its time
+//! from spawn to the `initialize` answer (median of 15 starts).
+//!
+//! This prints figures; it asserts nothing about time.
+
+#![allow(clippy::print_stdout)] // a benchmark prints its figures to stdout
+
+mod common;
+
+use common::{BIN, KIB, MIB, Tree, fmt_size, median, print_preamble, scaled, text_of};
+use serde_json::{Value, json};
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The three servers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Writegate,
+    NodeFs,
+    RustFs,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Writegate => "writegate mcp",
+            Kind::NodeFs => "server-filesystem",
+            Kind::RustFs => "rust-mcp-filesystem",
+        }
+    }
+
+    fn dir(self) -> &'static str {
+        match self {
+            Kind::Writegate => "wg",
+            Kind::NodeFs => "node",
+            Kind::RustFs => "rust",
+        }
+    }
+}
+
+/// A server's program and how to start it on `dir`.
+struct Peer {
+    kind: Kind,
+    program: PathBuf,
+}
+
+impl Peer {
+    fn command(&self, t: &Tree, dir: &Path) -> Command {
+        let mut c = match self.kind {
+            Kind::Writegate => {
+                let mut c = Command::new(&self.program);
+                c.arg("mcp")
+                    .arg("--workspace")
+                    .arg(dir)
+                    .arg("--audit-log")
+                    .arg(&t.audit);
+                c
+            }
+            Kind::NodeFs => {
+                let mut c = Command::new("node");
+                c.arg(&self.program).arg(dir);
+                c
+            }
+            Kind::RustFs => {
+                let mut c = Command::new(&self.program);
+                c.arg("--allow-write").arg(dir);
+                c
+            }
+        };
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", t.base.join("home"))
+            .env("XDG_STATE_HOME", t.base.join("state"))
+            .env("XDG_CONFIG_HOME", t.base.join("config"))
+            .env("XDG_RUNTIME_DIR", t.base.join("run"))
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        c
+    }
+
+    #[allow(clippy::unused_self)] // every server gets the same arguments; a method for symmetry with edit_args
+    fn write_args(&self, path: &Path, content: &str) -> Value {
+        json!({"path": path, "content": content})
+    }
+
+    fn edit_args(&self, path: &Path, find: &str, new: &str) -> Value {
+        match self.kind {
+            Kind::Writegate => json!({"path": path, "find": find, "content": new}),
+            Kind::NodeFs | Kind::RustFs => {
+                json!({"path": path, "edits": [{"oldText": find, "newText": new}]})
+            }
+        }
+    }
+}
+
+/// A running server and its stdio.
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Server {
+    /// Spawns and initializes; returns the server and the time from spawn
+    /// to the `initialize` answer.
+    fn start(peer: &Peer, t: &Tree, dir: &Path) -> (Server, Duration) {
+        let t0 = Instant::now();
+        let mut child = peer
+            .command(t, dir)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", peer.kind.name()));
+        let mut s = Server {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next_id: 0,
+        };
+        let init = s.line(
+            "initialize",
+            &json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "wg-bench", "version": "1"}}),
+        );
+        let r = s.roundtrip(&init);
+        let ready = t0.elapsed();
+        assert!(r.get("result").is_some(), "{}: {r}", peer.kind.name());
+        s.stdin
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+            .unwrap();
+        (s, ready)
+    }
+
+    /// A request line (with its id) ready to send.
+    fn line(&mut self, method: &str, params: &Value) -> (u64, Vec<u8>) {
+        self.next_id += 1;
+        let mut v = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}),
+        )
+        .unwrap();
+        v.push(b'\n');
+        (self.next_id, v)
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // call sites build the arguments inline
+    fn tool_line(&mut self, tool: &str, args: Value) -> (u64, Vec<u8>) {
+        self.line("tools/call", &json!({"name": tool, "arguments": args}))
+    }
+
+    /// Sends one request and reads until its answer; requests from the
+    /// server get "method not found", notifications are skipped.
+    fn roundtrip(&mut self, (id, line): &(u64, Vec<u8>)) -> Value {
+        self.stdin.write_all(line).unwrap();
+        self.stdin.flush().unwrap();
+        let mut buf = String::new();
+        loop {
+            buf.clear();
+            let n = self.stdout.read_line(&mut buf).unwrap();
+            assert!(n > 0, "server closed stdout");
+            let Ok(v) = serde_json::from_str::<Value>(&buf) else {
+                continue;
+            };
+            if v.get("method").is_some() {
+                if let Some(rid) = v.get("id") {
+                    let e = json!({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "not supported"}});
+                    writeln!(self.stdin, "{e}").unwrap();
+                }
+                continue;
+            }
+            if v["id"] == *id {
+                return v;
+            }
+        }
+    }
+
+    fn status_kib(&self, key: &str) -> u64 {
+        let s = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        s.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An answer that is a tool error or a protocol error.
+fn failed(r: &Value) -> Option<String> {
+    if r.get("error").is_some() || r["result"]["isError"] == true {
+        Some(r.to_string().chars().take(400).collect())
+    } else {
+        None
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Write,
+    Edit,
+}
+
+/// The content of edit file `i` of a size, with a 20-byte marker at the
+/// start of the line in the middle, and the same after the edit.
+fn edit_texts(size: usize, i: usize) -> (String, String, String, String) {
+    let base = text_of(size, "edit");
+    let mid = size / 2 + base[size / 2..].find('\n').unwrap() + 1;
+    let find = format!("MARKER-{i:06}-MIDDLE");
+    let new = format!("EDITED-{i:06}-MIDDLE");
+    let mut before = base.clone();
+    before.replace_range(mid..mid + find.len(), &find);
+    let mut after = base;
+    after.replace_range(mid..mid + new.len(), &new);
+    (before, after, find, new)
+}
+
+/// One batch: `n` operations of `op` at `size` on one server. Returns the
+/// seconds the operations took; checks every file afterwards.
+fn batch(peer: &Peer, s: &mut Server, dir: &Path, op: Op, size: usize, n: usize, tag: &str) -> f64 {
+    let mut lines = Vec::with_capacity(n);
+    let mut expect = Vec::with_capacity(n);
+    for i in 0..n {
+        let path = dir.join(format!("{tag}-{i}.txt"));
+        match op {
+            Op::Write => {
+                let content = text_of(size, &format!("{tag}-{i}"));
+                lines.push(s.tool_line("write_file", peer.write_args(&path, &content)));
+                expect.push((path, content));
+            }
+            Op::Edit => {
+                let (before, after, find, new) = edit_texts(size, i);
+                fs::write(&path, &before).unwrap();
+                lines.push(s.tool_line("edit_file", peer.edit_args(&path, &find, &new)));
+                expect.push((path, after));
+            }
+        }
+    }
+    let t0 = Instant::now();
+    for l in &lines {
+        let r = s.roundtrip(l);
+        if let Some(e) = failed(&r) {
+            panic!("{} {tag}: {e}", peer.kind.name());
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    for (path, content) in &expect {
+        let got = fs::read(path).unwrap();
+        assert!(
+            got == content.as_bytes(),
+            "{}: {} is wrong on disk ({} bytes, want {})",
+            peer.kind.name(),
+            path.display(),
+            got.len(),
+            content.len()
+        );
+        fs::remove_file(path).unwrap();
+    }
+    secs
+}
+
+fn main() {
+    let t = Tree::new("mcp-peers");
+    print_preamble("mcp peers", &t);
+    let mut peers = vec![Peer {
+        kind: Kind::Writegate,
+        program: PathBuf::from(BIN),
+    }];
+    for (var, kind) in [
+        ("WG_PEER_NODE_FS", Kind::NodeFs),
+        ("WG_PEER_RUST_FS", Kind::RustFs),
+    ] {
+        match std::env::var_os(var) {
+            Some(p) => peers.push(Peer {
+                kind,
+                program: PathBuf::from(p),
+            }),
+            None => println!(
+                "{} skipped: {var} is not set (scripts/bench-mcp-peers.sh sets it)",
+                kind.name()
+            ),
+        }
+    }
+    for p in &peers {
+        println!("{:<20} {}", p.kind.name(), p.program.display());
+    }
+    println!(
+        "durability: writegate fsyncs each file and its directory and appends one audit line per operation; the peers do not fsync"
+    );
+    println!();
+
+    // Start-up: time to the initialize answer, idle memory.
+    println!("start-up (spawn to initialize answered, median of 15; VmRSS after initialize):");
+    for p in &peers {
+        let dir = t.ws.join(format!("start-{}", p.kind.dir()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut ready = Vec::new();
+        let mut rss = Vec::new();
+        for _ in 0..15 {
+            let (s, r) = Server::start(p, &t, &dir);
+            ready.push(r.as_secs_f64() * 1000.0);
+            std::thread::sleep(Duration::from_millis(100));
+            rss.push(s.status_kib("VmRSS") as f64);
+        }
+        println!(
+            "  {:<20} ready {:>7.1} ms   idle VmRSS {:>7.0} KiB ({:.1} MiB)",
+            p.kind.name(),
+            median(&mut ready),
+            median(&mut rss),
+            median(&mut rss) / 1024.0
+        );
+    }
+    println!();
+
+    let mut servers: Vec<(Server, PathBuf)> = peers
+        .iter()
+        .map(|p| {
+            let dir = t.ws.join(p.kind.dir());
+            fs::create_dir_all(&dir).unwrap();
+            (Server::start(p, &t, &dir).0, dir)
+        })
+        .collect();
+    let sizes = [(KIB, 100), (64 * KIB, 60), (MIB, 16), (5 * MIB, 6)];
+    let rounds = 3;
+    let mut table = Vec::new();
+    for op in [Op::Write, Op::Edit] {
+        for (size, per_round) in sizes {
+            let n = scaled(per_round);
+            let mut secs = vec![0.0; peers.len()];
+            for round in 0..rounds {
+                for k in 0..peers.len() {
+                    let j = (k + round) % peers.len();
+                    let (s, dir) = &mut servers[j];
+                    let tag = format!(
+                        "{}-{}-r{round}",
+                        if op == Op::Write { "w" } else { "e" },
+                        size / KIB
+                    );
+                    secs[j] += batch(&peers[j], s, dir, op, size, n, &tag);
+                }
+            }
+            let ops: Vec<f64> = secs.iter().map(|s| (n * rounds) as f64 / s).collect();
+            table.push((op, size, ops));
+        }
+    }
+
+    println!("ops/s (one request in flight, {rounds} rounds; every file checked on disk):");
+    print!("  {:<6}{:>8}", "op", "size");
+    for p in &peers {
+        print!("{:>22}", p.kind.name());
+    }
+    for p in peers.iter().skip(1) {
+        print!("{:>26}", format!("writegate / {}", p.kind.dir()));
+    }
+    println!();
+    for (op, size, ops) in &table {
+        print!(
+            "  {:<6}{:>8}",
+            if *op == Op::Write { "write" } else { "edit" },
+            fmt_size(*size)
+        );
+        for o in ops {
+            print!("{o:>22.1}");
+        }
+        for o in ops.iter().skip(1) {
+            print!("{:>25.2}x", ops[0] / o);
+        }
+        println!();
+    }
+    if let Some(rust) = peers.iter().position(|p| p.kind == Kind::RustFs) {
+        println!();
+        println!("issue 11 targets against rust-mcp-filesystem (printed, not asserted):");
+        for (op, size, want) in [
+            (Op::Write, KIB, 1.5),
+            (Op::Write, 5 * MIB, 4.0),
+            (Op::Edit, 5 * MIB, 3.0),
+        ] {
+            let (_, _, ops) = table
+                .iter()
+                .find(|(o, s, _)| *o == op && *s == size)
+                .unwrap();
+            let ratio = ops[0] / ops[rust];
+            println!(
+                "  {} {}: {ratio:.2}x (target {want}x): {}",
+                if op == Op::Write { "write" } else { "edit" },
+                fmt_size(size),
+                if ratio >= want { "met" } else { "NOT met" }
+            );
+        }
+    }
+    let _ = servers.drain(..);
+    println!("load average at end: {}", common::load_average());
+}

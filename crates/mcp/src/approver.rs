@@ -1,0 +1,170 @@
+//! Asking the person about a held write with MCP elicitation
+//! (`elicitation/create`): allow once, allow for this session, or deny.
+//! Core calls [`Approver::ask`] from the operation's blocking thread; the
+//! request goes out on the runtime and the answer comes back over a
+//! oneshot channel.
+
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, ProtocolVersion};
+use rmcp::service::{ElicitationMode, Peer, RoleServer};
+use serde_json::{Value, json};
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+use writegate_core::{ApprovalAnswer, ApprovalQuestion, Approver};
+
+/// The answer values of the form's one field, `decision`.
+const ALLOW_ONCE: &str = "allow_once";
+const ALLOW_ALWAYS: &str = "allow_always";
+const DENY: &str = "deny";
+
+/// Asks through the connection's peer; one per tool call.
+pub(crate) struct ElicitApprover {
+    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) handle: Handle,
+    /// Cancelled when the tool call is (the question is dropped then).
+    pub(crate) cancel: CancellationToken,
+}
+
+/// Whether the client can be asked: it declared form elicitation.
+pub(crate) fn can_ask(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes()
+        .contains(&ElicitationMode::Form)
+}
+
+/// The form: one required single choice. Clients on 2025-11-25 get titled
+/// options (`oneOf` of `const`/`title`); older ones the plain `enum` with
+/// `enumNames`.
+pub(crate) fn form(version: Option<&ProtocolVersion>) -> ElicitationSchema {
+    let titled = version.is_some_and(|v| v.as_str() >= ProtocolVersion::V_2025_11_25.as_str());
+    let choice = if titled {
+        json!({
+            "type": "string",
+            "title": "Decision",
+            "oneOf": [
+                {"const": ALLOW_ONCE, "title": "Allow once"},
+                {"const": ALLOW_ALWAYS, "title": "Allow for this session"},
+                {"const": DENY, "title": "Deny"},
+            ],
+        })
+    } else {
+        json!({
+            "type": "string",
+            "title": "Decision",
+            "enum": [ALLOW_ONCE, ALLOW_ALWAYS, DENY],
+            "enumNames": ["Allow once", "Allow for this session", "Deny"],
+        })
+    };
+    let schema = json!({
+        "type": "object",
+        "properties": {"decision": choice},
+        "required": ["decision"],
+    });
+    let Value::Object(obj) = schema else {
+        unreachable!("a JSON object literal")
+    };
+    ElicitationSchema::from_json_schema(obj)
+        .expect("the approval form is a valid elicitation schema")
+}
+
+/// The question in words.
+pub(crate) fn message(q: &ApprovalQuestion) -> String {
+    let what = if q.mode == "write" {
+        "write".to_string()
+    } else {
+        format!("edit ({})", q.mode)
+    };
+    format!(
+        "An agent asks writegate to {what} {}. This path is held for your approval: {} (rated {}). Allow it?",
+        q.path.display(),
+        q.reason,
+        q.level
+    )
+}
+
+/// The person's answer from the client's result.
+pub(crate) fn answer(action: &ElicitationAction, content: Option<&Value>) -> ApprovalAnswer {
+    match action {
+        ElicitationAction::Accept => {
+            match content
+                .and_then(|c| c.get("decision"))
+                .and_then(Value::as_str)
+            {
+                Some(ALLOW_ONCE) => ApprovalAnswer::AllowOnce,
+                Some(ALLOW_ALWAYS) => ApprovalAnswer::AllowAlways,
+                Some(DENY) => ApprovalAnswer::Deny,
+                // Accepted without a valid choice: not an approval.
+                _ => ApprovalAnswer::Unavailable,
+            }
+        }
+        ElicitationAction::Decline => ApprovalAnswer::Deny,
+        ElicitationAction::Cancel => ApprovalAnswer::Cancelled,
+        // An action this version does not know: nobody approved.
+        _ => ApprovalAnswer::Unavailable,
+    }
+}
+
+impl Approver for ElicitApprover {
+    fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
+        let peer = self.peer.clone();
+        let cancel = self.cancel.clone();
+        let version = peer.peer_info().map(|i| i.protocol_version.clone());
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message(q),
+            requested_schema: form(version.as_ref()),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.handle.spawn(async move {
+            let answer = tokio::select! {
+                () = cancel.cancelled() => ApprovalAnswer::Cancelled,
+                r = peer.create_elicitation(params) => match r {
+                    Ok(r) => answer(&r.action, r.content.as_ref()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the client did not answer the approval question");
+                        ApprovalAnswer::Unavailable
+                    }
+                },
+            };
+            let _ = tx.send(answer);
+        });
+        rx.blocking_recv().unwrap_or(ApprovalAnswer::Unavailable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_forms_are_valid_elicitation_schemas() {
+        for v in [
+            None,
+            Some(ProtocolVersion::V_2025_06_18),
+            Some(ProtocolVersion::V_2025_11_25),
+        ] {
+            let s = serde_json::to_value(form(v.as_ref())).unwrap();
+            assert_eq!(s["required"], json!(["decision"]), "{s}");
+        }
+    }
+
+    #[test]
+    fn answers() {
+        let d = |v: &str| json!({"decision": v});
+        let a = ElicitationAction::Accept;
+        assert_eq!(answer(&a, Some(&d(ALLOW_ONCE))), ApprovalAnswer::AllowOnce);
+        assert_eq!(
+            answer(&a, Some(&d(ALLOW_ALWAYS))),
+            ApprovalAnswer::AllowAlways
+        );
+        assert_eq!(answer(&a, Some(&d(DENY))), ApprovalAnswer::Deny);
+        assert_eq!(answer(&a, Some(&d("yes"))), ApprovalAnswer::Unavailable);
+        assert_eq!(answer(&a, None), ApprovalAnswer::Unavailable);
+        assert_eq!(
+            answer(&ElicitationAction::Decline, None),
+            ApprovalAnswer::Deny
+        );
+        assert_eq!(
+            answer(&ElicitationAction::Cancel, None),
+            ApprovalAnswer::Cancelled
+        );
+    }
+}

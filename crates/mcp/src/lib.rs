@@ -1,0 +1,36 @@
+//! writegate's MCP front end (`writegate mcp`): the tools `read_file`,
+//! `write_file` and `edit_file` served over MCP on stdio with the official
+//! Rust SDK (`rmcp`), for any agent that loads tools from MCP servers. Each
+//! tool call is one operation of `writegate_core::Service` (resolver,
+//! approval gate, path lock, writers, audit) run on a blocking thread; a held
+//! write asks the person through MCP elicitation when the client offers it;
+//! the client's MCP roots become workspaces as the config says.
+//!
+//! This crate owns its wire types (tool arguments with their JSON schemas,
+//! results, the text a model reads, the [`ALLOWANCES`] of an MCP connection)
+//! and nothing else. It must never implement a rule of its own (paths,
+//! encodings, approvals, the audit format all come from `writegate-core`),
+//! never write to disk itself, and never put anything but MCP messages on
+//! stdout.
+
+mod approver;
+mod reply;
+mod roots;
+mod server;
+mod tools;
+mod transport;
+
+pub use server::{McpOptions, RunError, run};
+
+use writegate_core::Allowances;
+
+/// What an MCP connection may do, declared in this one place: read files,
+/// yes; the external host writer, no (an MCP tool call carries no
+/// tool-write-origin marker, so it never writes outside a workspace);
+/// choosing its workspace by name, no (client roots are registered as
+/// `[mcp] client_roots` says, never by a request).
+pub const ALLOWANCES: Allowances = Allowances {
+    external_writer: false,
+    choose_workspace: false,
+    reads: true,
+};

@@ -1,0 +1,357 @@
+//! Tool results: core outcomes as the text a model reads plus
+//! `structuredContent`, and every failure as a result with `isError: true`
+//! and one or two sentences the model can act on. The only place a core
+//! [`Failure`] becomes MCP.
+
+use crate::tools::{EditOut, LineOut, ReadOut, WriteOut};
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
+use serde_json::{Map, Value, json};
+use std::fmt::Write as _;
+use std::path::Path;
+use writegate_core::{Detail, EditReport, ErrorKind, Failure, LinesRead, WriteOutcome};
+
+/// `_meta` key of an error result's facts: `{errorKind, status, ...}`.
+pub(crate) const ERROR_META_KEY: &str = "writegate/error";
+
+/// What the failure text may mention besides the refusal itself.
+pub(crate) struct Situation<'a> {
+    /// Every workspace root the connection routes to, the primary first.
+    pub(crate) roots: &'a [String],
+    /// The workspace the request ran in came from the client's roots.
+    pub(crate) client_root: bool,
+    /// The level a config rule must give a held path (`policy.auto_approve`).
+    pub(crate) auto_approve: &'static str,
+    /// The config file the person would edit, if known.
+    pub(crate) config_file: Option<&'a Path>,
+    /// The person could be asked (the client offers elicitation).
+    pub(crate) asked: bool,
+}
+
+/// A successful result with `text` for the model and `structured` content.
+fn success(text: String, structured: &impl serde::Serialize) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+    r.structured_content = serde_json::to_value(structured).ok();
+    r
+}
+
+/// An error result: `text` for the model, `facts` under `_meta`.
+pub(crate) fn error(text: String, facts: Map<String, Value>) -> CallToolResult {
+    let r = CallToolResult::error(vec![ContentBlock::text(text)]);
+    let mut meta = MetaObject::new();
+    meta.0
+        .insert(ERROR_META_KEY.to_string(), Value::Object(facts));
+    r.with_meta(Some(meta))
+}
+
+/// Arguments that do not fit the tool (wrong type, unknown name, bad
+/// combination): an error result naming what to fix. Not audited (no
+/// operation ran).
+pub(crate) fn invalid_arguments(tool: &str, why: &str) -> CallToolResult {
+    let mut facts = Map::new();
+    facts.insert("errorKind".into(), "invalid_arguments".into());
+    error(
+        format!(
+            "invalid_arguments: {tool}: {why}. Nothing was done; fix the arguments (see the tool's input schema) and call it again."
+        ),
+        facts,
+    )
+}
+
+/// `read_file`'s result: numbered lines, then one line of facts.
+pub(crate) fn read(path: &Path, r: LinesRead) -> CallToolResult {
+    let mut text =
+        String::with_capacity(r.lines.iter().map(|(_, t)| t.len() + 8).sum::<usize>() + 160);
+    for (n, line) in &r.lines {
+        let _ = writeln!(text, "{n}\t{line}");
+    }
+    let shown = match (r.lines.first(), r.lines.last()) {
+        (Some((a, _)), Some((b, _))) if r.lines.len() < r.total_lines => {
+            let more = if usize::try_from(*b).is_ok_and(|b| b < r.total_lines) {
+                format!("; read on with line={}", b + 1)
+            } else {
+                String::new()
+            };
+            format!("lines {a}-{b} of {}{more}", r.total_lines)
+        }
+        (Some(_), Some(_)) => format!("{} lines", r.total_lines),
+        _ if r.total_lines == 0 => "empty file".to_string(),
+        _ => format!(
+            "no lines in that range; the file has {} lines",
+            r.total_lines
+        ),
+    };
+    let _ = write!(
+        text,
+        "[{}: {shown}; {}{}, {} line endings; hash {}]",
+        path.display(),
+        r.format.encoding,
+        if r.format.bom { " with BOM" } else { "" },
+        r.format.line_ending.as_str().to_uppercase(),
+        r.hash
+    );
+    let out = ReadOut {
+        path: path.display().to_string(),
+        lines: r
+            .lines
+            .into_iter()
+            .map(|(n, text)| LineOut { n, text })
+            .collect(),
+        total_lines: r.total_lines,
+        hash: r.hash,
+        encoding: r.format.encoding,
+        bom: r.format.bom,
+        line_ending: r.format.line_ending.as_str(),
+    };
+    success(text, &out)
+}
+
+/// `write_file`'s result.
+pub(crate) fn wrote(path: &Path, w: WriteOutcome) -> CallToolResult {
+    let what = if w.created {
+        "created".to_string()
+    } else {
+        format!("replaced (was {} bytes)", w.bytes_before)
+    };
+    let text = format!(
+        "Wrote {} bytes to {}: {what}. hash {}",
+        w.bytes_after,
+        path.display(),
+        w.hash
+    );
+    let out = WriteOut {
+        path: path.display().to_string(),
+        created: w.created,
+        bytes_before: w.bytes_before,
+        bytes_after: w.bytes_after,
+        hash: w.hash,
+    };
+    success(text, &out)
+}
+
+/// `edit_file`'s result: the core's sentence, the diff of a dry run, the
+/// new hash.
+pub(crate) fn edited(r: EditReport) -> CallToolResult {
+    let mut text = r.message.clone();
+    if let Some(d) = &r.diff {
+        text.push_str("\n\n");
+        text.push_str(d);
+        if !d.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("(dry run: nothing was written)");
+    }
+    let _ = write!(
+        text,
+        "\nhash {}{}",
+        r.hash,
+        if r.dry_run {
+            " (the file's hash if this edit were made)"
+        } else {
+            ""
+        }
+    );
+    let out = EditOut {
+        message: r.message,
+        created: r.created,
+        bytes_before: r.bytes_before,
+        bytes_after: r.bytes_after,
+        hash: r.hash,
+        line: r.line,
+        moved_from: r.moved_from,
+        kept_indentation: r.kept_indentation,
+        now_reads: r.now_reads,
+        diff: r.diff,
+        dry_run: r.dry_run,
+    };
+    success(text, &out)
+}
+
+/// A TOML string holding `s` (literal when it can be).
+fn toml_string(s: &str) -> String {
+    if !s.contains(['\'', '\n', '\r']) {
+        return format!("'{s}'");
+    }
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A core failure as an error result. The text is `<errorKind>: <what
+/// happened and what to do>`; `_meta["writegate/error"]` holds the kind,
+/// the status and the refusal's structured facts.
+pub(crate) fn failure(f: &Failure, s: &Situation<'_>) -> CallToolResult {
+    let mut facts = Map::new();
+    let text = match f {
+        Failure::InvalidParams(why) => {
+            facts.insert("errorKind".into(), "invalid_arguments".into());
+            format!(
+                "invalid_arguments: {why}. Nothing was done; fix the arguments and call the tool again."
+            )
+        }
+        Failure::Cancelled => {
+            facts.insert("errorKind".into(), "cancelled".into());
+            "cancelled: the call was cancelled, or the user dismissed the approval question; nothing was written.".to_string()
+        }
+        Failure::Refused(r) => {
+            facts.insert("errorKind".into(), r.kind.as_str().into());
+            facts.insert("status".into(), r.kind.status().into());
+            let mut hint = r.hint.clone();
+            match &r.detail {
+                Some(Detail::Ambiguous { count, lines }) => {
+                    facts.insert("count".into(), json!(count));
+                    facts.insert("lines".into(), json!(lines));
+                }
+                Some(Detail::LineOutOfRange { line, total }) => {
+                    facts.insert("line".into(), json!(line));
+                    facts.insert("totalLines".into(), json!(total));
+                }
+                Some(Detail::LineMismatch { line, holds }) => {
+                    facts.insert("line".into(), json!(line));
+                    facts.insert("lineHolds".into(), json!(holds));
+                }
+                Some(Detail::NotFound { uri }) => {
+                    facts.insert("path".into(), json!(uri));
+                }
+                Some(Detail::HashMismatch { expected, current }) => {
+                    facts.insert("expectedHash".into(), json!(expected));
+                    facts.insert("currentHash".into(), json!(current));
+                }
+                Some(Detail::Approval {
+                    command,
+                    level,
+                    reason,
+                    ..
+                }) => {
+                    facts.insert("command".into(), json!(command));
+                    facts.insert("level".into(), json!(level));
+                    facts.insert("reason".into(), json!(reason));
+                    hint = if hint.starts_with("the user declined") {
+                        format!(
+                            "the user declined `{command}` ({reason}); nothing was written. Do not retry it unless the user asks for it."
+                        )
+                    } else {
+                        let file = s.config_file.map_or_else(
+                            || "the writegate config".to_string(),
+                            |p| p.display().to_string(),
+                        );
+                        let why = if s.asked {
+                            "the question to the user got no answer"
+                        } else {
+                            "this MCP client cannot ask them (it does not offer elicitation)"
+                        };
+                        format!(
+                            "`{command}` needs the user's approval ({reason}, rated {level}) and {why}. Nothing was written. Tell the user; they can allow it with a rule in {file}: [policy] rules = [{{ pattern = {}, level = \"{}\" }}], then restart the MCP server; do not retry before they do.",
+                            toml_string(&writegate_core::policy::escape_glob(command)),
+                            s.auto_approve
+                        )
+                    };
+                }
+                None => {}
+            }
+            match r.kind {
+                ErrorKind::PathOutsideWorkspace if s.roots.len() > 1 => {
+                    let _ = write!(hint, " (the workspaces are {})", s.roots.join(", "));
+                }
+                ErrorKind::PathOutsideWorkspace => {
+                    if let Some(root) = s.roots.first().filter(|r| !hint.contains(r.as_str())) {
+                        let _ = write!(hint, " (the workspace is {root})");
+                    }
+                }
+                ErrorKind::UntrustedWorkspace if s.client_root => {
+                    hint = "this workspace came from the MCP client's roots, which are registered read-only ([mcp] client_roots = \"untrusted\"); nothing was written. Tell the user: they can start writegate mcp with --workspace on this directory, or set [mcp] client_roots = \"trusted\" in the writegate config.".to_string();
+                }
+                _ => {}
+            }
+            facts.insert("hint".into(), json!(hint));
+            format!("{}: {hint}", r.kind.as_str())
+        }
+    };
+    error(text, facts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use writegate_core::Refusal;
+
+    fn situation() -> Situation<'static> {
+        Situation {
+            roots: &[],
+            client_root: false,
+            auto_approve: "moderate",
+            config_file: None,
+            asked: false,
+        }
+    }
+
+    fn text(r: &CallToolResult) -> String {
+        match &r.content[0] {
+            ContentBlock::Text(t) => t.text.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_ambiguous_find_names_the_count_and_lines() {
+        let f = Failure::Refused(
+            Refusal::new(
+                ErrorKind::AmbiguousTextMatch,
+                "find occurs 2 times (starting on lines 3 and 9); include more surrounding text",
+            )
+            .with_detail(Detail::Ambiguous {
+                count: 2,
+                lines: vec![3, 9],
+            }),
+        );
+        let r = failure(&f, &situation());
+        assert_eq!(r.is_error, Some(true));
+        let t = text(&r);
+        assert!(
+            t.starts_with("ambiguous_text_match: find occurs 2 times (starting on lines 3 and 9)"),
+            "{t}"
+        );
+        let meta = r.meta.unwrap();
+        assert_eq!(meta.0[ERROR_META_KEY]["lines"], json!([3, 9]));
+        assert_eq!(meta.0[ERROR_META_KEY]["count"], 2);
+    }
+
+    #[test]
+    fn a_held_write_without_elicitation_says_how_to_allow_it() {
+        let f = Failure::Refused(
+            Refusal::new(ErrorKind::ApprovalRequired, "call _writegate/approve").with_detail(
+                Detail::Approval {
+                    command: "edit_file write /w/a*b/.env".into(),
+                    level: "dangerous",
+                    reason: "credential file .env".into(),
+                    session: Some("s".into()),
+                },
+            ),
+        );
+        let t = text(&failure(&f, &situation()));
+        assert!(!t.contains("_writegate/approve"), "{t}");
+        assert!(
+            t.contains(r#"pattern = 'edit_file write /w/a\*b/.env', level = "moderate""#),
+            "{t}"
+        );
+        assert!(t.contains("cannot ask"), "{t}");
+    }
+
+    #[test]
+    fn toml_strings_quote_what_a_literal_cannot_hold() {
+        assert_eq!(toml_string("a\\b"), "'a\\b'");
+        assert_eq!(toml_string("it's"), "\"it's\"");
+        assert_eq!(toml_string("a\"'\\"), "\"a\\\"'\\\\\"");
+    }
+}
