@@ -236,6 +236,18 @@ fn serve(a: ServeArgs) -> ExitCode {
     let audit_path = cfg.audit_path(&env_var);
     let approvals = state_dir(&env_var).join("approvals.json");
     let service = Arc::new(Service::new(cfg, registry, &audit_path, approvals));
+    // Issue 14: no silently missing audit log.
+    if let Some(problem) = service.audit().startup_problem() {
+        if service.audit().required() {
+            eprintln!(
+                "writegate: cannot use the audit log {}: {problem}; fix it (or point audit.path / --audit-log elsewhere), or set audit.required = false to serve without a working audit log",
+                audit_path.display()
+            );
+            return ExitCode::from(2);
+        }
+        tracing::error!(path = %audit_path.display(), problem = %problem,
+            "THE AUDIT LOG DOES NOT WORK; serving anyway because audit.required = false");
+    }
     let socket = match (&a.socket, a.stdio) {
         (Some(p), _) => Some(absolutize(p)),
         (None, true) => None,
@@ -293,7 +305,9 @@ fn serve(a: ServeArgs) -> ExitCode {
         socket,
         on_reload: Some(reload),
     };
-    let result = runtime.block_on(writegate_acp::serve(service, opts));
+    let result = runtime.block_on(writegate_acp::serve(service.clone(), opts));
+    // Last audit flush; a clean journal is removed.
+    service.audit().close();
     // Do not wait for a blocked stdin reader thread.
     runtime.shutdown_background();
     match result {

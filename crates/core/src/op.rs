@@ -18,7 +18,7 @@
 //! delete or rename reuses them with a different commit.
 
 use crate::api::OpCtx;
-use crate::audit::{AuditEvent, EventKind, Intent, Writer, now_rfc3339};
+use crate::audit::{AuditEvent, CommitFacts, CommitIntent, EventKind, Intent, Writer, now_rfc3339};
 use crate::config::{Config, NewFileMode};
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use crate::policy::GateRequest;
@@ -84,6 +84,9 @@ pub(crate) struct Op<'s> {
     event: Option<AuditEvent>,
     raw_path: String,
     start: Instant,
+    /// The journaled intent of the commit, from just before it until the
+    /// event is written (issue 13).
+    intent: Option<CommitIntent>,
     /// Declared after `event` is written and dropped last (see `Drop`).
     guard: Option<PathGuard<'s>>,
 }
@@ -103,8 +106,9 @@ impl<'s> Op<'s> {
             v: 1,
             ts: String::new(),
             kind: EventKind::Denied,
+            op_id: svc.audit().next_op_id(),
             intent,
-            route: ctx.route,
+            route: ctx.route.into(),
             writer: Writer::Workspace,
             session_id: ctx.session_id.clone(),
             workspace: ctx.runtime.id.clone(),
@@ -122,6 +126,7 @@ impl<'s> Op<'s> {
             source: None,
             dry_run: None,
             path: None,
+            recovered: None,
         };
         Op {
             svc,
@@ -130,6 +135,7 @@ impl<'s> Op<'s> {
             event: Some(event),
             raw_path: raw.display().to_string(),
             start: Instant::now(),
+            intent: None,
             guard: None,
         }
     }
@@ -214,7 +220,7 @@ impl<'s> Op<'s> {
                 // Refusals of the external writer are its own events.
                 let e = self.event();
                 e.writer = Writer::External;
-                e.source = Some(source.as_str());
+                e.source = Some(source.as_str().into());
                 let ext = writegate_paths::resolve_external(&OsView, raw)
                     .map_err(|e| resolve_refusal(e, root))?;
                 // Only paths outside every root of this runtime may take
@@ -372,6 +378,20 @@ impl<'s> Op<'s> {
             {
                 drop(e.take_handle());
             }
+            // Issue 13: space for the event and the intent to commit are on
+            // record before the rename (refused here when they cannot be
+            // and audit.required is on).
+            self.intent = self.svc.audit().prepare(
+                self.event.as_ref().expect("drafted until finish"),
+                &CommitFacts {
+                    target: &target.canonical,
+                    before: opts.expect_existing,
+                    bytes_after: len,
+                    hash_after: &hash_after,
+                    raw_path: &self.raw_path,
+                },
+                self.start.elapsed(),
+            )?;
             let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit)
                 .map_err(Refusal::from)?;
             // The replaced file's last reference goes to the releaser: its
@@ -430,13 +450,13 @@ impl<'s> Op<'s> {
         let raw = self.svc.audit().raw_paths();
         event.ts = now_rfc3339();
         event.kind = kind;
-        event.error_kind = error_kind;
+        event.error_kind = error_kind.map(Into::into);
         event.hint = if raw { hint } else { None };
         event.duration_ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         if raw {
             event.path = Some(std::mem::take(&mut self.raw_path));
         }
-        self.svc.audit().record(&event);
+        self.svc.audit().record_op(&event, self.intent.take());
     }
 }
 
