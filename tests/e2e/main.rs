@@ -13,6 +13,7 @@
 mod common;
 
 mod approval;
+mod audit;
 mod cancel;
 mod cases;
 mod cli;
