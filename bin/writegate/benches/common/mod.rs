@@ -118,6 +118,7 @@ impl Daemon {
             .env("XDG_RUNTIME_DIR", t.base.join("run"))
             .env("XDG_STATE_HOME", t.base.join("state"))
             .env("XDG_CONFIG_HOME", t.base.join("config"))
+            .env("WRITEGATE_AUDIT_FLUSH", audit_flush())
             .envs(
                 ALLOCATOR_ENV
                     .iter()
@@ -281,6 +282,12 @@ pub fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// `audit.flush` for the daemon and the in-process service:
+/// `WG_BENCH_AUDIT_FLUSH=sync` (default `interval`, the daemon's default).
+pub fn audit_flush() -> String {
+    std::env::var("WG_BENCH_AUDIT_FLUSH").unwrap_or_else(|_| "interval".into())
+}
+
 pub fn scale() -> f64 {
     std::env::var("WG_BENCH_SCALE")
         .ok()
@@ -329,6 +336,7 @@ pub fn print_preamble(bench: &str, t: &Tree) {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         scale()
     );
+    println!("audit.flush: {} (WG_BENCH_AUDIT_FLUSH)", audit_flush());
     for k in ALLOCATOR_ENV {
         if let Ok(v) = std::env::var(k) {
             println!("daemon allocator setting: {k}={v}");
