@@ -405,3 +405,45 @@ fn an_audit_log_that_cannot_be_opened_is_a_startup_problem() {
     assert!(w.svc.audit().startup_problem().is_some());
     w.write("a.txt", "x\n").unwrap();
 }
+
+/// Events beyond what may wait in memory are not dropped silently: once
+/// the log works again, an `audit.gap` line says how many were lost, and
+/// what was kept plus what was lost is every operation.
+#[test]
+fn events_that_cannot_wait_are_counted_in_an_audit_gap_line() {
+    let Some(fs) = Tmpfs::mount("8m") else {
+        return;
+    };
+    let w = world(fs.path.join("audit.jsonl"), |c| c.audit.required = false);
+    std::fs::write(w.root.join("r.txt"), "r\n").unwrap();
+    fill(&fs.path, 0);
+    let p = writegate_core::ReadParams {
+        path: w.root.join("r.txt"),
+        line: None,
+        limit: None,
+    };
+    let mut total = writegate_core::audit::MAX_BACKLOG + 500;
+    for _ in 0..total {
+        w.svc.read_lines(&w.ctx(), &p).unwrap();
+    }
+    std::fs::remove_file(fs.path.join("filler")).unwrap();
+    let start = Instant::now();
+    while !w.svc.audit().flushed() {
+        // Each operation first writes what waits.
+        w.svc.read_lines(&w.ctx(), &p).unwrap();
+        total += 1;
+        assert!(start.elapsed() < Duration::from_secs(60), "never caught up");
+    }
+    let (mut kept, mut lost, mut gaps) = (0u64, 0u64, 0);
+    for e in w.events() {
+        if e["type"] == "audit.gap" {
+            gaps += 1;
+            lost += e["lost"].as_u64().unwrap();
+        } else {
+            kept += 1;
+        }
+    }
+    assert_eq!(gaps, 1, "one gap line");
+    assert!(lost > 0);
+    assert_eq!(kept + lost, total as u64, "every operation kept or counted");
+}
