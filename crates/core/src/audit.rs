@@ -327,6 +327,8 @@ impl GroupSync {
 
     fn wait(&self, seq: u64, sync: &dyn Fn() -> Result<(), FsError>) -> Result<(), FsError> {
         let mut s = lock(&self.state);
+        // Nothing can be waited for beyond the last append.
+        let seq = seq.min(s.appended);
         loop {
             if s.synced >= seq {
                 return Ok(());
@@ -1155,14 +1157,19 @@ impl Shared {
         let retry_flush = st.flush_failed;
         self.update_failing(&st);
         drop(st);
-        if !written.is_empty() || retry_flush {
-            if retry_flush && written.is_empty() {
-                let (latest, _) = self.log_sync.latest();
-                // A failed flush is retried with a fresh fdatasync.
-                let _ = self.sync_log(latest.max(1));
-                self.update_failing(&lock(&self.log));
-            } else {
-                self.after_append(written.len());
+        if !written.is_empty() {
+            self.after_append(written.len());
+        } else if retry_flush {
+            // A failed flush is retried with a fresh fdatasync, whatever the
+            // counters say.
+            let log = lock(&self.log).log.clone();
+            if let Some(log) = log
+                && log.sync().is_ok()
+            {
+                let mut st = lock(&self.log);
+                st.flush_failed = false;
+                self.update_failing(&st);
+                tracing::info!(path = %self.path.display(), "audit log flushes again");
             }
         }
     }
