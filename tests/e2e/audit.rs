@@ -583,3 +583,158 @@ fn kill_9_loop_interval_every_committed_write_has_exactly_one_event() {
 fn kill_9_loop_sync_every_committed_write_has_exactly_one_event() {
     kill_loop("sync", crash_writes(), seed());
 }
+
+/// One system call of an `strace -f -y` log: its name, its first argument
+/// (the fd with its path, from `-y`), the full text, and the lines where it
+/// started and finished.
+struct Call {
+    name: String,
+    text: String,
+    start: usize,
+    end: usize,
+}
+
+/// Parses an `strace -f -y` log, joining `<unfinished ...>` and
+/// `<... resumed>` halves (per pid).
+fn calls(log: &str) -> Vec<Call> {
+    let mut out = Vec::new();
+    let mut open: HashMap<String, (String, String, usize)> = HashMap::new();
+    for (i, line) in log.lines().enumerate() {
+        let Some((pid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        if let Some(r) = rest.strip_prefix("<... ") {
+            let name = r.split(' ').next().unwrap_or("").to_string();
+            if let Some((n, text, start)) = open.remove(pid)
+                && n == name
+            {
+                out.push(Call {
+                    name,
+                    text: format!("{text}{r}"),
+                    start,
+                    end: i,
+                });
+            }
+            continue;
+        }
+        let Some(paren) = rest.find('(') else {
+            continue;
+        };
+        let name = rest[..paren].to_string();
+        if rest.ends_with("<unfinished ...>") {
+            open.insert(pid.to_string(), (name, rest.to_string(), i));
+        } else {
+            out.push(Call {
+                name,
+                text: rest.to_string(),
+                start: i,
+                end: i,
+            });
+        }
+    }
+    out
+}
+
+/// Runs one write through a daemon under `strace -f -y` with `flush`, stops
+/// it cleanly and returns the system calls it made. `None` without strace.
+fn traced_write(flush: &str) -> Option<(Tree, Vec<Call>)> {
+    let Some(strace) = find_program("strace") else {
+        eprintln!("note: strace is not installed; the flush-order tests are skipped");
+        return None;
+    };
+    let t = Tree::new();
+    let trace = t.base.join("logs/strace.txt");
+    let mut cmd = Command::new(strace);
+    t.set_env(&mut cmd);
+    cmd.args(["-f", "-y", "-s", "300", "-o"])
+        .arg(&trace)
+        .args(["-e", "trace=write,fsync,fdatasync,renameat,renameat2"])
+        .arg(BIN)
+        .args(["serve", "--stdio", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .env("WRITEGATE_AUDIT_FLUSH", flush);
+    let mut d = t.spawn(cmd, true, false);
+    let mut c = d.stdio_client();
+    let r = c.call("initialize", json!({"protocolVersion": 1}));
+    assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());
+    let r = c.call_id(
+        "w",
+        "fs/write_text_file",
+        write_params(&t.ws.join("a.txt"), "a\n"),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    stop(d, c);
+    let log = fs::read_to_string(&trace).unwrap();
+    Some((t, calls(&log)))
+}
+
+fn find<'a>(calls: &'a [Call], name: &str, arg: &str) -> Vec<&'a Call> {
+    calls
+        .iter()
+        .filter(|c| c.name == name && c.text.contains(arg))
+        .collect()
+}
+
+/// Issue 12 item 5, `flush = "sync"`, checked on the system calls the
+/// daemon really makes: the operation's intent is `fdatasync`ed before its
+/// rename, and its event is written and `fdatasync`ed before the answer is
+/// written.
+#[test]
+fn sync_flush_syncs_the_intent_before_the_rename_and_the_event_before_the_answer() {
+    let Some((_t, calls)) = traced_write("sync") else {
+        return;
+    };
+    let rename = find(&calls, "renameat", "a.txt")
+        .into_iter()
+        .chain(find(&calls, "renameat2", "a.txt"))
+        .next()
+        .expect("a rename");
+    let answer = find(&calls, "write", r#"\"id\":\"w\""#)[0];
+    let intent = find(&calls, "write", ".intents>");
+    assert_eq!(intent.len(), 1, "one intent journaled");
+    assert!(
+        find(&calls, "fdatasync", ".intents>")
+            .iter()
+            .any(|s| s.start > intent[0].end && s.end < rename.start),
+        "the intent is on disk before the rename"
+    );
+    let event = find(&calls, "write", "audit.jsonl>")
+        .into_iter()
+        .find(|w| w.text.contains("fs.access"))
+        .expect("the event");
+    assert!(event.start > rename.end && event.end < answer.start);
+    assert!(
+        find(&calls, "fdatasync", "audit.jsonl>")
+            .iter()
+            .any(|s| s.start > event.end && s.end < answer.start),
+        "the event is on disk before the answer"
+    );
+}
+
+/// Issue 12 item 5, `flush = "interval"` (the default), on the daemon's
+/// system calls: the event is written to the log before the answer (so a
+/// killed daemon loses no event of an answered write), the journal is never
+/// `fdatasync`ed, and the log is `fdatasync`ed after the event (by the
+/// flusher, or at the latest at shutdown).
+#[test]
+fn interval_flush_writes_the_event_before_the_answer_and_syncs_it_afterwards() {
+    let Some((_t, calls)) = traced_write("interval") else {
+        return;
+    };
+    let answer = find(&calls, "write", r#"\"id\":\"w\""#)[0];
+    let event = find(&calls, "write", "audit.jsonl>")
+        .into_iter()
+        .find(|w| w.text.contains("fs.access"))
+        .expect("the event");
+    assert!(event.end < answer.start, "in the log before the answer");
+    assert!(find(&calls, "fdatasync", ".intents>").is_empty());
+    assert!(
+        find(&calls, "fdatasync", "audit.jsonl>")
+            .iter()
+            .any(|s| s.start > event.end),
+        "flushed after the event"
+    );
+}

@@ -261,10 +261,14 @@ pub struct CommitFacts<'a> {
 }
 
 /// A journaled intent to commit (from [`AuditSink::prepare`]); hand it to
+/// [`AuditSink::intent_durable`] just before the commit and to
 /// [`AuditSink::record_op`] with the operation's event.
 #[derive(Debug)]
 pub struct CommitIntent {
     need: u64,
+    /// The journal append's number, while it may not be on disk yet
+    /// (`flush = "sync"`).
+    journal_seq: Option<u64>,
 }
 
 /// Disk space promised to one event (from [`AuditSink::reserve_event`]).
@@ -397,6 +401,8 @@ struct JournalState {
 #[derive(Default)]
 struct FlusherState {
     stop: bool,
+    /// An intent was journaled in `sync` mode: `fdatasync` the journal now.
+    journal_kick: bool,
     /// Time of the first append not yet covered by a flush (interval mode).
     dirty_since: Option<Instant>,
     next_retry: Option<Instant>,
@@ -671,22 +677,48 @@ impl AuditSink {
             }
         };
         line.push(b'\n');
-        let (journal, seq) = match s.journal_append(&line) {
-            Ok(j) => j,
+        let seq = match s.journal_append(&line) {
+            Ok((_, seq)) => seq,
             Err(why) => {
                 s.release(need);
                 return self.refuse_or_warn(&why);
             }
         };
-        if s.flush == FlushMode::Sync
-            && let Err(e) = s.journal_sync.wait(seq, &|| journal.sync())
-        {
-            s.failures.fetch_add(1, Ordering::SeqCst);
-            s.release(need);
-            s.journal_done();
-            return self.refuse_or_warn(&crate::error::with_causes(&e));
+        let journal_seq = (s.flush == FlushMode::Sync).then(|| {
+            // Start its fdatasync now, on the flusher, so that it overlaps
+            // the caller's own writing and fsync of the new file;
+            // `intent_durable` waits for it just before the rename.
+            let mut f = lock(&s.flusher);
+            f.journal_kick = true;
+            if f.idle {
+                s.wake.notify_one();
+            }
+            seq
+        });
+        Ok(Some(CommitIntent { need, journal_seq }))
+    }
+
+    /// Just before the commit (the rename): with `flush = "sync"`, waits
+    /// until the intent is on disk (sharing the `fdatasync` with concurrent
+    /// operations). Errors as [`AuditSink::prepare`]; after an error with
+    /// `audit.required` the caller must not commit (the intent is retired
+    /// with the operation's `fs.denied` event).
+    pub fn intent_durable(&self, intent: Option<&CommitIntent>) -> Result<(), Refusal> {
+        let Some(seq) = intent.and_then(|i| i.journal_seq) else {
+            return Ok(());
+        };
+        let s = &self.shared;
+        let Some(journal) = lock(&s.journal).journal.clone() else {
+            return self.refuse_or_warn::<()>("no intent journal").map(|_| ());
+        };
+        match s.journal_sync.wait(seq, &|| journal.sync()) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                s.failures.fetch_add(1, Ordering::SeqCst);
+                self.refuse_or_warn::<()>(&crate::error::with_causes(&e))
+                    .map(|_| ())
+            }
         }
-        Ok(Some(CommitIntent { need }))
     }
 
     fn refuse_or_warn<T>(&self, why: &str) -> Result<Option<T>, Refusal> {
@@ -1174,6 +1206,16 @@ impl Shared {
         }
     }
 
+    /// `fdatasync`s every intent journaled so far (for `intent_durable`,
+    /// which reports a failure to its operation).
+    fn sync_journal(&self) {
+        let Some(journal) = lock(&self.journal).journal.clone() else {
+            return;
+        };
+        let (appended, _) = self.journal_sync.latest();
+        let _ = self.journal_sync.wait(appended, &|| journal.sync());
+    }
+
     /// A flush by the flusher: catch up, then `fdatasync` what was appended.
     fn flush_now(&self) {
         self.catch_up();
@@ -1194,6 +1236,13 @@ impl Shared {
         loop {
             if f.stop {
                 break;
+            }
+            if f.journal_kick {
+                f.journal_kick = false;
+                drop(f);
+                self.sync_journal();
+                f = lock(&self.flusher);
+                continue;
             }
             let now = Instant::now();
             let mut due = f.dirty_since.map(|t| t + FLUSH_INTERVAL);

@@ -361,14 +361,6 @@ impl<'s> Op<'s> {
                 },
                 expect_existing: existing.as_ref().map(|e| (e.dev, e.ino)),
             };
-            let guard = &self.ctx.runtime.guard;
-            let mut precommit = || {
-                if guard.is_open() {
-                    Ok(())
-                } else {
-                    Err("generation closed".to_string())
-                }
-            };
             // Keep the old file's read descriptor across the rename only
             // where that just delays freeing its blocks (local disks);
             // elsewhere close it first (NFS and FUSE would rename it to a
@@ -381,7 +373,8 @@ impl<'s> Op<'s> {
             // Issue 13: space for the event and the intent to commit are on
             // record before the rename (refused here when they cannot be
             // and audit.required is on).
-            self.intent = self.svc.audit().prepare(
+            let audit = self.svc.audit();
+            let intent = audit.prepare(
                 self.event.as_ref().expect("drafted until finish"),
                 &CommitFacts {
                     target: &target.canonical,
@@ -392,8 +385,24 @@ impl<'s> Op<'s> {
                 },
                 self.start.elapsed(),
             )?;
-            let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit)
-                .map_err(Refusal::from)?;
+            let guard = &self.ctx.runtime.guard;
+            let mut unrecorded = None;
+            let mut precommit = || {
+                if !guard.is_open() {
+                    return Err("generation closed".to_string());
+                }
+                // With audit.flush = "sync" the intent is on disk before
+                // the rename (its fdatasync overlapped the temp file's).
+                audit.intent_durable(intent.as_ref()).map_err(|r| {
+                    let why = r.hint.clone();
+                    unrecorded = Some(r);
+                    why
+                })
+            };
+            let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit);
+            self.intent = intent;
+            let published =
+                published.map_err(|e| unrecorded.take().unwrap_or_else(|| Refusal::from(e)))?;
             // The replaced file's last reference goes to the releaser: its
             // blocks are freed there, not on this request's path.
             if let Some(fd) = existing.as_mut().and_then(Existing::take_handle) {
