@@ -87,7 +87,7 @@ fn approval_once_lets_exactly_the_next_write_through() {
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.ws.join(".env");
     let command = needs_approval(&t, &mut c, &mut audit, &target, "s1");
-    approve(&mut c, "s1", &command, "once");
+    approve(&mut c, &mut audit, "s1", &command, "once");
     // Another session does not consume it.
     needs_approval(&t, &mut c, &mut audit, &target, "s2");
     write_ok(&mut c, &mut audit, &target, "s1", "A=1\n");
@@ -101,7 +101,7 @@ fn approval_session_scope_covers_that_session_only() {
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.ws.join("key.pem");
     needs_approval(&t, &mut c, &mut audit, &target, "s1");
-    approve(&mut c, "s1", "edit_file * */key.pem", "session");
+    approve(&mut c, &mut audit, "s1", "edit_file * */key.pem", "session");
     write_ok(&mut c, &mut audit, &target, "s1", "one\n");
     write_ok(&mut c, &mut audit, &target, "s1", "two\n");
     needs_approval(&t, &mut c, &mut audit, &target, "s2");
@@ -122,7 +122,13 @@ fn approval_workspace_scope_covers_every_session_of_that_workspace_only() {
     let r = initialize_in(&mut b, &json!(t.wsb));
     assert!(r.get("result").is_some(), "{r}");
     let mut audit = t.audit();
-    approve(&mut a, "s1", "edit_file write */.env", "workspace");
+    approve(
+        &mut a,
+        &mut audit,
+        "s1",
+        "edit_file write */.env",
+        "workspace",
+    );
     for session in ["s1", "s2", "s3"] {
         write_ok(&mut a, &mut audit, &t.ws.join(".env"), session, "A=1\n");
     }
@@ -141,7 +147,7 @@ fn approval_persistent_survives_a_restart_and_is_stored_0600() {
         let mut d = t.stdio_daemon(&[]);
         let mut c = d.stdio_client();
         let command = needs_approval(&t, &mut c, &mut audit, &target, "s1");
-        approve(&mut c, "s1", &command, "persistent");
+        approve(&mut c, &mut audit, "s1", &command, "persistent");
         write_ok(&mut c, &mut audit, &target, "s1", "Host a\n");
         write_ok(&mut c, &mut audit, &target, "s2", "Host b\n");
         c.close_write();
@@ -185,6 +191,7 @@ fn the_approval_gate_also_applies_on_the_external_route() {
     assert_eq!(ev["writer"], "external", "{ev}");
     approve(
         &mut c,
+        &mut audit,
         "s1",
         r["error"]["data"]["command"].as_str().unwrap(),
         "once",
@@ -246,12 +253,21 @@ fn needs_approval(
     command
 }
 
-fn approve(c: &mut Client, session: &str, pattern: &str, scope: &str) {
+/// Approves, and checks the grant's one `approval.grant` audit event
+/// (issue 14: every grant is audited, without raw text by default).
+fn approve(c: &mut Client, audit: &mut Audit, session: &str, pattern: &str, scope: &str) {
     let r = c.call(
         "_writegate/approve",
         json!({"sessionId": session, "pattern": pattern, "scope": scope}),
     );
     assert!(r.get("result").is_some(), "{r}");
+    let ev = audit.one("approval.grant");
+    assert_eq!(ev["scope"], scope, "{ev}");
+    assert_eq!(ev["sessionId"], session, "{ev}");
+    assert!(
+        ev.get("pattern").is_none() && ev.get("command").is_none(),
+        "{ev}"
+    );
 }
 
 fn write_ok(c: &mut Client, audit: &mut Audit, target: &Path, session: &str, content: &str) {

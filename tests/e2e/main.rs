@@ -14,6 +14,7 @@ mod common;
 
 mod activation;
 mod approval;
+mod audit;
 mod cancel;
 mod cases;
 mod cli;

@@ -3,7 +3,8 @@
 //! directory), measured in the same run on the same files.
 //!
 //! Run: `cargo bench -p writegate --bench throughput`
-//! (optional: `WG_BENCH_SCALE=0.5` or `=2` scales the number of writes).
+//! (optional: `WG_BENCH_SCALE=0.5` or `=2` scales the number of writes;
+//! `WG_BENCH_AUDIT_FLUSH=sync` runs with `audit.flush = "sync"`).
 //!
 //! For each size (1 KiB, 4 KiB, 5 MiB) and for 1 and 8 connections, the bench
 //! alternates rounds of "bare sequence" and "daemon" over the same 64 files
@@ -25,8 +26,8 @@
 mod common;
 
 use common::{
-    Client, Daemon, KIB, MIB, Tree, bare_write, fmt_size, load_average, median, print_preamble,
-    scaled, stats, text_of, write_params_prefix,
+    Client, Daemon, KIB, MIB, Tree, audit_flush, bare_write, fmt_size, load_average, median,
+    print_preamble, scaled, stats, text_of, write_params_prefix,
 };
 use std::fs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -219,8 +220,12 @@ fn inproc_service(t: &Tree) -> (Service, OpCtx) {
     let registry = Registry::default();
     let runtime = registry.register(&t.ws, true).expect("register workspace");
     let state = t.audit.parent().unwrap();
+    let mut config = Config::default();
+    if audit_flush() == "sync" {
+        config.audit.flush = writegate_core::config::FlushMode::Sync;
+    }
     let svc = Service::new(
-        Config::default(),
+        config,
         registry,
         &state.join("inproc-audit.jsonl"),
         state.join("inproc-approvals.json"),

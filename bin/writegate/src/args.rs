@@ -192,7 +192,7 @@ pub(crate) enum Command {
 #[derive(Args)]
 pub(crate) struct McpArgs {
     /// Register a workspace (repeatable; the first is the primary, where relative paths start).
-    /// The client's MCP roots are added as [mcp] client_roots says.
+    /// The client's MCP roots are added as `[mcp] client_roots` says.
     #[arg(long = "workspace", value_name = "DIR")]
     pub(crate) workspaces: Vec<PathBuf>,
     /// Config file [default: $XDG_CONFIG_HOME/writegate/config.toml].

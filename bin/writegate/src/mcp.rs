@@ -33,7 +33,10 @@ pub(crate) fn mcp(a: McpArgs) -> Status {
             .or_else(default_config_path),
         ..writegate_mcp::McpOptions::default()
     };
-    match writegate_mcp::run(service, opts) {
+    let result = writegate_mcp::run(service.clone(), opts);
+    // Last audit flush; a clean journal is removed.
+    service.audit().close();
+    match result {
         Ok(()) => Status::Ok,
         Err(e) => {
             eprintln!("writegate: {e}");

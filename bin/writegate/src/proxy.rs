@@ -4,14 +4,11 @@
 //! `writegate_proxy::run`.
 
 use crate::args::ServeArgs;
-use crate::env_var;
-use crate::serve::{init_logs, load_config};
+use crate::serve::{build_service, init_logs};
 use clap::Args;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use writegate_core::{Registry, Service, config::state_dir};
 
 #[derive(Args)]
 pub(crate) struct ProxyArgs {
@@ -48,21 +45,11 @@ pub(crate) fn proxy(a: ProxyArgs) -> ExitCode {
         verbose: 0,
         quiet: 0,
     };
-    let cfg = match load_config(&as_serve) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("writegate: {e}");
-            return ExitCode::from(2);
-        }
+    // The same start-up as serve (config, audit log check, stale temps);
+    // the workspaces come from the sessions' cwd.
+    let Ok((service, _)) = build_service(&as_serve, false) else {
+        return ExitCode::from(2);
     };
-    let audit_path = cfg.audit_path(&env_var);
-    let approvals = state_dir(&env_var).join("approvals.json");
-    let service = Arc::new(Service::new(
-        cfg,
-        Registry::default(),
-        &audit_path,
-        approvals,
-    ));
     let mut command = a.command.into_iter();
     let opts = writegate_proxy::ProxyOptions {
         program: command.next().unwrap_or_default(),
@@ -85,7 +72,9 @@ pub(crate) fn proxy(a: ProxyArgs) -> ExitCode {
     };
     // block_on runs the future on this (main) thread, which spawns the
     // agent: the agent's parent-death signal is tied to this thread.
-    let result = runtime.block_on(writegate_proxy::run(service, opts));
+    let result = runtime.block_on(writegate_proxy::run(service.clone(), opts));
+    // Last audit flush; a clean journal is removed.
+    service.audit().close();
     // Do not wait for a blocked stdin reader thread.
     runtime.shutdown_background();
     match result {

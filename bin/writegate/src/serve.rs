@@ -16,7 +16,7 @@ fn log_filter(verbose: u8, quiet: u8) -> (tracing_subscriber::EnvFilter, Option<
     log_filter_or(verbose, quiet, "info")
 }
 
-/// [`log_filter`] with `default` instead of `info` when nothing is set.
+/// The log filter of `log_filter` with `default` instead of `info` when nothing is set.
 fn log_filter_or(
     verbose: u8,
     quiet: u8,
@@ -208,6 +208,22 @@ pub(crate) fn build_service(
     let audit_path = cfg.audit_path(&env_var);
     let approvals = state_dir(&env_var).join("approvals.json");
     let service = Arc::new(Service::new(cfg, registry, &audit_path, approvals));
+    // Issue 14: no silently missing audit log.
+    let audit = service.audit();
+    if let Some(problem) = audit.startup_problem() {
+        if audit.required() {
+            eprintln!(
+                "writegate: cannot use the audit log {}: {problem}; fix it (or point audit.path / --audit-log elsewhere), or set audit.required = false to serve without a working audit log",
+                audit_path.display()
+            );
+            return Err(Status::Usage);
+        }
+        tracing::error!(path = %audit_path.display(), problem = %problem,
+            "THE AUDIT LOG DOES NOT WORK; serving anyway because audit.required = false");
+    } else if !audit.required() {
+        tracing::warn!(path = %audit_path.display(),
+            "audit.required = false: writes go on even while the audit log cannot be written");
+    }
     Ok((service, cli_workspaces))
 }
 
@@ -291,7 +307,9 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
         activated,
         on_reload: Some(reload),
     };
-    let result = runtime.block_on(writegate_acp::serve(service, opts));
+    let result = runtime.block_on(writegate_acp::serve(service.clone(), opts));
+    // Last audit flush; a clean journal is removed.
+    service.audit().close();
     // Do not wait for a blocked stdin reader thread.
     runtime.shutdown_background();
     match result {

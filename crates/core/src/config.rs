@@ -62,7 +62,7 @@ pub struct PolicyRule {
 }
 
 /// `[audit]` (SPEC 10).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
     /// Audit log path; empty means `$XDG_STATE_HOME/writegate/audit.jsonl`
@@ -70,8 +70,53 @@ pub struct AuditConfig {
     pub path: String,
     /// Record raw paths and messages in events.
     pub raw_paths: bool,
-    /// Refuse writes while the sink is failing.
+    /// Default true: the daemon does not start when the log cannot be
+    /// opened and written, refuses every write, edit and approval whose
+    /// event could not be written, and refuses them all while the log is
+    /// failing (an append or a flush failed). `false` keeps serving with
+    /// the log failing (logged loudly at start and at every failure).
     pub required: bool,
+    /// When events reach the disk (`fdatasync`): `interval` (default) or
+    /// `sync`. See [`FlushMode`].
+    pub flush: FlushMode,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            path: String::new(),
+            raw_paths: false,
+            required: true,
+            flush: FlushMode::Interval,
+        }
+    }
+}
+
+/// `audit.flush`: when appended events are made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum FlushMode {
+    /// Every event is written (`write(2)`) before the response; a
+    /// background flusher `fdatasync`s the log at most every
+    /// [`crate::audit::FLUSH_INTERVAL`] (20 ms) after the first event it
+    /// has not synced yet, and once more at shutdown. A power cut can lose
+    /// the events of about the last 20 ms; a killed process loses none.
+    #[default]
+    Interval,
+    /// The event is on disk before the response (and the operation's
+    /// intent before its commit): concurrent operations share one
+    /// `fdatasync` (group commit).
+    Sync,
+}
+
+impl FlushMode {
+    /// The config spelling: `"interval"` or `"sync"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlushMode::Interval => "interval",
+            FlushMode::Sync => "sync",
+        }
+    }
 }
 
 /// `[policy]` (SPEC 12).
@@ -272,6 +317,7 @@ pub const ENV_KEYS: &[&str] = &[
     "audit.path",
     "audit.raw_paths",
     "audit.required",
+    "audit.flush",
     "policy.auto_approve",
     "proxy.trusted",
     "proxy.agent_exit_grace_ms",

@@ -19,7 +19,7 @@
 
 use crate::api::OpCtx;
 use crate::api::{ApprovalAnswer, ApprovalQuestion};
-use crate::audit::{AuditEvent, EventKind, Intent, Writer, now_rfc3339};
+use crate::audit::{AuditEvent, CommitFacts, CommitIntent, EventKind, Intent, Writer, now_rfc3339};
 use crate::config::{Config, NewFileMode};
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use crate::policy::{GateRequest, Grant, Scope};
@@ -95,6 +95,9 @@ pub(crate) struct Op<'s> {
     /// `Drop`): the key of the real directory, and, when the directory did
     /// not exist at first, also the key of its deepest existing ancestor.
     guards: Vec<PathGuard<'s>>,
+    /// The journaled intent of the commit, from just before it until the
+    /// event is written (issue 13).
+    intent: Option<CommitIntent>,
 }
 
 impl<'s> Op<'s> {
@@ -112,8 +115,9 @@ impl<'s> Op<'s> {
             v: 1,
             ts: String::new(),
             kind: EventKind::Denied,
+            op_id: svc.audit().next_op_id(),
             intent,
-            route: ctx.route,
+            route: ctx.route.into(),
             writer: Writer::Workspace,
             session_id: ctx.session_id.clone(),
             workspace: ctx.runtime.id.clone(),
@@ -133,6 +137,7 @@ impl<'s> Op<'s> {
             created_dirs: None,
             dry_run: None,
             path: None,
+            recovered: None,
         };
         Op {
             svc,
@@ -143,6 +148,7 @@ impl<'s> Op<'s> {
             start: Instant::now(),
             dir: None,
             guards: Vec::new(),
+            intent: None,
         }
     }
 
@@ -241,7 +247,7 @@ impl<'s> Op<'s> {
                 // Refusals of the external writer are its own events.
                 let e = self.event();
                 e.writer = Writer::External;
-                e.source = Some(source.as_str());
+                e.source = Some(source.as_str().into());
                 let ext = writegate_paths::resolve_external(&OsView, raw)
                     .map_err(|e| resolve_refusal(e, root))?;
                 // Only paths outside every root of this runtime may take
@@ -313,7 +319,7 @@ impl<'s> Op<'s> {
             level,
             reason,
         });
-        self.event().approval = Some(answer.as_str());
+        self.event().approval = Some(answer.as_str().into());
         match answer {
             ApprovalAnswer::AllowOnce => Ok(()),
             ApprovalAnswer::AllowAlways => {
@@ -492,14 +498,6 @@ impl<'s> Op<'s> {
                 },
                 expect_existing: existing.as_ref().map(|e| (e.dev, e.ino)),
             };
-            let guard = &self.ctx.runtime.guard;
-            let mut precommit = || {
-                if guard.is_open() {
-                    Ok(())
-                } else {
-                    Err("generation closed".to_string())
-                }
-            };
             // Keep the old file's read descriptor across the rename only
             // where that just delays freeing its blocks (local disks);
             // elsewhere close it first (NFS and FUSE would rename it to a
@@ -509,13 +507,50 @@ impl<'s> Op<'s> {
             {
                 drop(e.take_handle());
             }
-            let published = match writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit) {
+            // Issue 13: space for the event and the intent to commit are on
+            // record before the rename (refused here when they cannot be
+            // and audit.required is on).
+            let audit = self.svc.audit();
+            let intent = match audit.prepare(
+                self.event.as_ref().expect("drafted until finish"),
+                &CommitFacts {
+                    target: &target.canonical,
+                    before: opts.expect_existing,
+                    bytes_after: len,
+                    hash_after: &hash_after,
+                    raw_path: &self.raw_path,
+                },
+                self.start.elapsed(),
+            ) {
+                Ok(i) => i,
+                Err(r) => {
+                    made.remove();
+                    return Err(r.into());
+                }
+            };
+            let guard = &self.ctx.runtime.guard;
+            let mut unrecorded = None;
+            let mut precommit = || {
+                if !guard.is_open() {
+                    return Err("generation closed".to_string());
+                }
+                // With audit.flush = "sync" the intent is on disk before
+                // the rename (its fdatasync overlapped the temp file's).
+                audit.intent_durable(intent.as_ref()).map_err(|r| {
+                    let why = r.hint.clone();
+                    unrecorded = Some(r);
+                    why
+                })
+            };
+            let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit);
+            self.intent = intent;
+            let published = match published {
                 Ok(p) => p,
                 Err(e) => {
                     // A refused write leaves nothing behind, the
                     // directories it made included.
                     made.remove();
-                    return Err(Refusal::from(e).into());
+                    return Err(unrecorded.take().unwrap_or_else(|| Refusal::from(e)).into());
                 }
             };
             if !made.is_empty() {
@@ -577,13 +612,13 @@ impl<'s> Op<'s> {
         let raw = self.svc.audit().raw_paths();
         event.ts = now_rfc3339();
         event.kind = kind;
-        event.error_kind = error_kind;
+        event.error_kind = error_kind.map(Into::into);
         event.hint = if raw { hint } else { None };
         event.duration_ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         if raw {
             event.path = Some(std::mem::take(&mut self.raw_path));
         }
-        self.svc.audit().record(&event);
+        self.svc.audit().record_op(&event, self.intent.take());
     }
 }
 

@@ -76,7 +76,7 @@ impl Service {
         audit_path: &Path,
         approvals_file: PathBuf,
     ) -> Service {
-        let audit = AuditSink::open(audit_path, config.audit.required, config.audit.raw_paths);
+        let audit = AuditSink::open(audit_path, &config.audit);
         Service {
             config: RwLock::new(Arc::new(config)),
             registry,
@@ -279,7 +279,9 @@ impl Service {
 
     /// Grants a literal command or a glob pattern in `scope` (SPEC 12,
     /// `policy::Approvals::grant`): `once` and `session` need the
-    /// context's session (`-32602` without one).
+    /// context's session (`-32602` without one). Each grant is an
+    /// `approval.grant` audit event; with `audit.required`, a grant whose
+    /// event cannot be written is refused (`io_error`) and grants nothing.
     pub fn approve(
         &self,
         ctx: &OpCtx,
@@ -287,9 +289,20 @@ impl Service {
         scope: Scope,
     ) -> Result<GrantOutcome, Failure> {
         let session = ctx.session_id.as_deref().unwrap_or("");
-        Ok(self
-            .approvals
-            .grant(grant, scope, session, &ctx.runtime.id)?)
+        if !self.audit.healthy() {
+            return Err(audit_failing());
+        }
+        let room = self.audit.reserve_event(grant.text().len() as u64 * 2)?;
+        match self.approvals.grant(grant, scope, session, &ctx.runtime.id) {
+            Ok(outcome) => {
+                self.audit.record_grant(room, ctx, &outcome);
+                Ok(outcome)
+            }
+            Err(e) => {
+                self.audit.release(room);
+                Err(e.into())
+            }
+        }
     }
 
     pub(crate) fn add_receipt(&self, ctx: &OpCtx, mode: &str, canonical: &Path, done: &Committed) {
@@ -312,6 +325,15 @@ impl Service {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .add(&session, receipt);
     }
+}
+
+/// The refusal while the audit log is failing and `audit.required` is on.
+pub(crate) fn audit_failing() -> Failure {
+    Refusal::new(
+        ErrorKind::IoError,
+        "the audit log cannot be written and audit.required is on; nothing was done; free space for the audit log or fix it, then retry",
+    )
+    .into()
 }
 
 /// Every edit mode's name (receipts keep a `&'static str`).

@@ -273,7 +273,12 @@ fn approval_once_is_spent() {
         ErrorKind::ApprovalRequired
     );
     assert_eq!(std::fs::read(&f).unwrap(), b"K=1\n");
-    assert_eq!(w.events().len(), 3);
+    // Three operations and the grant (issue 14: grants are audited).
+    let types: Vec<_> = w.events().iter().map(|e| e["type"].clone()).collect();
+    assert_eq!(
+        types,
+        ["fs.denied", "approval.grant", "fs.access", "fs.denied"]
+    );
 }
 
 /// SPEC 4: a marked write outside the workspace takes the external writer

@@ -95,11 +95,13 @@ pub enum FsError {
         source: io::Error,
     },
     /// One `write(2)` to an append-only log wrote only part of the line
-    /// (e.g. the disk filled up). The fragment was ended with a line break
-    /// (best effort), so the next line starts on its own.
+    /// (e.g. the disk filled up). The log was truncated back to where the
+    /// line began (`rolled_back`); when even that failed, the next append
+    /// cuts the fragment before writing.
     #[error(
-        "short write to `{}`: {written} of {len} bytes; free some space, the next line starts on its own",
-        path.display()
+        "short write to `{}`: {written} of {len} bytes (the disk is probably full); {}",
+        path.display(),
+        if *rolled_back { "the partial line was removed; free some space" } else { "the partial line could not be removed yet (the next append removes it); free some space" }
     )]
     ShortWrite {
         /// The log file.
@@ -108,6 +110,8 @@ pub enum FsError {
         written: usize,
         /// Bytes of the whole line.
         len: usize,
+        /// Whether the partial line was removed again.
+        rolled_back: bool,
     },
     /// The daemon's private runtime directory is not private (SPEC 1: it
     /// must be a real directory, ours, mode 0700).
@@ -243,6 +247,13 @@ pub enum FsOp {
     Append,
     /// `fsync`/`fdatasync` of a file.
     Sync,
+    /// Taking or releasing an advisory lock (`flock`) on a file.
+    Lock,
+    /// Truncating a file (a log's torn tail or rolled-back line, a journal
+    /// being cleared).
+    Truncate,
+    /// Reserving disk space for a file (`fallocate`).
+    Reserve,
     /// Setting the permission bits of an entry.
     SetMode,
     /// Removing an entry.
@@ -265,6 +276,9 @@ impl fmt::Display for FsOp {
             FsOp::Rename => "rename the temp file onto",
             FsOp::Append => "append to",
             FsOp::Sync => "fsync",
+            FsOp::Lock => "lock",
+            FsOp::Truncate => "truncate",
+            FsOp::Reserve => "reserve space for",
             FsOp::SetMode => "set the permissions of",
             FsOp::Remove => "remove",
         })

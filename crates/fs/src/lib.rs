@@ -7,7 +7,8 @@
 //! (SPEC 7.4), closes the descriptors of replaced files on a background thread
 //! so their blocks are freed off the request's critical path, removes temp
 //! files left by dead processes, appends whole lines
-//! to the audit log (SPEC 10) and writes small private state files atomically
+//! to the audit log (SPEC 10) under a lock that lets no fragment of a line
+//! stay behind, keeps each process's intent journal and writes small private state files atomically
 //! (persistent approvals, SPEC 12). It must never decide policy: it knows
 //! nothing about workspaces, containment, suspicious names, encodings, sizes
 //! or approvals. Callers hand it canonical paths and finished bytes; it only
@@ -21,6 +22,7 @@
 mod cleanup;
 mod dir;
 mod error;
+mod journal;
 mod lock;
 mod log;
 mod mkdir;
@@ -31,8 +33,9 @@ mod socket;
 pub use cleanup::remove_stale_temps;
 pub use dir::{Dir, Existing, LeafStat, read_existing, read_prefix, stat_leaf};
 pub use error::{FsError, FsOp, PrivateDirProblem, Swap};
+pub use journal::{JOURNAL_SUFFIX, Journal, Orphan, orphan_journals};
 pub use lock::{LockKey, PathGuard, PathLocks};
-pub use log::AppendLog;
+pub use log::{AppendLog, LogLock, Reserved};
 pub use mkdir::{CreatedDirs, open_creating};
 pub use publish::{
     NewFileMode, PublishOptions, Published, publish, temp_file_name, write_private_file,

@@ -1,32 +1,62 @@
-//! The append-only log file behind the audit sink (SPEC 10).
+//! The append-only log file behind the audit sink (SPEC 10): whole lines
+//! only, under an advisory lock shared by every process that appends to it.
 
 use std::borrow::Cow;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{FallocateFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::dir::type_name;
 use crate::{FsError, FsOp};
 
-/// An append-only log file (the audit sink, SPEC 10): every
-/// [`AppendLog::append`] adds one whole line with a single `write(2)` on an
-/// `O_APPEND` descriptor, so lines from many threads (or processes) never
-/// interleave. Shareable between threads (`&self` methods).
+/// Bytes read at a time when looking for line breaks.
+const CHUNK: usize = 64 * 1024;
+
+/// An append-only log file (the audit sink, SPEC 10) that never holds a
+/// partial line where a reader can see it followed by another line.
+///
+/// Every [`AppendLog::append`] takes an exclusive `flock(2)` on the file
+/// (so every process appending through this type takes turns), makes sure
+/// the file ends with a line break (a torn tail left by a writer that died
+/// mid-`write(2)`, or by a power cut, is cut back to the last whole line),
+/// writes the line with one `write(2)` on an `O_APPEND` descriptor and, when
+/// the kernel takes only part of it (a full disk), truncates the file back
+/// to where the line began. A line is therefore either wholly in the file
+/// or not at all. Shareable between threads (`&self` methods; appends from
+/// threads of one process serialise on the lock).
 #[derive(Debug)]
 pub struct AppendLog {
     fd: OwnedFd,
     path: PathBuf,
+    dev: u64,
+    ino: u64,
+    /// `flock` locks belong to the open file description, which every
+    /// thread shares: threads take turns on this first.
+    threads: Mutex<()>,
+}
+
+/// Whether [`AppendLog::reserve`] could reserve the space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reserved {
+    /// The blocks are allocated: appends into them cannot fail for lack of
+    /// space (`ENOSPC`, `EDQUOT`).
+    Yes,
+    /// The filesystem cannot reserve space (`fallocate` with
+    /// `FALLOC_FL_KEEP_SIZE` unsupported): appends may still hit a full disk.
+    Unsupported,
 }
 
 impl AppendLog {
     /// Open (or create) the log at `path` with
-    /// `O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK`, mode 0600
+    /// `O_RDWR|O_APPEND|O_CREAT|O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK`, mode 0600
     /// when created (an existing file keeps its mode). Missing parent
     /// directories are created mode 0700 (the daemon's own state directory,
-    /// reached by path).
+    /// reached by path). Opening changes nothing in the file: a torn tail is
+    /// repaired by the first [`LogLock::repair_tail`] or append.
     ///
     /// Errors name the path: a symlink at `path` is
     /// [`FsError::SymlinkEscape`] (`ELOOP`, never followed); anything but a
@@ -43,8 +73,9 @@ impl AppendLog {
                 .map_err(|e| FsError::os(FsOp::CreateDir, parent, e))?;
         }
         // O_NONBLOCK so that a fifo planted at the path cannot block the
-        // open; it has no effect on a regular file.
-        let flags = OFlags::WRONLY
+        // open; it has no effect on a regular file. Readable too: the
+        // tail check and the recovery scan read the log back.
+        let flags = OFlags::RDWR
             | OFlags::APPEND
             | OFlags::CREATE
             | OFlags::CLOEXEC
@@ -65,6 +96,9 @@ impl AppendLog {
         Ok(AppendLog {
             fd,
             path: path.to_path_buf(),
+            dev: st.st_dev,
+            ino: st.st_ino,
+            threads: Mutex::new(()),
         })
     }
 
@@ -73,20 +107,172 @@ impl AppendLog {
         &self.path
     }
 
-    /// Append `line` as one whole line with ONE `write(2)` call.
+    /// `(st_dev, st_ino)` of the open file (to tell whether the file at the
+    /// path is still this one).
+    pub fn identity(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
+    /// Takes the exclusive `flock(2)` on the log, waiting for other
+    /// appenders (in this process or another), until the returned guard is
+    /// dropped.
+    pub fn lock(&self) -> Result<LogLock<'_>, FsError> {
+        let thread = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            match rustix::fs::flock(&self.fd, FlockOperation::LockExclusive) {
+                Ok(()) => {
+                    return Ok(LogLock {
+                        log: self,
+                        _thread: thread,
+                    });
+                }
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(FsError::errno(FsOp::Lock, &self.path, e)),
+            }
+        }
+    }
+
+    /// Append `line` as one whole line (see the type's doc): takes the
+    /// lock, then [`LogLock::append`]. Returns the file's length after it.
+    pub fn append(&self, line: &[u8]) -> Result<u64, FsError> {
+        self.lock()?.append(line)
+    }
+
+    /// `fdatasync` the log, making every appended line durable.
+    pub fn sync(&self) -> Result<(), FsError> {
+        rustix::fs::fdatasync(&self.fd).map_err(|e| FsError::errno(FsOp::Sync, &self.path, e))
+    }
+
+    /// The file's current length in bytes.
+    pub fn len(&self) -> Result<u64, FsError> {
+        let st =
+            rustix::fs::fstat(&self.fd).map_err(|e| FsError::errno(FsOp::Stat, &self.path, e))?;
+        Ok(u64::try_from(st.st_size).unwrap_or(0))
+    }
+
+    /// Whether the log is empty.
+    pub fn is_empty(&self) -> Result<bool, FsError> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Allocates `len` bytes of disk from `offset` on without changing the
+    /// file's length (`fallocate(FALLOC_FL_KEEP_SIZE)`), so that appends up
+    /// to `offset + len` cannot fail for lack of space. Any truncation of
+    /// the log (a rolled-back short write, a repaired tail) gives the
+    /// reservation back.
+    ///
+    /// Errors: `ENOSPC`/`EDQUOT` and other failures as [`FsError::Io`]; a
+    /// filesystem without the call is `Ok(Reserved::Unsupported)`.
+    pub fn reserve(&self, offset: u64, len: u64) -> Result<Reserved, FsError> {
+        loop {
+            match rustix::fs::fallocate(&self.fd, FallocateFlags::KEEP_SIZE, offset, len) {
+                Ok(()) => return Ok(Reserved::Yes),
+                Err(Errno::INTR) => {}
+                Err(Errno::OPNOTSUPP | Errno::NOSYS) => return Ok(Reserved::Unsupported),
+                Err(e) => return Err(FsError::errno(FsOp::Reserve, &self.path, e)),
+            }
+        }
+    }
+}
+
+/// The exclusive lock on an [`AppendLog`] (released on drop). Everything
+/// that changes the log's length is done through it.
+#[derive(Debug)]
+pub struct LogLock<'a> {
+    log: &'a AppendLog,
+    _thread: MutexGuard<'a, ()>,
+}
+
+impl Drop for LogLock<'_> {
+    fn drop(&mut self) {
+        // Closing the descriptor would release it too; an unlock failure
+        // leaves nothing to do.
+        let _ = rustix::fs::flock(&self.log.fd, FlockOperation::Unlock);
+    }
+}
+
+impl LogLock<'_> {
+    fn err(&self, op: FsOp) -> impl Fn(Errno) -> FsError + '_ {
+        move |e| FsError::errno(op, &self.log.path, e)
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset` (fewer only at the end).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, FsError> {
+        let mut done = 0;
+        while done < buf.len() {
+            match rustix::io::pread(&self.log.fd, &mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(self.err(FsOp::Read)(e)),
+            }
+        }
+        Ok(done)
+    }
+
+    fn truncate(&self, len: u64) -> Result<(), FsError> {
+        loop {
+            match rustix::fs::ftruncate(&self.log.fd, len) {
+                Ok(()) => return Ok(()),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(self.err(FsOp::Truncate)(e)),
+            }
+        }
+    }
+
+    /// Cuts a torn tail: when the file does not end with `\n`, truncates it
+    /// to just after its last `\n` (to empty when it has none). Returns the
+    /// number of bytes cut (0 when the file was whole).
+    pub fn repair_tail(&mut self) -> Result<u64, FsError> {
+        let len = self.log.len()?;
+        self.repair_tail_at(len).map(|cut| cut.1)
+    }
+
+    /// [`LogLock::repair_tail`] for a file of length `len`; returns the new
+    /// length and the bytes cut.
+    fn repair_tail_at(&self, len: u64) -> Result<(u64, u64), FsError> {
+        if len == 0 {
+            return Ok((0, 0));
+        }
+        let mut last = [0u8; 1];
+        if self.read_at(&mut last, len - 1)? == 1 && last[0] == b'\n' {
+            return Ok((len, 0));
+        }
+        let mut end = len;
+        let mut buf = vec![0u8; CHUNK];
+        let keep = loop {
+            if end == 0 {
+                break 0;
+            }
+            let start = end.saturating_sub(CHUNK as u64);
+            let want = usize::try_from(end - start).unwrap_or(CHUNK);
+            let got = self.read_at(&mut buf[..want], start)?;
+            if let Some(i) = memrchr_newline(&buf[..got]) {
+                break start + i as u64 + 1;
+            }
+            end = start;
+        };
+        self.truncate(keep)?;
+        Ok((keep, len - keep))
+    }
+
+    /// Appends `line` as one whole line with ONE `write(2)` call, after
+    /// cutting a torn tail ([`LogLock::repair_tail`]). Returns the file's
+    /// length after the line.
     ///
     /// `line` is one line, with or without its trailing `\n` (one is added
     /// when missing). A `\n` anywhere else is [`FsError::InvalidInput`] (it
     /// would split the record). The write is retried only on `EINTR`; a
     /// failed write is [`FsError::Io`] (or another variant by its errno), a
-    /// short one [`FsError::ShortWrite`], after which a lone `\n` is appended
-    /// best-effort so the fragment cannot run into the next record. Not
-    /// fsynced: see [`AppendLog::sync`].
-    pub fn append(&self, line: &[u8]) -> Result<(), FsError> {
+    /// short one [`FsError::ShortWrite`]. Either way the file is truncated
+    /// back to its length before the call, so no fragment stays behind
+    /// (when even that fails, the error says so and the next append cuts
+    /// the fragment). Not fsynced: see [`AppendLog::sync`].
+    pub fn append(&mut self, line: &[u8]) -> Result<u64, FsError> {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
         if body.contains(&b'\n') {
             return Err(FsError::invalid(
-                &self.path,
+                &self.log.path,
                 "cannot take a log line holding a line break (it would split the record)",
             ));
         }
@@ -98,29 +284,82 @@ impl AppendLog {
             owned.push(b'\n');
             Cow::Owned(owned)
         };
-        let written = loop {
-            match rustix::io::write(&self.fd, &buf) {
-                Ok(n) => break n,
+        let (start, _) = self.repair_tail_at(self.log.len()?)?;
+        let result = loop {
+            match rustix::io::write(&self.log.fd, &buf) {
+                Ok(n) => break Ok(n),
                 Err(Errno::INTR) => {}
-                Err(e) => return Err(FsError::errno(FsOp::Append, &self.path, e)),
+                Err(e) => break Err(e),
             }
         };
-        if written == buf.len() {
-            return Ok(());
+        match result {
+            Ok(n) if n == buf.len() => Ok(start + n as u64),
+            Ok(written) => {
+                let rolled_back = self.truncate(start).is_ok();
+                Err(FsError::ShortWrite {
+                    path: self.log.path.clone(),
+                    written,
+                    len: buf.len(),
+                    rolled_back,
+                })
+            }
+            Err(e) => {
+                // A failed write(2) wrote nothing; cut anything that did
+                // land anyway (it cannot hurt: the file had `start` bytes).
+                if self.log.len().is_ok_and(|now| now > start) {
+                    let _ = self.truncate(start);
+                }
+                Err(self.err(FsOp::Append)(e))
+            }
         }
-        if written > 0 {
-            // Terminate the fragment; its own failure changes nothing.
-            let _ = rustix::io::write(&self.fd, b"\n");
-        }
-        Err(FsError::ShortWrite {
-            path: self.path.clone(),
-            written,
-            len: buf.len(),
-        })
     }
 
-    /// `fdatasync` the log, making every appended line durable.
-    pub fn sync(&self) -> Result<(), FsError> {
-        rustix::fs::fdatasync(&self.fd).map_err(|e| FsError::errno(FsOp::Sync, &self.path, e))
+    /// Calls `each` with every whole line (without its `\n`) that starts at
+    /// or after byte `offset`, in order. A line that began before `offset`
+    /// is skipped up to its end; a last line without `\n` is passed too.
+    pub fn lines_from(&self, offset: u64, each: &mut dyn FnMut(&[u8])) -> Result<(), FsError> {
+        let len = self.log.len()?;
+        let mut pos = offset.min(len);
+        let mut buf = vec![0u8; CHUNK];
+        let mut carry: Vec<u8> = Vec::new();
+        // Start mid-line? Skip to the next line break.
+        let mut skipping = false;
+        if pos > 0 {
+            let mut prev = [0u8; 1];
+            skipping = self.read_at(&mut prev, pos - 1)? == 1 && prev[0] != b'\n';
+        }
+        while pos < len {
+            let want = usize::try_from((len - pos).min(CHUNK as u64)).unwrap_or(CHUNK);
+            let got = self.read_at(&mut buf[..want], pos)?;
+            if got == 0 {
+                break;
+            }
+            pos += got as u64;
+            let mut rest = &buf[..got];
+            while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+                if skipping {
+                    skipping = false;
+                } else if carry.is_empty() {
+                    each(&rest[..i]);
+                } else {
+                    carry.extend_from_slice(&rest[..i]);
+                    each(&carry);
+                    carry.clear();
+                }
+                rest = &rest[i + 1..];
+            }
+            if !skipping {
+                carry.extend_from_slice(rest);
+            }
+        }
+        if !carry.is_empty() {
+            each(&carry);
+        }
+        Ok(())
     }
+}
+
+/// Index of the last `\n` in `bytes`.
+fn memrchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().rposition(|&b| b == b'\n')
 }

@@ -148,7 +148,7 @@ pub(crate) fn parse_temp_name(name: &[u8]) -> Option<u32> {
 }
 
 /// 12 lowercase hex digits from the system random source.
-fn random_suffix() -> io::Result<String> {
+pub(crate) fn random_suffix() -> io::Result<String> {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut raw = [0u8; SUFFIX_HEX / 2];
     getrandom::fill(&mut raw).map_err(|e| match e.raw_os_error() {

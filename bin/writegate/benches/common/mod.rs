@@ -119,6 +119,7 @@ impl Daemon {
             .env("XDG_RUNTIME_DIR", t.base.join("run"))
             .env("XDG_STATE_HOME", t.base.join("state"))
             .env("XDG_CONFIG_HOME", t.base.join("config"))
+            .env("WRITEGATE_AUDIT_FLUSH", audit_flush())
             .envs(
                 ALLOCATOR_ENV
                     .iter()
@@ -283,6 +284,12 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// `audit.flush` for the daemon and the in-process service:
+/// `WG_BENCH_AUDIT_FLUSH=sync` (default `interval`, the daemon's default).
+pub(crate) fn audit_flush() -> String {
+    std::env::var("WG_BENCH_AUDIT_FLUSH").unwrap_or_else(|_| "interval".into())
+}
+
 pub(crate) fn scale() -> f64 {
     std::env::var("WG_BENCH_SCALE")
         .ok()
@@ -334,6 +341,7 @@ pub(crate) fn print_preamble(bench: &str, t: &Tree) {
         std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
         scale()
     );
+    println!("audit.flush: {} (WG_BENCH_AUDIT_FLUSH)", audit_flush());
     for k in ALLOCATOR_ENV {
         if let Ok(v) = std::env::var(k) {
             println!("daemon allocator setting: {k}={v}");
