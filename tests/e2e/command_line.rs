@@ -642,6 +642,29 @@ fn approve_once_then_write_a_held_file() {
     assert_eq!(fs::read(&env).unwrap(), b"KEY=3\n");
 }
 
+/// Issue 13 item 1: approving what a refusal for a file literally named
+/// `id_rsa*` shows approves that one file, never its look-alikes.
+#[test]
+fn issue_13_approving_a_glob_like_name_approves_that_file_only() {
+    let t = Tree::new();
+    let _d = t.serve(&[]);
+    let star = t.ws.join("id_rsa*");
+    let o = t.run(&["write", &s(&star)], b"x\n");
+    assert_eq!(o.code, Some(1), "{o}");
+    let command = suggested_command(&o.stderr);
+    let o = t.run(&["approve", "--scope", "workspace", &command], b"");
+    assert_eq!(o.code, Some(0), "{o}");
+    let o = t.run(&["write", &s(&star)], b"x\n");
+    assert_eq!(o.code, Some(0), "{o}");
+    for other in ["id_rsa", "id_rsa.pub", "id_rsa_other"] {
+        let p = t.ws.join(other);
+        let o = t.run(&["write", &s(&p)], b"y\n");
+        assert_eq!(o.code, Some(1), "{other} got through: {o}");
+        assert!(o.stderr.contains("approval_required"), "{o}");
+        assert!(!p.exists());
+    }
+}
+
 #[test]
 fn approve_session_scope_covers_that_session_only() {
     let t = Tree::new();

@@ -354,8 +354,10 @@ fn command_path(command: &str) -> Option<PathBuf> {
     path.is_absolute().then_some(path)
 }
 
-/// `writegate approve COMMAND`: `_writegate/approve` with the command as
-/// the pattern.
+/// `writegate approve COMMAND`: `_writegate/approve` with the synthetic
+/// command as `command`, matched literally (issue 13: a path in an approval
+/// is never a pattern); text that is not a synthetic command
+/// (`edit_file <mode> /<path>`) is sent as a `pattern` the person wrote.
 pub(crate) fn approve(a: &ApproveArgs) -> Status {
     let command = a.command.join(" ");
     if command.trim().is_empty() {
@@ -370,7 +372,12 @@ pub(crate) fn approve(a: &ApproveArgs) -> Status {
         Err(st) => return st,
     };
     let scope = a.scope.name();
-    let params = json!({"sessionId": a.client.session, "pattern": command, "scope": scope});
+    let form = if target.is_some() {
+        "command"
+    } else {
+        "pattern"
+    };
+    let params = json!({"sessionId": a.client.session, form: command, "scope": scope});
     match s.call("_writegate/approve", &params, &a.client) {
         Ok(_) => {
             let covers = match scope {
