@@ -1,7 +1,8 @@
 //! Helpers shared by the benches (`throughput.rs`, `edit.rs`): a temp tree
-//! on the build's filesystem, the release daemon spawned in it, a socket
-//! client that costs one `write(2)` per request, /proc readers, the bare
-//! durable write sequence, and statistics.
+//! on the build's filesystem, the release daemon spawned in it (listening on
+//! a socket, or serving one connection over its stdin/stdout the way hosts
+//! spawn it), a client that costs one `write(2)` per request, /proc readers,
+//! the bare durable write sequence, and statistics.
 
 // Each bench uses a subset of these helpers.
 #![allow(dead_code)]
@@ -9,7 +10,7 @@
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -103,16 +104,19 @@ pub(crate) struct Daemon {
 }
 
 impl Daemon {
-    pub(crate) fn start(t: &Tree) -> Daemon {
+    /// `writegate serve` in the tree with a cleared environment: the
+    /// command, ready to spawn with `args` as the transport flags.
+    fn command(t: &Tree, args: &[&std::ffi::OsStr]) -> Command {
         let stderr = File::create(t.base.join("daemon.stderr")).unwrap();
-        let child = Command::new(BIN)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&t.sock)
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve")
+            .args(args)
             .arg("--workspace")
             .arg(&t.ws)
             .arg("--audit-log")
             .arg(&t.audit)
+            // The benches time `_writegate/read_lines`, which reads need on.
+            .arg("--allow-read")
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", t.base.join("home"))
@@ -125,9 +129,15 @@ impl Daemon {
                     .filter_map(|k| Some((k, std::env::var(k).ok()?))),
             )
             .current_dir(&t.base)
+            .stderr(stderr);
+        cmd
+    }
+
+    /// `writegate serve --socket`, once its socket answers.
+    pub(crate) fn start(t: &Tree) -> Daemon {
+        let child = Daemon::command(t, &["--socket".as_ref(), t.sock.as_os_str()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(stderr)
             .spawn()
             .expect("spawn writegate");
         let mut d = Daemon {
@@ -154,6 +164,26 @@ impl Daemon {
         d
     }
 
+    /// `writegate serve --stdio` (how hosts spawn it) and the client of its
+    /// one connection, initialized.
+    pub(crate) fn start_stdio(t: &Tree) -> (Daemon, Client) {
+        let mut child = Daemon::command(t, &["--stdio".as_ref()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn writegate");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let client = Client::over(Box::new(stdout), Box::new(stdin));
+        (
+            Daemon {
+                child,
+                sock: t.base.join("no-socket"),
+            },
+            client,
+        )
+    }
+
     /// A `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`).
     pub(crate) fn status_kib(&self, key: &str) -> u64 {
         let s = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
@@ -172,12 +202,13 @@ impl Drop for Daemon {
     }
 }
 
-/// A socket connection sending one request at a time. Request lines are
-/// assembled into one reusable buffer from pre-serialised pieces, so the
-/// client costs one memcpy and one `write(2)` per request.
+/// A connection (a socket, or a daemon's stdin/stdout) sending one request
+/// at a time. Request lines are assembled into one reusable buffer from
+/// pre-serialised pieces, so the client costs one memcpy and one `write(2)`
+/// per request.
 pub(crate) struct Client {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
+    reader: BufReader<Box<dyn Read + Send>>,
+    writer: Box<dyn Write + Send>,
     buf: Vec<u8>,
     resp: String,
     id: u64,
@@ -186,9 +217,14 @@ pub(crate) struct Client {
 impl Client {
     pub(crate) fn connect(sock: &Path) -> Client {
         let s = UnixStream::connect(sock).unwrap();
+        Client::over(Box::new(s.try_clone().unwrap()), Box::new(s))
+    }
+
+    /// A client over `reader`/`writer`, after `initialize`.
+    pub(crate) fn over(reader: Box<dyn Read + Send>, writer: Box<dyn Write + Send>) -> Client {
         let mut c = Client {
-            reader: BufReader::new(s.try_clone().unwrap()),
-            writer: s,
+            reader: BufReader::new(reader),
+            writer,
             buf: Vec::new(),
             resp: String::new(),
             id: 0,
