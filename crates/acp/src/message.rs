@@ -7,7 +7,9 @@
 //! (see [`crate::outgoing`]).
 
 use agent_client_protocol_schema::v1::RequestId;
-use serde::Serialize;
+use bytes::Bytes;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 /// Parse error.
@@ -205,6 +207,162 @@ pub fn parse(line: &[u8]) -> Incoming {
         );
     }
     Incoming::Message(Message::Request(Request { id, method, params }))
+}
+
+/// A request whose `params` are still the JSON text of its line, so a
+/// handler can deserialize them straight into its own types: no
+/// intermediate `Value`, and the line's bytes are read once (a whole file
+/// can travel in `params`). Built by [`parse_line`] only for a well-formed
+/// request; [`RawRequest::into_request`] gives the [`Request`] that
+/// [`parse`] would have given.
+#[derive(Debug, Clone)]
+pub struct RawRequest {
+    /// The id, echoed exactly in the answer.
+    pub id: RequestId,
+    /// The method name.
+    pub method: String,
+    /// The params, unparsed.
+    pub params: RawParams,
+}
+
+/// The `params` of a [`RawRequest`]: a span of the line it came in.
+#[derive(Debug, Clone)]
+pub struct RawParams {
+    line: Bytes,
+    /// `None`: the request has no `params`.
+    span: Option<(usize, usize)>,
+}
+
+impl RawParams {
+    /// The params' JSON text (an object, an array or `null`); `null` when
+    /// the request has none.
+    pub fn json(&self) -> &[u8] {
+        match self.span {
+            Some((start, end)) => &self.line[start..end],
+            None => b"null",
+        }
+    }
+
+    /// The whole line the request came in (without its terminator).
+    pub fn line(&self) -> &[u8] {
+        &self.line
+    }
+
+    /// The whole line, shared (no copy).
+    pub fn line_bytes(&self) -> Bytes {
+        self.line.clone()
+    }
+
+    /// The params as [`parse`] gives them: a `Value` (`Null` when absent),
+    /// or, for a line `parse` refuses (a string holding a lone surrogate),
+    /// the id and error to answer.
+    pub fn to_value(&self) -> Result<Value, (RequestId, ErrorObject)> {
+        match self.span {
+            None => Ok(Value::Null),
+            Some(_) => match serde_json::from_slice(self.json()) {
+                Ok(v) => Ok(v),
+                Err(_) => match parse(&self.line) {
+                    Incoming::Message(Message::Request(r)) => Ok(r.params),
+                    Incoming::Malformed { id, error } => Err((id, error)),
+                    // A line that parsed as a request once does so again.
+                    _ => Err((
+                        RequestId::Null,
+                        ErrorObject::new(PARSE_ERROR, "parse error", None),
+                    )),
+                },
+            },
+        }
+    }
+}
+
+impl RawRequest {
+    /// The request as [`parse`] gives it, or the malformed line's answer.
+    pub fn into_request(self) -> Result<Request, (RequestId, ErrorObject)> {
+        let params = self.params.to_value()?;
+        Ok(Request {
+            id: self.id,
+            method: self.method,
+            params,
+        })
+    }
+}
+
+/// What [`parse_line`] makes of a line.
+#[derive(Debug, Clone)]
+pub enum Parsed {
+    /// A well-formed request, params unparsed.
+    Request(RawRequest),
+    /// Anything else, as [`parse`] gives it.
+    Other(Incoming),
+}
+
+/// The envelope of a message with every member still raw JSON text.
+/// `Some` also for a member that is `null` (only an absent one is `None`).
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// Parses a line like [`parse`], but leaves a well-formed request's params
+/// unparsed ([`RawRequest`]). The line's envelope is read without building
+/// a `Value`; anything that is not plainly a well-formed request (another
+/// message, a malformed or unusual line) goes through [`parse`], so every
+/// answer stays exactly [`parse`]'s.
+pub fn parse_line(line: Bytes) -> Parsed {
+    match raw_request(&line) {
+        Some((id, method, span)) => Parsed::Request(RawRequest {
+            id,
+            method,
+            params: RawParams { line, span },
+        }),
+        None => Parsed::Other(parse(&line)),
+    }
+}
+
+/// The id, method and params span of a plainly well-formed request line;
+/// `None` for anything else.
+fn raw_request(line: &[u8]) -> Option<(RequestId, String, Option<(usize, usize)>)> {
+    // An object, not an array (serde would read a struct from an array too).
+    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    // Duplicate members are an error here and fall back to `parse`, which
+    // keeps the last one, as before.
+    let env: Envelope<'_> = serde_json::from_slice(line).ok()?;
+    if env.jsonrpc?.get() != "\"2.0\"" {
+        return None;
+    }
+    let id: RequestId = serde_json::from_str(env.id?.get()).ok()?;
+    let method = env.method?.get();
+    if !method.starts_with('"') {
+        return None;
+    }
+    let method: String = serde_json::from_str(method).ok()?;
+    let span = match env.params {
+        None => None,
+        Some(p) => {
+            let text = p.get();
+            if !(text.starts_with('{') || text.starts_with('[') || text == "null") {
+                return None;
+            }
+            // The raw value borrows from `line`: its offset is its distance
+            // from the line's start.
+            let start = (text.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
+            Some((start, start + text.len()))
+        }
+    };
+    Some((id, method, span))
 }
 
 /// A response object: `result`, or an `error` object. Never answered,

@@ -18,6 +18,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_writegate");
+
+/// The daemon binary the bench spawns: `WG_BENCH_BIN` when set (to compare
+/// an older build side by side on the same machine), else the one cargo
+/// built with the bench.
+pub(crate) fn daemon_bin() -> PathBuf {
+    std::env::var_os("WG_BENCH_BIN").map_or_else(|| PathBuf::from(BIN), PathBuf::from)
+}
 pub(crate) const KIB: usize = 1024;
 pub(crate) const MIB: usize = 1024 * 1024;
 
@@ -108,7 +115,7 @@ impl Daemon {
     /// command, ready to spawn with `args` as the transport flags.
     fn command(t: &Tree, args: &[&std::ffi::OsStr]) -> Command {
         let stderr = File::create(t.base.join("daemon.stderr")).unwrap();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(daemon_bin());
         cmd.arg("serve")
             .args(args)
             .arg("--workspace")
@@ -361,7 +368,7 @@ pub(crate) fn load_average() -> String {
 /// the scale, the allocator settings passed on, and a warning on tmpfs.
 pub(crate) fn print_preamble(bench: &str, t: &Tree) {
     println!("writegate {bench} bench");
-    println!("binary:     {BIN}");
+    println!("binary:     {}", daemon_bin().display());
     println!("temp dir:   {}", t.base.display());
     println!("filesystem: {}", filesystem_of(&t.base));
     println!("load average at start: {}", load_average());

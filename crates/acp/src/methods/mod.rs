@@ -17,7 +17,7 @@ mod read_text_file;
 mod receipt;
 mod write_text_file;
 
-use crate::message::{ErrorObject, error_line, ok_line};
+use crate::message::{ErrorObject, RawParams, error_line, ok_line};
 use crate::state::ConnState;
 use crate::wire::failure_error;
 use agent_client_protocol_schema::v1::RequestId;
@@ -109,12 +109,20 @@ pub struct Entry {
     /// See [`Method::INLINE`].
     pub inline: bool,
     answer: fn(&Call<'_>, &RequestId, Value) -> Vec<u8>,
+    answer_raw: fn(&Call<'_>, &RequestId, RawParams) -> Vec<u8>,
 }
 
 impl Entry {
     /// Answers a request for this method: the response line.
     pub fn answer(&self, call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
         (self.answer)(call, id, params)
+    }
+
+    /// Answers a request for this method whose params are still the JSON
+    /// text of its line: the same answer as [`Entry::answer`] with the
+    /// params parsed, without building a `Value` first.
+    pub fn answer_raw(&self, call: &Call<'_>, id: &RequestId, params: RawParams) -> Vec<u8> {
+        (self.answer_raw)(call, id, params)
     }
 }
 
@@ -123,6 +131,7 @@ const fn entry<M: Method>() -> Entry {
         name: M::NAME,
         inline: M::INLINE,
         answer: answer_with::<M>,
+        answer_raw: answer_raw_with::<M>,
     }
 }
 
@@ -161,6 +170,15 @@ pub fn answer(call: &Call<'_>, id: &RequestId, method: &str, params: Value) -> V
     }
 }
 
+/// The response line for a request of `method` whose params are still the
+/// JSON text of its line (see [`Entry::answer_raw`]).
+pub fn answer_raw(call: &Call<'_>, id: &RequestId, method: &str, params: RawParams) -> Vec<u8> {
+    match find(method) {
+        Some(e) => e.answer_raw(call, id, params),
+        None => error_line(id, &ErrorObject::method_not_found(method)),
+    }
+}
+
 fn answer_with<M: Method>(call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
     if !M::enabled(call.conn) {
         return error_line(id, &ErrorObject::method_not_found(M::NAME));
@@ -169,6 +187,30 @@ fn answer_with<M: Method>(call: &Call<'_>, id: &RequestId, params: Value) -> Vec
         Ok(p) => p,
         Err(e) => return error_line(id, &ErrorObject::invalid_params(e.to_string())),
     };
+    answer_params::<M>(call, id, params)
+}
+
+/// [`answer_with`] for params still in their line: deserialized straight
+/// from it. Params that do not deserialize take the `Value` route, so the
+/// answer (which error, with which words) is exactly [`answer_with`]'s.
+fn answer_raw_with<M: Method>(call: &Call<'_>, id: &RequestId, raw: RawParams) -> Vec<u8> {
+    if !M::enabled(call.conn) {
+        return error_line(id, &ErrorObject::method_not_found(M::NAME));
+    }
+    match serde_json::from_slice::<M::Params>(raw.json()) {
+        Ok(params) => {
+            // The line is no longer needed (a whole file may be in it).
+            drop(raw);
+            answer_params::<M>(call, id, params)
+        }
+        Err(_) => match raw.to_value() {
+            Ok(params) => answer_with::<M>(call, id, params),
+            Err((id, error)) => error_line(&id, &error),
+        },
+    }
+}
+
+fn answer_params<M: Method>(call: &Call<'_>, id: &RequestId, params: M::Params) -> Vec<u8> {
     let uri = M::uri(&params)
         .map(|p| p.display().to_string())
         .unwrap_or_default();
