@@ -132,7 +132,7 @@ pub trait Handler: Send + Sync + 'static {
         let line = req.params.line_bytes();
         match req.into_request() {
             Ok(r) => self.request(link, r, &line, ticket),
-            Err((id, error)) => link.answer(message::error_line(&id, &error), ticket),
+            Err(m) => link.answer(message::error_line(&m.id, &m.error), ticket),
         }
     }
 
@@ -273,7 +273,7 @@ pub async fn run_connection<H, R, W>(
                     more: input.has_line(),
                     len: line.len(),
                 };
-                on_line(&link, &*handler, line.freeze(), ticket);
+                on_line(&link, &*handler, &line.freeze(), ticket);
             }
         }
     }
@@ -290,7 +290,7 @@ pub async fn run_connection<H, R, W>(
 }
 
 /// Parses one line and hands it on.
-fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: bytes::Bytes, ticket: Ticket) {
+fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: &bytes::Bytes, ticket: Ticket) {
     let incoming = match message::parse_line(line.clone()) {
         Parsed::Request(req) => return handler.raw_request(link, req, ticket),
         Parsed::Other(incoming) => incoming,
@@ -298,11 +298,11 @@ fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: bytes::Bytes, ticket
     match incoming {
         Incoming::Malformed { id, error } => link.answer(message::error_line(&id, &error), ticket),
         Incoming::Dropped => {}
-        Incoming::Message(Message::Request(req)) => handler.request(link, req, &line, ticket),
-        Incoming::Message(Message::Notification(n)) => handler.notification(link, n, &line),
+        Incoming::Message(Message::Request(req)) => handler.request(link, req, line, ticket),
+        Incoming::Message(Message::Notification(n)) => handler.notification(link, n, line),
         Incoming::Message(Message::Response(r)) => {
             if let Some(r) = link.outgoing.complete(r) {
-                handler.response(link, r, &line);
+                handler.response(link, r, line);
             }
         }
     }

@@ -6,10 +6,10 @@
 //! requests (a proxy, a server asking its client) can match their answers
 //! (see [`crate::outgoing`]).
 
+use crate::scan;
 use agent_client_protocol_schema::v1::RequestId;
 use bytes::Bytes;
-use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::value::RawValue;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 /// Parse error.
@@ -209,6 +209,16 @@ pub fn parse(line: &[u8]) -> Incoming {
     Incoming::Message(Message::Request(Request { id, method, params }))
 }
 
+/// A line that turned out malformed after all: the id and error to answer
+/// (what [`parse`] gives as [`Incoming::Malformed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MalformedLine {
+    /// The id to answer with.
+    pub id: RequestId,
+    /// The error to answer.
+    pub error: ErrorObject,
+}
+
 /// A request whose `params` are still the JSON text of its line, so a
 /// handler can deserialize them straight into its own types: no
 /// intermediate `Value`, and the line's bytes are read once (a whole file
@@ -256,28 +266,90 @@ impl RawParams {
     /// The params as [`parse`] gives them: a `Value` (`Null` when absent),
     /// or, for a line `parse` refuses (a string holding a lone surrogate),
     /// the id and error to answer.
-    pub fn to_value(&self) -> Result<Value, (RequestId, ErrorObject)> {
+    pub fn to_value(&self) -> Result<Value, Box<MalformedLine>> {
         match self.span {
             None => Ok(Value::Null),
             Some(_) => match serde_json::from_slice(self.json()) {
                 Ok(v) => Ok(v),
                 Err(_) => match parse(&self.line) {
                     Incoming::Message(Message::Request(r)) => Ok(r.params),
-                    Incoming::Malformed { id, error } => Err((id, error)),
+                    Incoming::Malformed { id, error } => Err(Box::new(MalformedLine { id, error })),
                     // A line that parsed as a request once does so again.
-                    _ => Err((
-                        RequestId::Null,
-                        ErrorObject::new(PARSE_ERROR, "parse error", None),
-                    )),
+                    _ => Err(Box::new(MalformedLine {
+                        id: RequestId::Null,
+                        error: ErrorObject::new(PARSE_ERROR, "parse error", None),
+                    })),
                 },
             },
         }
     }
 }
 
+/// The members of an object in params (see [`RawParams::object`]).
+pub(crate) struct RawObject<'a> {
+    text: &'a [u8],
+    members: Vec<scan::Member>,
+}
+
+impl RawParams {
+    /// The members of the params object, when `params` is an object. The
+    /// line was scanned already, so this only finds them.
+    pub(crate) fn object(&self) -> Option<RawObject<'_>> {
+        let (start, end) = self.span?;
+        if self.line[start] != b'{' {
+            return None;
+        }
+        Some(RawObject {
+            text: &self.line,
+            members: scan::members_of(&self.line, start..end)?,
+        })
+    }
+}
+
+/// A member of a [`RawObject`] by name.
+pub(crate) enum RawMember<'a> {
+    /// No member has the name.
+    Absent,
+    /// The JSON text of the one member with the name.
+    One(&'a [u8]),
+    /// Several have it.
+    Repeated,
+}
+
+impl<'a> RawObject<'a> {
+    /// Member `key`.
+    pub(crate) fn get(&self, key: &str) -> RawMember<'a> {
+        match scan::find(self.text, &self.members, key) {
+            scan::Lookup::Absent => RawMember::Absent,
+            scan::Lookup::One(m) => RawMember::One(&self.text[m.value.clone()]),
+            scan::Lookup::Repeated => RawMember::Repeated,
+        }
+    }
+
+    /// The JSON text of member `key` when exactly one has the name.
+    fn one(&self, key: &str) -> Option<&'a [u8]> {
+        match self.get(key) {
+            RawMember::One(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// Member `key` deserialized with serde; `None` when absent, repeated
+    /// or not of that type.
+    pub(crate) fn parse<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        serde_json::from_slice(self.one(key)?).ok()
+    }
+
+    /// Member `key` as a string, decoded without serde (it may be a whole
+    /// file); `None` when absent, repeated or not a string.
+    pub(crate) fn string(&self, key: &str) -> Option<String> {
+        scan::unescape(std::str::from_utf8(self.one(key)?).ok()?)
+    }
+}
+
 impl RawRequest {
     /// The request as [`parse`] gives it, or the malformed line's answer.
-    pub fn into_request(self) -> Result<Request, (RequestId, ErrorObject)> {
+    pub fn into_request(self) -> Result<Request, Box<MalformedLine>> {
         let params = self.params.to_value()?;
         Ok(Request {
             id: self.id,
@@ -296,32 +368,14 @@ pub enum Parsed {
     Other(Incoming),
 }
 
-/// The envelope of a message with every member still raw JSON text.
-/// `Some` also for a member that is `null` (only an absent one is `None`).
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
-    jsonrpc: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    method: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
-}
-
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
-}
-
 /// Parses a line like [`parse`], but leaves a well-formed request's params
-/// unparsed ([`RawRequest`]). The line's envelope is read without building
-/// a `Value`; anything that is not plainly a well-formed request (another
-/// message, a malformed or unusual line) goes through [`parse`], so every
-/// answer stays exactly [`parse`]'s.
+/// unparsed ([`RawRequest`]). The line is scanned once without building
+/// anything (`scan`); anything that is not plainly a well-formed request
+/// (another message, a malformed or unusual line) goes through [`parse`],
+/// so every answer stays exactly [`parse`]'s.
 pub fn parse_line(line: Bytes) -> Parsed {
     match raw_request(&line) {
-        Some((id, method, span)) => Parsed::Request(RawRequest {
+        Some(RawHead { id, method, span }) => Parsed::Request(RawRequest {
             id,
             method,
             params: RawParams { line, span },
@@ -330,39 +384,43 @@ pub fn parse_line(line: Bytes) -> Parsed {
     }
 }
 
+/// What [`raw_request`] reads of a request line.
+struct RawHead {
+    id: RequestId,
+    method: String,
+    span: Option<(usize, usize)>,
+}
+
 /// The id, method and params span of a plainly well-formed request line;
 /// `None` for anything else.
-fn raw_request(line: &[u8]) -> Option<(RequestId, String, Option<(usize, usize)>)> {
-    // An object, not an array (serde would read a struct from an array too).
-    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+fn raw_request(line: &[u8]) -> Option<RawHead> {
+    let members = scan::object_members(line)?;
+    let text = |m: &scan::Member| &line[m.value.clone()];
+    let one = |key| match scan::find(line, &members, key) {
+        scan::Lookup::One(m) => Some(Some(m)),
+        scan::Lookup::Absent => Some(None),
+        // `parse` keeps the last of repeated members: left to it.
+        scan::Lookup::Repeated => None,
+    };
+    if text(one("jsonrpc")??) != b"\"2.0\"" {
         return None;
     }
-    // Duplicate members are an error here and fall back to `parse`, which
-    // keeps the last one, as before.
-    let env: Envelope<'_> = serde_json::from_slice(line).ok()?;
-    if env.jsonrpc?.get() != "\"2.0\"" {
+    let id: RequestId = serde_json::from_slice(text(one("id")??)).ok()?;
+    let method = text(one("method")??);
+    if !method.starts_with(b"\"") {
         return None;
     }
-    let id: RequestId = serde_json::from_str(env.id?.get()).ok()?;
-    let method = env.method?.get();
-    if !method.starts_with('"') {
-        return None;
-    }
-    let method: String = serde_json::from_str(method).ok()?;
-    let span = match env.params {
+    let method: String = serde_json::from_slice(method).ok()?;
+    let span = match one("params")? {
         None => None,
-        Some(p) => {
-            let text = p.get();
-            if !(text.starts_with('{') || text.starts_with('[') || text == "null") {
+        Some(m) => {
+            if !matches!(line[m.value.start], b'{' | b'[') && text(m) != b"null" {
                 return None;
             }
-            // The raw value borrows from `line`: its offset is its distance
-            // from the line's start.
-            let start = (text.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
-            Some((start, start + text.len()))
+            Some((m.value.start, m.value.end))
         }
     };
-    Some((id, method, span))
+    Some(RawHead { id, method, span })
 }
 
 /// A response object: `result`, or an `error` object. Never answered,
@@ -649,5 +707,56 @@ mod tests {
             json!({"jsonrpc":"2.0","method":"n","params":[]})
         );
         assert!(ok_line(&id, &json!({})).ends_with(b"}\n"));
+    }
+
+    /// `parse_line` answers every line exactly as `parse` does: a raw
+    /// request becomes `parse`'s request (or `parse`'s error), anything
+    /// else is `parse`'s own result.
+    #[test]
+    fn parse_line_agrees_with_parse() {
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"fs/write_text_file","params":{"sessionId":"s","path":"/a","content":"x\ny"}}"#,
+            r#"  {"id":"a b","params":[1,2],"method":"m","jsonrpc":"2.0"}  "#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"m","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"m","params":7}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"m","params":{"x":1e400}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"m","params":{"x":1.5}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"method":"m","params":{"c":"\ud800"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"a","method":"b"}"#,
+            r#"{"jsonrpc":"2.0","id":8,"method":"m","params":{"k":1,"k":2}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"m"}"#,
+            r#"{"jsonrpc":"1.0","id":9,"method":"m"}"#,
+            r#"{"jsonrpc":"2\u002e0","id":10,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":12,"method":"m\u00e9"}"#,
+            r#"{"jsonrpc":"2.0","id":13,"method":"m","params":{"a":[[[[]]]]}} x"#,
+            r#"{"jsonrpc":"2.0","method":"n","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":14,"result":{}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"m"}]"#,
+            r#"{"jsonrpc":"2.0","id":15,"method":"m","params":{"a":1}"#,
+            "{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"m\",\"params\":{\"a\":\"\t\"}}",
+            r#"{"jsonrpc":"2.0","id":17,"method":"m","params":{"a":"é😀\u20ac"}}"#,
+        ];
+        for line in lines {
+            let want = parse(line.as_bytes());
+            let got = match parse_line(Bytes::from(line)) {
+                Parsed::Other(i) => i,
+                Parsed::Request(r) => match r.into_request() {
+                    Ok(r) => Incoming::Message(Message::Request(r)),
+                    Err(m) => Incoming::Malformed {
+                        id: m.id,
+                        error: m.error,
+                    },
+                },
+            };
+            assert_eq!(got, want, "{line}");
+        }
+        // The common request is read without serde's parse.
+        assert!(matches!(
+            parse_line(Bytes::from_static(lines[0].as_bytes())),
+            Parsed::Request(_)
+        ));
     }
 }

@@ -522,30 +522,33 @@ impl<'s> Op<'s> {
         let identity = existing.as_ref().map(|e| (e.dev, e.ino));
         // The old file's read descriptor (see `publish_bytes`).
         let handle = existing.as_mut().and_then(Existing::take_handle);
-        // The hashes: of the new bytes, and of the old file when that was
-        // left for now.
-        let hashes = || {
+        // The old file's hash, when it was left for now.
+        let hash_old = || {
             if let (Some(slot), Some(e)) = (&slot, &existing) {
                 slot.get_or_init(|| sha256_tagged(&e.bytes));
             }
-            sha256_tagged(bytes)
         };
+        let big = bytes.len() >= PARALLEL_HASH_MIN;
         let (hash_after, created) = if dry_run {
-            (hashes(), existing.is_none())
-        } else if bytes.len() >= PARALLEL_HASH_MIN || slot.is_some() {
-            // Hash on a helper thread while this one writes and waits for
-            // the disk.
+            hash_old();
+            (sha256_tagged(bytes), existing.is_none())
+        } else if big || slot.is_some() {
+            // Each large hash on a helper thread of its own while this one
+            // writes and waits for the disk.
             let (hash, published) = std::thread::scope(|s| {
-                let helper = s.spawn(hashes);
+                let old = slot.is_some().then(|| s.spawn(hash_old));
+                let new = big.then(|| s.spawn(|| sha256_tagged(bytes)));
                 let published = self.publish_bytes(target, dir, identity, handle, bytes);
-                let hash = helper
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                let hash = new.map_or_else(|| sha256_tagged(bytes), joined);
+                if let Some(h) = old {
+                    joined(h);
+                }
                 (hash, published)
             });
             (hash, published?)
         } else {
-            let hash = hashes();
+            hash_old();
+            let hash = sha256_tagged(bytes);
             (
                 hash,
                 self.publish_bytes(target, dir, identity, handle, bytes)?,
@@ -689,6 +692,12 @@ impl Drop for Op<'_> {
             );
         }
     }
+}
+
+/// The result of a helper thread; its panic goes on in this thread.
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// A resolver refusal with what a model or a person needs to act on it:

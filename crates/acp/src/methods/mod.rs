@@ -94,6 +94,13 @@ pub trait Method {
     fn check(_params: &Self::Params) -> Result<(), Failure> {
         Ok(())
     }
+    /// Params read straight from the request line without serde, for a
+    /// method whose params can hold a whole file; `None` (the default, and
+    /// for anything unusual) leaves them to serde. Must give exactly what
+    /// serde would.
+    fn params_from_raw(_raw: &RawParams) -> Option<Self::Params> {
+        None
+    }
     /// The request's path, reported as `data.uri` of a `-32002`.
     fn uri(_params: &Self::Params) -> Option<&Path> {
         None
@@ -197,7 +204,11 @@ fn answer_raw_with<M: Method>(call: &Call<'_>, id: &RequestId, raw: RawParams) -
     if !M::enabled(call.conn) {
         return error_line(id, &ErrorObject::method_not_found(M::NAME));
     }
-    match serde_json::from_slice::<M::Params>(raw.json()) {
+    let params = match M::params_from_raw(&raw) {
+        Some(p) => Ok(p),
+        None => serde_json::from_slice::<M::Params>(raw.json()),
+    };
+    match params {
         Ok(params) => {
             // The line is no longer needed (a whole file may be in it).
             drop(raw);
@@ -205,7 +216,7 @@ fn answer_raw_with<M: Method>(call: &Call<'_>, id: &RequestId, raw: RawParams) -
         }
         Err(_) => match raw.to_value() {
             Ok(params) => answer_with::<M>(call, id, params),
-            Err((id, error)) => error_line(&id, &error),
+            Err(m) => error_line(&m.id, &m.error),
         },
     }
 }
