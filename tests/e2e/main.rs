@@ -21,6 +21,7 @@ mod concurrency;
 mod external;
 mod framing;
 mod handshake;
+mod memory;
 mod permissions;
 mod race;
 mod shutdown;

@@ -273,7 +273,7 @@ pub async fn run_connection<H, R, W>(
                     more: input.has_line(),
                     len: line.len(),
                 };
-                on_line(&link, &*handler, &line.freeze(), ticket);
+                on_line(&link, &*handler, line.freeze(), ticket);
             }
         }
     }
@@ -290,19 +290,21 @@ pub async fn run_connection<H, R, W>(
 }
 
 /// Parses one line and hands it on.
-fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: &bytes::Bytes, ticket: Ticket) {
-    let incoming = match message::parse_line(line.clone()) {
+fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: bytes::Bytes, ticket: Ticket) {
+    // The line moves on whole (no second reference): a method may decode
+    // a whole file in its memory.
+    let (incoming, line) = match message::parse_line(line) {
         Parsed::Request(req) => return handler.raw_request(link, req, ticket),
-        Parsed::Other(incoming) => incoming,
+        Parsed::Other(incoming, line) => (incoming, line),
     };
     match incoming {
         Incoming::Malformed { id, error } => link.answer(message::error_line(&id, &error), ticket),
         Incoming::Dropped => {}
-        Incoming::Message(Message::Request(req)) => handler.request(link, req, line, ticket),
-        Incoming::Message(Message::Notification(n)) => handler.notification(link, n, line),
+        Incoming::Message(Message::Request(req)) => handler.request(link, req, &line, ticket),
+        Incoming::Message(Message::Notification(n)) => handler.notification(link, n, &line),
         Incoming::Message(Message::Response(r)) => {
             if let Some(r) = link.outgoing.complete(r) {
-                handler.response(link, r, line);
+                handler.response(link, r, &line);
             }
         }
     }

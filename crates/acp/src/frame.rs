@@ -135,7 +135,17 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         } else {
             self.codec.decode(&mut self.buf)
         };
-        frame.ok().flatten()
+        let frame = frame.ok().flatten();
+        // A long line shares its allocation with what is left of the
+        // buffer: give the rest a small buffer of its own, so the long
+        // line's memory goes as soon as the line does (not when this
+        // connection next reads a long line).
+        if self.buf.capacity() > READ_MAX && self.buf.len() <= READ_CHUNK {
+            let rest = std::mem::take(&mut self.buf);
+            self.buf = BytesMut::with_capacity(READ_CHUNK);
+            self.buf.extend_from_slice(&rest);
+        }
+        frame
     }
 
     /// Reads once more into the buffer, at most `limit` bytes. `Ok(false)`

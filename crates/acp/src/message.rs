@@ -340,10 +340,34 @@ impl<'a> RawObject<'a> {
         serde_json::from_slice(self.one(key)?).ok()
     }
 
-    /// Member `key` as a string, decoded without serde (it may be a whole
-    /// file); `None` when absent, repeated or not a string.
-    pub(crate) fn string(&self, key: &str) -> Option<String> {
-        scan::unescape(std::str::from_utf8(self.one(key)?).ok()?)
+    /// The span in the line of member `key` when it is a string (with its
+    /// quotes); `None` when absent, repeated or not a string.
+    pub(crate) fn string_span(&self, key: &str) -> Option<std::ops::Range<usize>> {
+        match scan::find(self.text, &self.members, key) {
+            scan::Lookup::One(m) if self.text[m.value.start] == b'"' => Some(m.value.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl RawParams {
+    /// The string at `span` of the line (see [`RawObject::string_span`]),
+    /// decoded. The line's own memory becomes the string's when nothing
+    /// else shares it (a whole file then needs no second buffer); else the
+    /// string is decoded into a new one.
+    pub(crate) fn into_string(self, span: std::ops::Range<usize>) -> Option<String> {
+        // Valid UTF-8 (checked now, before anything is overwritten) with
+        // escapes the scan accepted, so decoding cannot fail half-way.
+        std::str::from_utf8(self.line.get(span.clone())?).ok()?;
+        match self.line.try_into_mut() {
+            Ok(unique) => {
+                let mut v = Vec::from(unique);
+                scan::unescape_in_place(&mut v, span)?;
+                // Text moved to the start by whole characters: still UTF-8.
+                String::from_utf8(v).ok()
+            }
+            Err(shared) => scan::unescape(std::str::from_utf8(&shared[span]).ok()?),
+        }
     }
 }
 
@@ -364,8 +388,8 @@ impl RawRequest {
 pub enum Parsed {
     /// A well-formed request, params unparsed.
     Request(RawRequest),
-    /// Anything else, as [`parse`] gives it.
-    Other(Incoming),
+    /// Anything else, as [`parse`] gives it, and the line.
+    Other(Incoming, Bytes),
 }
 
 /// Parses a line like [`parse`], but leaves a well-formed request's params
@@ -380,7 +404,7 @@ pub fn parse_line(line: Bytes) -> Parsed {
             method,
             params: RawParams { line, span },
         }),
-        None => Parsed::Other(parse(&line)),
+        None => Parsed::Other(parse(&line), line),
     }
 }
 
@@ -742,7 +766,7 @@ mod tests {
         for line in lines {
             let want = parse(line.as_bytes());
             let got = match parse_line(Bytes::from(line)) {
-                Parsed::Other(i) => i,
+                Parsed::Other(i, _) => i,
                 Parsed::Request(r) => match r.into_request() {
                     Ok(r) => Incoming::Message(Message::Request(r)),
                     Err(m) => Incoming::Malformed {

@@ -264,31 +264,63 @@ pub(crate) fn unescape(raw: &str) -> Option<String> {
         out.push_str(inner.get(i..i + run)?);
         i += run;
         let len = escape_len(&bytes[i..])?;
-        let c = match bytes[i + 1] {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            _ => {
-                let hi = hex4(&bytes[i + 2..i + 6])?;
-                let cp = if len == 12 {
-                    let lo = hex4(&bytes[i + 8..i + 12])?;
-                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                } else {
-                    hi
-                };
-                char::from_u32(cp)?
-            }
-        };
-        out.push(c);
+        out.push(escaped_char(&bytes[i..i + len])?);
         i += len;
     }
     out.push_str(inner.get(i..)?);
     Some(out)
+}
+
+/// [`unescape`] of the JSON string at `v[span]` (with its quotes, accepted
+/// by the scan) done in place: the decoded text moves to the start of `v`
+/// and `v` is cut to it (decoding never lengthens a string: each escape is
+/// at least as long as its character's UTF-8). `None` if an escape is not
+/// valid after all (then `v` holds part of the text).
+pub(crate) fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<()> {
+    if span.len() < 2 || v.get(span.start) != Some(&b'"') || v.get(span.end - 1) != Some(&b'"') {
+        return None;
+    }
+    let end = span.end - 1;
+    let (mut r, mut w) = (span.start + 1, 0);
+    while let Some(run) = memchr::memchr(b'\\', &v[r..end]) {
+        v.copy_within(r..r + run, w);
+        w += run;
+        r += run;
+        let len = escape_len(&v[r..end])?;
+        let c = escaped_char(&v[r..r + len])?;
+        let mut utf8 = [0; 4];
+        let bytes = c.encode_utf8(&mut utf8).as_bytes();
+        v[w..w + bytes.len()].copy_from_slice(bytes);
+        w += bytes.len();
+        r += len;
+    }
+    v.copy_within(r..end, w);
+    v.truncate(w + end - r);
+    Some(())
+}
+
+/// The character of one escape (`escape_len` long).
+fn escaped_char(e: &[u8]) -> Option<char> {
+    Some(match *e.get(1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        _ => {
+            let hi = hex4(e.get(2..6)?)?;
+            let cp = if e.len() == 12 {
+                let lo = hex4(e.get(8..12)?)?;
+                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+            } else {
+                hi
+            };
+            char::from_u32(cp)?
+        }
+    })
 }
 
 #[cfg(test)]
@@ -490,12 +522,17 @@ mod tests {
             }
         }
 
-        /// Any JSON string serde_json writes is accepted and decoded back.
+        /// Any JSON string serde_json writes is accepted and decoded back,
+        /// copied or in place.
         #[test]
-        fn strings_round_trip(s in "\\PC*") {
-            let doc = format!("{{\"k\":{}}}", serde_json::to_string(&s).unwrap());
+        fn strings_round_trip(s in "\\PC*", lead in "[a-z]{0,3}") {
+            let doc = format!("{{\"{lead}\":{}}}", serde_json::to_string(&s).unwrap());
             let m = object_members(doc.as_bytes()).expect("accepted");
-            proptest::prop_assert_eq!(unescape(&doc[m[0].value.clone()]), Some(s));
+            let span = m[0].value.clone();
+            proptest::prop_assert_eq!(unescape(&doc[span.clone()]), Some(s.clone()));
+            let mut v = doc.into_bytes();
+            proptest::prop_assert_eq!(unescape_in_place(&mut v, span), Some(()));
+            proptest::prop_assert_eq!(String::from_utf8(v).ok(), Some(s));
         }
     }
 }

@@ -95,11 +95,11 @@ pub trait Method {
         Ok(())
     }
     /// Params read straight from the request line without serde, for a
-    /// method whose params can hold a whole file; `None` (the default, and
-    /// for anything unusual) leaves them to serde. Must give exactly what
-    /// serde would.
-    fn params_from_raw(_raw: &RawParams) -> Option<Self::Params> {
-        None
+    /// method whose params can hold a whole file; `Err` with the params
+    /// untouched (the default, and for anything unusual) leaves them to
+    /// serde. Must give exactly what serde would.
+    fn params_from_raw(raw: RawParams) -> Result<Self::Params, RawParams> {
+        Err(raw)
     }
     /// The request's path, reported as `data.uri` of a `-32002`.
     fn uri(_params: &Self::Params) -> Option<&Path> {
@@ -204,11 +204,11 @@ fn answer_raw_with<M: Method>(call: &Call<'_>, id: &RequestId, raw: RawParams) -
     if !M::enabled(call.conn) {
         return error_line(id, &ErrorObject::method_not_found(M::NAME));
     }
-    let params = match M::params_from_raw(&raw) {
-        Some(p) => Ok(p),
-        None => serde_json::from_slice::<M::Params>(raw.json()),
+    let raw = match M::params_from_raw(raw) {
+        Ok(params) => return answer_params::<M>(call, id, params),
+        Err(raw) => raw,
     };
-    match params {
+    match serde_json::from_slice::<M::Params>(raw.json()) {
         Ok(params) => {
             // The line is no longer needed (a whole file may be in it).
             drop(raw);

@@ -6,11 +6,30 @@ use crate::message::{RawMember, RawParams};
 use crate::wire::{convert_encoding, parse_marker, write_options};
 use agent_client_protocol_schema::v1::{Meta, SessionId, WriteTextFileRequest};
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use writegate_core::{Failure, WriteParams};
 
 /// The method.
 pub(crate) struct WriteTextFile;
+
+/// `sessionId`, `path`, `_meta` and the span of `content` of the plain
+/// params form (see [`WriteTextFile::params_from_raw`]).
+type Plain = (SessionId, PathBuf, Option<Meta>, std::ops::Range<usize>);
+
+fn plain_params(raw: &RawParams) -> Option<Plain> {
+    let params = raw.object()?;
+    let session: SessionId = params.parse("sessionId")?;
+    let path: PathBuf = params.parse("path")?;
+    // `_meta` that is not an object is no `_meta` (the schema's
+    // DefaultOnError).
+    let meta = match params.get("_meta") {
+        RawMember::Absent => None,
+        RawMember::One(m) => serde_json::from_slice::<Meta>(m).ok(),
+        RawMember::Repeated => return None,
+    };
+    let content = params.string_span("content")?;
+    Some((session, path, meta, content))
+}
 
 /// ACP's empty result object, `{}` (never `null`).
 #[derive(Serialize)]
@@ -26,21 +45,17 @@ impl Method for WriteTextFile {
     /// from the line, not through serde's scratch buffer and a copy.
     /// Anything else (positional params, a missing or repeated member, a
     /// wrong type) is serde's.
-    fn params_from_raw(raw: &RawParams) -> Option<Self::Params> {
-        let params = raw.object()?;
-        let session: SessionId = params.parse("sessionId")?;
-        let path: std::path::PathBuf = params.parse("path")?;
-        // `_meta` that is not an object is no `_meta` (the schema's
-        // DefaultOnError).
-        let meta = match params.get("_meta") {
-            RawMember::Absent => None,
-            RawMember::One(m) => serde_json::from_slice::<Meta>(m).ok(),
-            RawMember::Repeated => return None,
+    fn params_from_raw(raw: RawParams) -> Result<Self::Params, RawParams> {
+        let Some((session, path, meta, content)) = plain_params(&raw) else {
+            return Err(raw);
         };
-        let content = params.string("content")?;
+        // Checked above: a string the scan accepted decodes.
+        let content = raw
+            .into_string(content)
+            .expect("a string the line scan accepted decodes");
         let mut p = WriteTextFileRequest::new(session, path, content);
         p.meta = meta;
-        Some(p)
+        Ok(p)
     }
 
     fn check(p: &Self::Params) -> Result<(), Failure> {
@@ -74,7 +89,7 @@ mod tests {
         let line = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{params}}}"#);
         match parse_line(bytes::Bytes::from(line)) {
             Parsed::Request(r) => r.params,
-            Parsed::Other(i) => panic!("{params}: {i:?}"),
+            Parsed::Other(i, _) => panic!("{params}: {i:?}"),
         }
     }
 
@@ -114,7 +129,7 @@ mod tests {
         ];
         for (params, fast) in cases {
             let raw = raw(params);
-            let ours = WriteTextFile::params_from_raw(&raw);
+            let ours = WriteTextFile::params_from_raw(raw).ok();
             assert_eq!(ours.is_some(), fast, "{params}");
             let theirs = serde_json::from_str::<WriteTextFileRequest>(params);
             if let Some(ours) = ours {
