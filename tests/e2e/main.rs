@@ -25,6 +25,7 @@ mod external;
 mod framing;
 mod handshake;
 mod mcp;
+mod memory;
 mod permissions;
 mod protocol_doc;
 mod proxy;

@@ -1,12 +1,15 @@
-//! Durable write throughput: the real daemon over its Unix socket against the
-//! bare in-process sequence (temp file, write, fsync, rename, fsync
-//! directory), measured in the same run on the same files.
+//! Durable write throughput: the real daemon over its Unix socket, and over
+//! stdio (a second daemon spawned the way hosts spawn it), against the bare
+//! in-process sequence (temp file, write, fsync, rename, fsync directory),
+//! measured in the same run on the same files.
 //!
 //! Run: `cargo bench -p writegate --bench throughput`
 //! (optional: `WG_BENCH_SCALE=0.5` or `=2` scales the number of writes;
-//! `WG_BENCH_AUDIT_FLUSH=sync` runs with `audit.flush = "sync"`).
+//! `WG_BENCH_AUDIT_FLUSH=sync` runs with `audit.flush = "sync"`;
+//! `WG_BENCH_CASES=5m1,5m1stdio` runs only the named cases, see [`CASES`]).
 //!
-//! For each size (1 KiB, 4 KiB, 5 MiB) and for 1 and 8 connections, the bench
+//! For each size (1 KiB, 4 KiB, 5 MiB) and for 1 and 8 connections (and
+//! one stdio connection for 1 KiB and 5 MiB), the bench
 //! alternates rounds of "bare sequence" and "daemon" over the same 64 files
 //! in the same directory (the order flips every round to cancel disk drift)
 //! and reports the median of the per-round means, and the median of the
@@ -66,12 +69,47 @@ static BARE_CPU: AtomicU64 = AtomicU64::new(0);
 static BARE_WAIT: AtomicU64 = AtomicU64::new(0);
 
 /// One case: a size, a number of connections, writes per round (total over
-/// all connections), rounds.
+/// all connections), rounds, and whether it runs over stdio.
 struct Case {
+    name: &'static str,
     size: usize,
     conns: usize,
     per_round: usize,
     rounds: usize,
+    stdio: bool,
+}
+
+/// The cases in the order they run, by name (for `WG_BENCH_CASES`): size,
+/// connections, writes per round, rounds, over stdio.
+const CASES: [(&str, usize, usize, usize, usize, bool); 8] = [
+    ("1k1", KIB, 1, 16, 128, false),
+    ("1k1stdio", KIB, 1, 16, 64, true),
+    ("1k8", KIB, CONNS, 160, 8, false),
+    ("4k1", 4 * KIB, 1, 40, 16, false),
+    ("4k8", 4 * KIB, CONNS, 160, 8, false),
+    ("5m1", 5 * MIB, 1, 4, 6, false),
+    ("5m1stdio", 5 * MIB, 1, 4, 6, true),
+    ("5m8", 5 * MIB, CONNS, 16, 4, false),
+];
+
+/// The cases `WG_BENCH_CASES` (comma-separated names) selects, all when unset.
+fn selected_cases() -> Vec<Case> {
+    let only = std::env::var("WG_BENCH_CASES").ok();
+    CASES
+        .iter()
+        .filter(|c| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|n| n.trim() == c.0))
+        })
+        .map(|&(name, size, conns, per_round, rounds, stdio)| Case {
+            name,
+            size,
+            conns,
+            per_round: scaled(per_round),
+            rounds,
+            stdio,
+        })
+        .collect()
 }
 
 /// Median-of-rounds figures for one side.
@@ -84,6 +122,7 @@ struct Side {
 struct Outcome {
     case_size: usize,
     conns: usize,
+    stdio: bool,
     writes: usize,
     bare: Side,
     daemon: Side,
@@ -266,7 +305,7 @@ fn run_case(
     run_daemon(clients, &prefixes, &content_json, FILES / case.conns);
     wait_released(pid, &t.ws);
     let (mut bare, mut daemon, mut service) = (Vec::new(), Vec::new(), Vec::new());
-    let with_inproc = case.conns == 1;
+    let with_inproc = case.conns == 1 && !case.stdio;
     BARE_CPU.store(0, Ordering::Relaxed);
     BARE_WAIT.store(0, Ordering::Relaxed);
     let (mut d_cpu, mut d_wait) = (0u64, 0u64);
@@ -308,6 +347,7 @@ fn run_case(
     Outcome {
         case_size: case.size,
         conns: case.conns,
+        stdio: case.stdio,
         writes: writes * case.rounds,
         bare,
         daemon,
@@ -349,18 +389,20 @@ fn print_inproc(outcomes: &[Outcome]) {
 
 fn print_cpu(outcomes: &[Outcome]) {
     println!(
-        "| size | conns | bare CPU µs/write | bare run-queue wait µs/write | daemon CPU µs/write | daemon run-queue wait µs/write |"
+        "| size | conns | via | bare CPU µs/write | bare run-queue wait µs/write | daemon CPU µs/write | daemon run-queue wait µs/write | daemon CPU / bare CPU |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for o in outcomes {
         println!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} |",
             fmt_size(o.case_size),
             o.conns,
+            via(o.stdio),
             o.bare_cpu_us,
             o.bare_wait_us,
             o.daemon_cpu_us,
-            o.daemon_wait_us
+            o.daemon_wait_us,
+            o.daemon_cpu_us / o.bare_cpu_us
         );
     }
     println!(
@@ -376,7 +418,9 @@ fn round_trips(t: &Tree, pid: u32, client: &mut Client) {
     let n = scaled(300);
     let receipt = br#"{"sessionId":"probe-empty"}"#.to_vec();
     let mut read = br#"{"sessionId":"probe","path":"#.to_vec();
-    read.extend_from_slice(&serde_json::to_vec(&t.ws.join("f00.txt")).unwrap());
+    let probe = t.ws.join("probe.txt");
+    fs::write(&probe, text_of(4 * KIB, "probe")).unwrap();
+    read.extend_from_slice(&serde_json::to_vec(&probe).unwrap());
     read.extend_from_slice(br#","line":1,"limit":1}"#);
     println!(
         "| request (no fsync) | median µs | daemon CPU µs/request | daemon run-queue wait µs/request |"
@@ -413,18 +457,23 @@ fn round_trips(t: &Tree, pid: u32, client: &mut Client) {
 
 fn print_header() {
     println!(
-        "| size | conns | writes/side | bare µs/write | daemon µs/write | bare writes/s | daemon writes/s | bare MiB/s | daemon MiB/s | daemon/bare | per-round ratio, median |"
+        "| size | conns | via | writes/side | bare µs/write | daemon µs/write | bare writes/s | daemon writes/s | bare MiB/s | daemon MiB/s | daemon/bare | per-round ratio, median |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+}
+
+fn via(stdio: bool) -> &'static str {
+    if stdio { "stdio" } else { "socket" }
 }
 
 fn print_outcome(o: &Outcome) {
     let wps = |us: f64| 1e6 / us;
     let mibs = |us: f64| wps(us) * o.case_size as f64 / MIB as f64;
     println!(
-        "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.1} | {:.1} | {:.2} | {:.2} | {:.3} | {:.3} |",
+        "| {} | {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.1} | {:.1} | {:.2} | {:.2} | {:.3} | {:.3} |",
         fmt_size(o.case_size),
         o.conns,
+        via(o.stdio),
         o.writes,
         o.bare.us_per_write,
         o.bare.min_us,
@@ -442,9 +491,14 @@ fn print_outcome(o: &Outcome) {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; a filter argument is not supported.
+    // `cargo bench` passes `--bench`; cases are chosen with WG_BENCH_CASES.
     let t = Tree::new("throughput");
     print_preamble("throughput", &t);
+    let cases = selected_cases();
+    println!(
+        "cases: {}",
+        cases.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
+    );
 
     let daemon = Daemon::start(&t);
     let mut clients: Vec<Client> = (0..CONNS).map(|_| Client::connect(&t.sock)).collect();
@@ -456,109 +510,136 @@ fn main() {
         daemon.child.id(),
         idle_rss as f64 / 1024.0
     );
+    let mut stdio = cases
+        .iter()
+        .any(|c| c.stdio)
+        .then(|| Daemon::start_stdio(&t));
+    if let Some((d, _)) = &stdio {
+        println!(
+            "stdio daemon pid {}: idle after start + initialize: VmRSS {} KiB",
+            d.child.id(),
+            d.status_kib("VmRSS")
+        );
+    }
     println!();
-
-    let small = |size, conns, per_round, rounds| Case {
-        size,
-        conns,
-        per_round: scaled(per_round),
-        rounds,
-    };
-    let cases_small = [
-        small(KIB, 1, 16, 128),
-        small(KIB, CONNS, 160, 8),
-        small(4 * KIB, 1, 40, 16),
-        small(4 * KIB, CONNS, 160, 8),
-    ];
-    let big = [
-        Case {
-            size: 5 * MIB,
-            conns: 1,
-            per_round: scaled(4),
-            rounds: 6,
-        },
-        Case {
-            size: 5 * MIB,
-            conns: CONNS,
-            per_round: scaled(16),
-            rounds: 4,
-        },
-    ];
 
     let inproc = inproc_service(&t);
     let started = Instant::now();
-    print_header();
     let mut outcomes = Vec::new();
-    for c in &cases_small {
-        let o = run_case(&t, pid, &mut clients, &inproc, c);
+    let mut hwm = Vec::new();
+    let mut big_started = false;
+    print_header();
+    for c in &cases {
+        if c.size == 5 * MIB && !big_started {
+            big_started = true;
+            println!();
+            if let Some(client) = clients.first_mut() {
+                round_trips(&t, pid, client);
+            }
+            println!();
+            hwm.push((
+                "after the 1 KiB and 4 KiB runs".to_string(),
+                daemon.status_kib("VmRSS"),
+                daemon.status_kib("VmHWM"),
+            ));
+            print_header();
+        }
+        let o = match &mut stdio {
+            Some((d, client)) if c.stdio => {
+                let pid = d.child.id();
+                run_case(&t, pid, std::slice::from_mut(client), &inproc, c)
+            }
+            _ => run_case(&t, pid, &mut clients, &inproc, c),
+        };
         print_outcome(&o);
         outcomes.push(o);
+        if c.size == 5 * MIB && !c.stdio {
+            hwm.push((
+                format!("after 5 MiB x {} connection(s)", c.conns),
+                daemon.status_kib("VmRSS"),
+                daemon.status_kib("VmHWM"),
+            ));
+        }
     }
-    println!();
-    round_trips(&t, pid, &mut clients[0]);
-    println!();
-    print_header();
-    let rss_after_small = daemon.status_kib("VmRSS");
-    let hwm_after_small = daemon.status_kib("VmHWM");
-    let o = run_case(&t, pid, &mut clients, &inproc, &big[0]);
-    print_outcome(&o);
-    outcomes.push(o);
-    let hwm_after_big1 = daemon.status_kib("VmHWM");
-    let o = run_case(&t, pid, &mut clients, &inproc, &big[1]);
-    print_outcome(&o);
-    outcomes.push(o);
-    let hwm_after_big8 = daemon.status_kib("VmHWM");
-    let rss_end = daemon.status_kib("VmRSS");
     println!("(µs/write: median of per-round means, range of round means in parentheses)");
     println!();
     print_inproc(&outcomes);
     println!();
     print_cpu(&outcomes);
     println!();
-    println!("memory of the daemon:");
+    println!("memory of the socket daemon:");
     println!(
-        "  idle after start + initialize:     VmRSS {idle_rss} KiB ({:.2} MiB)",
+        "  idle after start + initialize: VmRSS {idle_rss} KiB ({:.2} MiB)",
         idle_rss as f64 / 1024.0
     );
-    println!(
-        "  after the 1 KiB and 4 KiB runs:    VmRSS {rss_after_small} KiB, VmHWM {hwm_after_small} KiB"
-    );
-    println!(
-        "  peak after 5 MiB x 1 connection:   VmHWM {hwm_after_big1} KiB ({:.1} MiB, {:.1}x the write)",
-        hwm_after_big1 as f64 / 1024.0,
-        hwm_after_big1 as f64 * 1024.0 / (5 * MIB) as f64
-    );
-    println!(
-        "  peak after 5 MiB x {CONNS} connections:  VmHWM {hwm_after_big8} KiB ({:.1} MiB)",
-        hwm_after_big8 as f64 / 1024.0
-    );
-    println!("  at the end:                        VmRSS {rss_end} KiB");
+    for (when, rss, peak) in &hwm {
+        println!(
+            "  {when}: VmRSS {rss} KiB, VmHWM {peak} KiB ({:.1} MiB)",
+            *peak as f64 / 1024.0
+        );
+    }
+    if let Some((d, _)) = &stdio {
+        println!(
+            "  (stdio daemon at the end: VmRSS {} KiB, VmHWM {} KiB)",
+            d.status_kib("VmRSS"),
+            d.status_kib("VmHWM")
+        );
+    }
     println!();
-    let one_kib = outcomes
-        .iter()
-        .find(|o| o.case_size == KIB && o.conns == 1)
-        .unwrap();
-    println!(
-        "target: 1 KiB on one connection within 1.15x of the bare sequence: per-round ratio, median {:.3} (ratio of the medians {:.3}) -> {}",
-        one_kib.paired_ratio,
-        one_kib.ratio,
-        if one_kib.paired_ratio <= 1.15 {
-            "met"
-        } else {
-            "NOT met"
-        }
-    );
-    println!(
-        "target: idle RSS < 10 MiB: {:.2} MiB -> {}",
-        idle_rss as f64 / 1024.0,
-        if idle_rss < 10 * 1024 {
-            "met"
-        } else {
-            "NOT met"
-        }
-    );
+    print_targets(&outcomes, idle_rss);
     println!("measured in {:.1} s", started.elapsed().as_secs_f64());
     println!("load average at end: {}", load_average());
     drop(clients);
     drop(daemon);
+    drop(stdio);
+}
+
+/// The issue's targets, as far as the cases run allow.
+fn print_targets(outcomes: &[Outcome], idle_rss: u64) {
+    let find = |size, conns, stdio| {
+        outcomes
+            .iter()
+            .find(|o| o.case_size == size && o.conns == conns && o.stdio == stdio)
+    };
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    if let Some(o) = find(KIB, 1, false) {
+        println!(
+            "target: 1 KiB on one connection within 1.15x of the bare sequence: per-round ratio, median {:.3} (ratio of the medians {:.3}) -> {}",
+            o.paired_ratio,
+            o.ratio,
+            verdict(o.paired_ratio <= 1.15)
+        );
+        println!(
+            "target: daemon CPU per 1 KiB write within 1.5x of the bare sequence's: {:.0} / {:.0} µs = {:.2} -> {}",
+            o.daemon_cpu_us,
+            o.bare_cpu_us,
+            o.daemon_cpu_us / o.bare_cpu_us,
+            verdict(o.daemon_cpu_us <= 1.5 * o.bare_cpu_us)
+        );
+    }
+    if let (Some(one), Some(eight)) = (find(KIB, 1, false), find(KIB, CONNS, false)) {
+        let x = one.daemon.us_per_write / eight.daemon.us_per_write;
+        println!(
+            "target: 1 KiB, {CONNS} connections on distinct files >= 1.5x one connection's throughput: {:.0} vs {:.0} writes/s = {x:.2}x -> {}",
+            1e6 / eight.daemon.us_per_write,
+            1e6 / one.daemon.us_per_write,
+            verdict(x >= 1.5)
+        );
+    }
+    for stdio in [false, true] {
+        if let Some(o) = find(5 * MIB, 1, stdio) {
+            println!(
+                "target: 5 MiB on one {} connection within 2.0x of the bare sequence: per-round ratio, median {:.3} (ratio of the medians {:.3}) -> {}",
+                via(stdio),
+                o.paired_ratio,
+                o.ratio,
+                verdict(o.paired_ratio <= 2.0)
+            );
+        }
+    }
+    println!(
+        "target: idle RSS <= 10 MiB: {:.2} MiB -> {}",
+        idle_rss as f64 / 1024.0,
+        verdict(idle_rss <= 10 * 1024)
+    );
 }

@@ -1,4 +1,5 @@
-//! The daemon-wide budget of request bytes in flight (`max_inflight_bytes`).
+//! The daemon-wide budget of request bytes in flight (`max_inflight_bytes`),
+//! lines still being read included.
 
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -6,11 +7,20 @@ use tokio::sync::Semaphore;
 /// The daemon-wide budget of request bytes in flight (`max_inflight_bytes`),
 /// counted in KiB: a request line longer than [`BUDGET_FREE_LINE`] holds
 /// `ceil(len / 1 KiB)` units (at most the whole budget) from the moment it
-/// is read until its answer is built. A connection whose line does not fit
-/// waits before handling it and reads nothing more meanwhile, so all
-/// connections together hold at most the budget plus one waiting line each.
-/// Answers are not counted (a small `_writegate/read_lines` can have a large
-/// answer); the per-connection [`MAX_OUTSTANDING`](crate::outbox::MAX_OUTSTANDING) bounds those.
+/// is read until its answer is built.
+///
+/// Lines still being read count too: a connection whose buffer holds more
+/// than [`PARTIAL_FREE`] bytes of an incomplete line stops reading until it
+/// holds a [`Budget::reservation`] (enough for the longest line allowed,
+/// at most the whole budget), taken at once so that every connection that
+/// holds one can finish its line (no two half-read lines can wait for each
+/// other); when the line is complete the reservation shrinks to the line's
+/// cost. A connection whose line does not fit waits before reading more or
+/// handling it. So all connections together hold at most the budget, plus
+/// less than [`PARTIAL_FREE`] + [`READ_CHUNK`](crate::frame::READ_CHUNK)
+/// unbudgeted bytes each. Answers are not counted (a small
+/// `_writegate/read_lines` can have a large answer); the per-connection
+/// [`MAX_OUTSTANDING`](crate::outbox::MAX_OUTSTANDING) bounds those.
 pub struct Budget {
     pub(crate) units: Arc<Semaphore>,
     total: u32,
@@ -22,6 +32,10 @@ pub struct Budget {
 /// lines, `$/cancel_request` included; small lines are bounded anyway by
 /// [`MAX_OUTSTANDING`](crate::outbox::MAX_OUTSTANDING) per connection.
 pub const BUDGET_FREE_LINE: usize = 4 * 1024;
+
+/// Bytes of an incomplete line a connection may buffer without budget;
+/// beyond this it reads on only while it holds a [`Budget::reservation`].
+pub const PARTIAL_FREE: usize = 64 * 1024;
 
 impl Budget {
     /// A budget of `bytes`, rounded up to whole KiB, at least 1 KiB, at most
@@ -45,6 +59,16 @@ impl Budget {
             return 0;
         }
         u32::try_from(len.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .min(self.total)
+    }
+
+    /// Units a connection holds while it reads a line longer than
+    /// [`PARTIAL_FREE`]: enough for a line of `max_line` bytes (the frame
+    /// limit) plus its `\r` and what a read may bring past it, at most the
+    /// whole budget.
+    pub fn reservation(&self, max_line: usize) -> u32 {
+        u32::try_from(max_line.saturating_add(2).div_ceil(1024))
             .unwrap_or(u32::MAX)
             .min(self.total)
     }

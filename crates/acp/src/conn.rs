@@ -8,19 +8,19 @@
 //! `serve` (answer ACP itself, [`crate::serve::Serve`]) and a proxy are two
 //! handlers over this one loop.
 
-use crate::budget::Budget;
-use crate::frame::{Frame, LineCodec};
-use crate::message::{self, ErrorObject, Incoming, Message, Notification, Request, Response};
+use crate::budget::{Budget, PARTIAL_FREE};
+use crate::frame::{Frame, LineReader, READ_CHUNK, READ_MAX};
+use crate::message::{
+    self, ErrorObject, Incoming, Message, Notification, Parsed, RawRequest, Request, Response,
+};
 use crate::outbox::{MAX_OUTSTANDING, Outbox, Queued, drained};
 use crate::outgoing::Outgoing;
 use agent_client_protocol::v1::schema::RequestId;
-use futures::StreamExt;
 use serde::Serialize;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
-use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use writegate_core::Service;
@@ -139,6 +139,21 @@ pub trait Handler: Send + Sync + 'static {
     /// `ticket` (now or from a task). `raw` is the line as read.
     fn request(&self, link: &Arc<Link>, req: Request, raw: &[u8], ticket: Ticket);
 
+    /// A well-formed request with its params still unparsed (the loop
+    /// hands every request here first). By default the params are parsed
+    /// into a `Value` and the request goes to [`Handler::request`] (a line
+    /// whose params turn out malformed is answered here, as the loop would
+    /// have). A handler that deserializes params into its own types
+    /// overrides this to skip the intermediate `Value` (a whole file can
+    /// travel in params); it must then answer exactly once too.
+    fn raw_request(&self, link: &Arc<Link>, req: RawRequest, ticket: Ticket) {
+        let line = req.params.line_bytes();
+        match req.into_request() {
+            Ok(r) => self.request(link, r, &line, ticket),
+            Err(m) => link.answer(message::error_line(&m.id, &m.error), ticket),
+        }
+    }
+
     /// A notification (never answered). `raw` is the line as read.
     fn notification(&self, link: &Arc<Link>, n: Notification, raw: &[u8]);
 
@@ -202,9 +217,11 @@ pub async fn run_connection<H, R, W>(
         tasks: TaskTracker::new(),
     });
     handler.started(&link);
-    let mut frames = FramedRead::new(reader, LineCodec::new(max));
+    let mut input = LineReader::new(reader, max);
+    // Budget held for the long line being read (see `Budget`).
+    let mut reserved: Option<OwnedSemaphorePermit> = None;
     let permits = Arc::new(Semaphore::new(MAX_OUTSTANDING));
-    loop {
+    'lines: loop {
         // Backpressure: no permit, no read.
         let permit = tokio::select! {
             () = shared.shutdown.cancelled() => break,
@@ -213,17 +230,39 @@ pub async fn run_connection<H, R, W>(
                 Err(_) => break,
             },
         };
-        let next = tokio::select! {
-            () = shared.shutdown.cancelled() => break,
-            next = frames.next() => next,
-        };
-        match next {
-            None => break,
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "connection read failed");
-                break;
+        let frame = loop {
+            if let Some(frame) = input.next_buffered() {
+                break frame;
             }
-            Some(Ok(Frame::TooLong)) => {
+            if input.at_eof() {
+                break 'lines;
+            }
+            // A long line is read on only with budget for all of it.
+            if reserved.is_none() && input.partial() > PARTIAL_FREE {
+                let units = shared.budget.reservation(max);
+                reserved = tokio::select! {
+                    biased;
+                    () = shared.shutdown.cancelled() => break 'lines,
+                    p = shared.budget.units.clone().acquire_many_owned(units) => p.ok(),
+                };
+            }
+            let limit = if reserved.is_some() {
+                READ_MAX
+            } else {
+                READ_CHUNK
+            };
+            let read = tokio::select! {
+                () = shared.shutdown.cancelled() => break 'lines,
+                r = input.fill(limit) => r,
+            };
+            if let Err(e) = read {
+                tracing::warn!(error = %e, "connection read failed");
+                break 'lines;
+            }
+        };
+        match frame {
+            Frame::TooLong => {
+                reserved = None;
                 let error = ErrorObject::invalid_request(
                     "frame too long",
                     format!("a line may hold at most {max} bytes (max_frame_bytes)"),
@@ -231,29 +270,39 @@ pub async fn run_connection<H, R, W>(
                 link.out
                     .send(message::error_line(&RequestId::Null, &error), Some(permit));
             }
-            Some(Ok(Frame::Line(line))) => {
-                let cost = shared.budget.cost(line.len());
-                // At shutdown the line is handled without budget: it is
-                // answered -32800 at once (its cancel flag starts set).
-                let held = if cost == 0 {
-                    None
-                } else {
-                    tokio::select! {
-                        biased;
-                        p = shared.budget.units.clone().acquire_many_owned(cost) => p.ok(),
-                        () = shared.shutdown.cancelled() => None,
+            Frame::Line(line) => {
+                let cost = shared.budget.cost(line.len()) as usize;
+                let held = match reserved.take() {
+                    // The line was read under a reservation: keep its cost,
+                    // give back the rest.
+                    Some(mut r) => {
+                        if r.num_permits() > cost {
+                            drop(r.split(r.num_permits() - cost));
+                        }
+                        (cost > 0).then_some(r)
                     }
+                    None if cost == 0 => None,
+                    // At shutdown the line is handled without budget: it is
+                    // answered -32800 at once (its cancel flag starts set).
+                    None => tokio::select! {
+                        biased;
+                        p = shared.budget.units.clone().acquire_many_owned(
+                            u32::try_from(cost).unwrap_or(u32::MAX)
+                        ) => p.ok(),
+                        () = shared.shutdown.cancelled() => None,
+                    },
                 };
                 let ticket = Ticket {
                     permit,
                     held,
-                    more: memchr::memchr(b'\n', frames.read_buffer()).is_some(),
+                    more: input.has_line(),
                     len: line.len(),
                 };
-                on_line(&link, &*handler, &line, ticket);
+                on_line(&link, &*handler, line.freeze(), ticket);
             }
         }
     }
+    drop(reserved);
     handler.input_ended(&link);
     if shared.shutdown.is_cancelled() {
         handler.shutdown();
@@ -267,15 +316,21 @@ pub async fn run_connection<H, R, W>(
 }
 
 /// Parses one line and hands it on.
-fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: &[u8], ticket: Ticket) {
-    match message::parse(line) {
+fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: bytes::Bytes, ticket: Ticket) {
+    // The line moves on whole (no second reference): a method may decode
+    // a whole file in its memory.
+    let (incoming, line) = match message::parse_line(line) {
+        Parsed::Request(req) => return handler.raw_request(link, req, ticket),
+        Parsed::Other(incoming, line) => (incoming, line),
+    };
+    match incoming {
         Incoming::Malformed { id, error } => link.answer(message::error_line(&id, &error), ticket),
         Incoming::Dropped => {}
-        Incoming::Message(Message::Request(req)) => handler.request(link, req, line, ticket),
-        Incoming::Message(Message::Notification(n)) => handler.notification(link, n, line),
+        Incoming::Message(Message::Request(req)) => handler.request(link, req, &line, ticket),
+        Incoming::Message(Message::Notification(n)) => handler.notification(link, n, &line),
         Incoming::Message(Message::Response(r)) => {
             if let Some(r) = link.outgoing.complete(r) {
-                handler.response(link, r, line);
+                handler.response(link, r, &line);
             }
         }
     }

@@ -3,7 +3,8 @@
 //! `max_frame_bytes` reported once as [`Frame::TooLong`] and skipped up to
 //! its newline, so the connection keeps working from the next line.
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::codec::Decoder;
 
 /// One decoded unit of input.
@@ -93,6 +94,96 @@ impl Decoder for LineCodec {
         // A last line without `\n`.
         buf.extend_from_slice(b"\n");
         self.decode(buf)
+    }
+}
+
+/// Most bytes one read brings while no long line is being read.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// Most bytes one read brings while a long line is being read (the buffer
+/// doubles as the line grows).
+pub const READ_MAX: usize = 256 * 1024;
+
+/// A connection's input: a reader, its buffer and the [`LineCodec`]. The
+/// caller decides when to read more ([`LineReader::fill`]), so it can hold
+/// budget for a long line before buffering it (`conn`).
+pub struct LineReader<R> {
+    reader: R,
+    buf: BytesMut,
+    codec: LineCodec,
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// A reader of lines of at most `max` bytes.
+    pub fn new(reader: R, max: usize) -> Self {
+        LineReader {
+            reader,
+            buf: BytesMut::new(),
+            codec: LineCodec::new(max),
+            eof: false,
+        }
+    }
+
+    /// The next frame already buffered; at end of input, the last line
+    /// even without its newline. `None`: read more (or, after end of input,
+    /// nothing is left).
+    pub fn next_buffered(&mut self) -> Option<Frame> {
+        // The codec never fails: its error type is only the trait's.
+        let frame = if self.eof {
+            self.codec.decode_eof(&mut self.buf)
+        } else {
+            self.codec.decode(&mut self.buf)
+        };
+        let frame = frame.ok().flatten();
+        // A long line shares its allocation with what is left of the
+        // buffer: give the rest a small buffer of its own, so the long
+        // line's memory goes as soon as the line does (not when this
+        // connection next reads a long line).
+        if self.buf.capacity() > READ_MAX && self.buf.len() <= READ_CHUNK {
+            let rest = std::mem::take(&mut self.buf);
+            self.buf = BytesMut::with_capacity(READ_CHUNK);
+            self.buf.extend_from_slice(&rest);
+        }
+        frame
+    }
+
+    /// Reads once more into the buffer, at most `limit` bytes. `Ok(false)`
+    /// at end of input.
+    pub async fn fill(&mut self, limit: usize) -> std::io::Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        // A long line's buffer doubles (amortised copies); a short one gets
+        // room for a read of READ_CHUNK.
+        let want = self.buf.len().max(READ_CHUNK);
+        if self.buf.capacity() - self.buf.len() < want / 2 {
+            self.buf.reserve(want);
+        }
+        let n = self
+            .reader
+            .read_buf(&mut (&mut self.buf).limit(limit))
+            .await?;
+        if n == 0 {
+            self.eof = true;
+        }
+        Ok(n > 0)
+    }
+
+    /// True once the reader reported end of input.
+    pub fn at_eof(&self) -> bool {
+        self.eof
+    }
+
+    /// Bytes buffered and not yet returned as lines: the beginning of an
+    /// incomplete line (0 while an over-long line is being skipped).
+    pub fn partial(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether another whole line is already buffered.
+    pub fn has_line(&self) -> bool {
+        memchr::memchr(b'\n', &self.buf).is_some()
     }
 }
 

@@ -6,7 +6,9 @@
 //! requests (a proxy, a server asking its client) can match their answers
 //! (see [`crate::outgoing`]).
 
+use crate::scan;
 use agent_client_protocol::v1::schema::RequestId;
+use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -206,6 +208,244 @@ pub fn parse(line: &[u8]) -> Incoming {
         );
     }
     Incoming::Message(Message::Request(Request { id, method, params }))
+}
+
+/// A line that turned out malformed after all: the id and error to answer
+/// (what [`parse`] gives as [`Incoming::Malformed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MalformedLine {
+    /// The id to answer with.
+    pub id: RequestId,
+    /// The error to answer.
+    pub error: ErrorObject,
+}
+
+/// A request whose `params` are still the JSON text of its line, so a
+/// handler can deserialize them straight into its own types: no
+/// intermediate `Value`, and the line's bytes are read once (a whole file
+/// can travel in `params`). Built by [`parse_line`] only for a well-formed
+/// request; [`RawRequest::into_request`] gives the [`Request`] that
+/// [`parse`] would have given.
+#[derive(Debug, Clone)]
+pub struct RawRequest {
+    /// The id, echoed exactly in the answer.
+    pub id: RequestId,
+    /// The method name.
+    pub method: String,
+    /// The params, unparsed.
+    pub params: RawParams,
+}
+
+/// The `params` of a [`RawRequest`]: a span of the line it came in.
+#[derive(Debug, Clone)]
+pub struct RawParams {
+    line: Bytes,
+    /// `None`: the request has no `params`.
+    span: Option<(usize, usize)>,
+}
+
+impl RawParams {
+    /// The params' JSON text (an object, an array or `null`); `null` when
+    /// the request has none.
+    pub fn json(&self) -> &[u8] {
+        match self.span {
+            Some((start, end)) => &self.line[start..end],
+            None => b"null",
+        }
+    }
+
+    /// The whole line the request came in (without its terminator).
+    pub fn line(&self) -> &[u8] {
+        &self.line
+    }
+
+    /// The whole line, shared (no copy).
+    pub fn line_bytes(&self) -> Bytes {
+        self.line.clone()
+    }
+
+    /// The params as [`parse`] gives them: a `Value` (`Null` when absent),
+    /// or, for a line `parse` refuses (a string holding a lone surrogate),
+    /// the id and error to answer.
+    pub fn to_value(&self) -> Result<Value, Box<MalformedLine>> {
+        match self.span {
+            None => Ok(Value::Null),
+            Some(_) => match serde_json::from_slice(self.json()) {
+                Ok(v) => Ok(v),
+                Err(_) => match parse(&self.line) {
+                    Incoming::Message(Message::Request(r)) => Ok(r.params),
+                    Incoming::Malformed { id, error } => Err(Box::new(MalformedLine { id, error })),
+                    // A line that parsed as a request once does so again.
+                    _ => Err(Box::new(MalformedLine {
+                        id: RequestId::Null,
+                        error: ErrorObject::new(PARSE_ERROR, "parse error", None),
+                    })),
+                },
+            },
+        }
+    }
+}
+
+/// The members of an object in params (see [`RawParams::object`]).
+pub(crate) struct RawObject<'a> {
+    text: &'a [u8],
+    members: Vec<scan::Member>,
+}
+
+impl RawParams {
+    /// The members of the params object, when `params` is an object. The
+    /// line was scanned already, so this only finds them.
+    pub(crate) fn object(&self) -> Option<RawObject<'_>> {
+        let (start, end) = self.span?;
+        if self.line[start] != b'{' {
+            return None;
+        }
+        Some(RawObject {
+            text: &self.line,
+            members: scan::members_of(&self.line, start..end)?,
+        })
+    }
+}
+
+/// A member of a [`RawObject`] by name.
+pub(crate) enum RawMember<'a> {
+    /// No member has the name.
+    Absent,
+    /// The JSON text of the one member with the name.
+    One(&'a [u8]),
+    /// Several have it.
+    Repeated,
+}
+
+impl<'a> RawObject<'a> {
+    /// Member `key`.
+    pub(crate) fn get(&self, key: &str) -> RawMember<'a> {
+        match scan::find(self.text, &self.members, key) {
+            scan::Lookup::Absent => RawMember::Absent,
+            scan::Lookup::One(m) => RawMember::One(&self.text[m.value.clone()]),
+            scan::Lookup::Repeated => RawMember::Repeated,
+        }
+    }
+
+    /// The JSON text of member `key` when exactly one has the name.
+    fn one(&self, key: &str) -> Option<&'a [u8]> {
+        match self.get(key) {
+            RawMember::One(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// Member `key` deserialized with serde; `None` when absent, repeated
+    /// or not of that type.
+    pub(crate) fn parse<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        serde_json::from_slice(self.one(key)?).ok()
+    }
+
+    /// The span in the line of member `key` when it is a string (with its
+    /// quotes); `None` when absent, repeated or not a string.
+    pub(crate) fn string_span(&self, key: &str) -> Option<std::ops::Range<usize>> {
+        match scan::find(self.text, &self.members, key) {
+            scan::Lookup::One(m) if self.text[m.value.start] == b'"' => Some(m.value.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl RawParams {
+    /// The string at `span` of the line (see [`RawObject::string_span`]),
+    /// decoded. The line's own memory becomes the string's when nothing
+    /// else shares it (a whole file then needs no second buffer); else the
+    /// string is decoded into a new one.
+    pub(crate) fn into_string(self, span: std::ops::Range<usize>) -> Option<String> {
+        // Valid UTF-8 (checked now, before anything is overwritten) with
+        // escapes the scan accepted, so decoding cannot fail half-way.
+        std::str::from_utf8(self.line.get(span.clone())?).ok()?;
+        match self.line.try_into_mut() {
+            Ok(unique) => {
+                let mut v = Vec::from(unique);
+                scan::unescape_in_place(&mut v, span)?;
+                // Text moved to the start by whole characters: still UTF-8.
+                String::from_utf8(v).ok()
+            }
+            Err(shared) => scan::unescape(std::str::from_utf8(&shared[span]).ok()?),
+        }
+    }
+}
+
+impl RawRequest {
+    /// The request as [`parse`] gives it, or the malformed line's answer.
+    pub fn into_request(self) -> Result<Request, Box<MalformedLine>> {
+        let params = self.params.to_value()?;
+        Ok(Request {
+            id: self.id,
+            method: self.method,
+            params,
+        })
+    }
+}
+
+/// What [`parse_line`] makes of a line.
+#[derive(Debug, Clone)]
+pub enum Parsed {
+    /// A well-formed request, params unparsed.
+    Request(RawRequest),
+    /// Anything else, as [`parse`] gives it, and the line.
+    Other(Incoming, Bytes),
+}
+
+/// Parses a line like [`parse`], but leaves a well-formed request's params
+/// unparsed ([`RawRequest`]). The line is scanned once without building
+/// anything (`scan`); anything that is not plainly a well-formed request
+/// (another message, a malformed or unusual line) goes through [`parse`],
+/// so every answer stays exactly [`parse`]'s.
+pub fn parse_line(line: Bytes) -> Parsed {
+    match raw_request(&line) {
+        Some(RawHead { id, method, span }) => Parsed::Request(RawRequest {
+            id,
+            method,
+            params: RawParams { line, span },
+        }),
+        None => Parsed::Other(parse(&line), line),
+    }
+}
+
+/// What [`raw_request`] reads of a request line.
+struct RawHead {
+    id: RequestId,
+    method: String,
+    span: Option<(usize, usize)>,
+}
+
+/// The id, method and params span of a plainly well-formed request line;
+/// `None` for anything else.
+fn raw_request(line: &[u8]) -> Option<RawHead> {
+    let members = scan::object_members(line)?;
+    let text = |m: &scan::Member| &line[m.value.clone()];
+    let one = |key| match scan::find(line, &members, key) {
+        scan::Lookup::One(m) => Some(Some(m)),
+        scan::Lookup::Absent => Some(None),
+        // `parse` keeps the last of repeated members: left to it.
+        scan::Lookup::Repeated => None,
+    };
+    if text(one("jsonrpc")??) != b"\"2.0\"" {
+        return None;
+    }
+    let id: RequestId = serde_json::from_slice(text(one("id")??)).ok()?;
+    let method = text(one("method")??);
+    if !method.starts_with(b"\"") {
+        return None;
+    }
+    let method: String = serde_json::from_slice(method).ok()?;
+    let span = match one("params")? {
+        None => None,
+        Some(m) => {
+            if !matches!(line[m.value.start], b'{' | b'[') && text(m) != b"null" {
+                return None;
+            }
+            Some((m.value.start, m.value.end))
+        }
+    };
+    Some(RawHead { id, method, span })
 }
 
 /// A response object: `result`, or an `error` object. Never answered,
@@ -492,5 +732,56 @@ mod tests {
             json!({"jsonrpc":"2.0","method":"n","params":[]})
         );
         assert!(ok_line(&id, &json!({})).ends_with(b"}\n"));
+    }
+
+    /// `parse_line` answers every line exactly as `parse` does: a raw
+    /// request becomes `parse`'s request (or `parse`'s error), anything
+    /// else is `parse`'s own result.
+    #[test]
+    fn parse_line_agrees_with_parse() {
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"fs/write_text_file","params":{"sessionId":"s","path":"/a","content":"x\ny"}}"#,
+            r#"  {"id":"a b","params":[1,2],"method":"m","jsonrpc":"2.0"}  "#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"m","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"m","params":7}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"m","params":{"x":1e400}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"m","params":{"x":1.5}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"method":"m","params":{"c":"\ud800"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"a","method":"b"}"#,
+            r#"{"jsonrpc":"2.0","id":8,"method":"m","params":{"k":1,"k":2}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"m"}"#,
+            r#"{"jsonrpc":"1.0","id":9,"method":"m"}"#,
+            r#"{"jsonrpc":"2\u002e0","id":10,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":12,"method":"m\u00e9"}"#,
+            r#"{"jsonrpc":"2.0","id":13,"method":"m","params":{"a":[[[[]]]]}} x"#,
+            r#"{"jsonrpc":"2.0","method":"n","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":14,"result":{}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"m"}]"#,
+            r#"{"jsonrpc":"2.0","id":15,"method":"m","params":{"a":1}"#,
+            "{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"m\",\"params\":{\"a\":\"\t\"}}",
+            r#"{"jsonrpc":"2.0","id":17,"method":"m","params":{"a":"é😀\u20ac"}}"#,
+        ];
+        for line in lines {
+            let want = parse(line.as_bytes());
+            let got = match parse_line(Bytes::from(line)) {
+                Parsed::Other(i, _) => i,
+                Parsed::Request(r) => match r.into_request() {
+                    Ok(r) => Incoming::Message(Message::Request(r)),
+                    Err(m) => Incoming::Malformed {
+                        id: m.id,
+                        error: m.error,
+                    },
+                },
+            };
+            assert_eq!(got, want, "{line}");
+        }
+        // The common request is read without serde's parse.
+        assert!(matches!(
+            parse_line(Bytes::from_static(lines[0].as_bytes())),
+            Parsed::Request(_)
+        ));
     }
 }

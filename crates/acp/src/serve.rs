@@ -3,10 +3,12 @@
 //! blocking thread.
 
 use crate::conn::{Handler, Link, Shared, Ticket, run_connection};
-use crate::message::{Notification, Request};
+use crate::message::{Notification, RawParams, RawRequest, Request};
 use crate::methods::{self, CANCEL_REQUEST, Call};
 use crate::state::ConnState;
 use crate::transport::Transport;
+use agent_client_protocol::v1::schema::RequestId;
+use serde_json::Value;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -42,10 +44,26 @@ impl Serve {
     }
 }
 
-impl Handler for Serve {
-    fn request(&self, link: &Arc<Link>, req: Request, _raw: &[u8], mut ticket: Ticket) {
+/// A request's params as the connection loop handed them over.
+enum Params {
+    /// Parsed into a `Value` (the default route).
+    Value(Value),
+    /// Still the JSON text of the line: deserialized by the method itself.
+    Raw(RawParams),
+}
+
+impl Serve {
+    /// Answers a request: an inline method at once, anything else as a task
+    /// of its own on this worker or a blocking thread.
+    fn run(
+        &self,
+        link: &Arc<Link>,
+        id: RequestId,
+        method: String,
+        params: Params,
+        mut ticket: Ticket,
+    ) {
         let first = self.state.take_first();
-        let Request { id, method, params } = req;
         let entry = methods::find(&method);
         if let Some(e) = entry.filter(|e| e.inline) {
             let call = Call {
@@ -54,7 +72,10 @@ impl Handler for Serve {
                 first,
                 approver: None,
             };
-            let line = e.answer(&call, &id, params);
+            let line = match params {
+                Params::Value(v) => e.answer(&call, &id, v),
+                Params::Raw(r) => e.answer_raw(&call, &id, r),
+            };
             link.answer(line, ticket);
             return;
         }
@@ -81,8 +102,9 @@ impl Handler for Serve {
                 first,
                 approver: None,
             };
-            let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                methods::answer(&call, &id, &method, params)
+            let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match params {
+                Params::Value(v) => methods::answer(&call, &id, &method, v),
+                Params::Raw(r) => methods::answer_raw(&call, &id, &method, r),
             }))
             .unwrap_or_else(|_| {
                 tracing::error!(method = %method, "request panicked");
@@ -104,6 +126,20 @@ impl Handler for Serve {
                 link.tasks().spawn_blocking(answer);
             }
         }
+    }
+}
+
+impl Handler for Serve {
+    fn request(&self, link: &Arc<Link>, req: Request, _raw: &[u8], ticket: Ticket) {
+        let Request { id, method, params } = req;
+        self.run(link, id, method, Params::Value(params), ticket);
+    }
+
+    /// Params go to the method unparsed: it deserializes them straight
+    /// from the line into its own types (no intermediate `Value`).
+    fn raw_request(&self, link: &Arc<Link>, req: RawRequest, ticket: Ticket) {
+        let RawRequest { id, method, params } = req;
+        self.run(link, id, method, Params::Raw(params), ticket);
     }
 
     fn notification(&self, _link: &Arc<Link>, n: Notification, _raw: &[u8]) {

@@ -216,9 +216,11 @@ pub struct Config {
     pub max_edit_bytes: u64,
     /// Bytes per JSON-RPC line; default 16 MiB.
     pub max_frame_bytes: u64,
-    /// Bytes of request lines the whole daemon handles at once (read and not
-    /// yet answered); default 64 MiB. Read at start-up only. Not a SPEC 13
-    /// key: writegate's own bound on memory (docs/behaviour.md).
+    /// Bytes of request lines the whole daemon handles at once (being read,
+    /// or read and not yet answered); default 32 MiB (a 5 MiB write holds
+    /// about twice its line at its peak: its content and the file it
+    /// replaces). Read at start-up only. Not a SPEC 13 key: writegate's own
+    /// bound on memory (docs/behaviour.md).
     pub max_inflight_bytes: u64,
     /// Mode of files the daemon creates.
     pub new_file_mode: NewFileMode,
@@ -248,7 +250,7 @@ impl Default for Config {
             max_write_bytes: 5 * 1024 * 1024,
             max_edit_bytes: 5 * 1024 * 1024,
             max_frame_bytes: 16 * 1024 * 1024,
-            max_inflight_bytes: 64 * 1024 * 1024,
+            max_inflight_bytes: 32 * 1024 * 1024,
             new_file_mode: NewFileMode::Owner,
             new_dir_mode: 0o755,
             shutdown_grace_ms: 10_000,

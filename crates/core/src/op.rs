@@ -28,7 +28,7 @@ use crate::service::Service;
 use crate::{path_hash, sha256_tagged};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use writegate_fs::{Dir, Existing, LockKey, PathGuard, PublishOptions};
 use writegate_paths::{OsView, ResolveError};
@@ -60,6 +60,13 @@ impl Target {
     }
 }
 
+/// Files at least this large are hashed on a helper thread while the commit
+/// writes and fsyncs (the old file's `hashBefore` and the new bytes'
+/// `hashAfter`): sha256 of 5 MiB takes milliseconds of CPU, and the
+/// committing thread mostly waits for the disk meanwhile. Smaller ones are
+/// hashed inline (a thread costs more than their hash).
+pub(crate) const PARALLEL_HASH_MIN: usize = 1024 * 1024;
+
 /// The target's directory handle and the existing file, read inside the
 /// lock.
 pub(crate) struct Loaded {
@@ -67,6 +74,31 @@ pub(crate) struct Loaded {
     /// creates it at commit (issue 10).
     pub(crate) dir: Option<Dir>,
     pub(crate) existing: Option<Existing>,
+    /// The old file's hash when it is not computed yet (a large file read
+    /// whole): shared with the op's event. The commit fills it in parallel
+    /// with the publish; any other path fills it when this is dropped, so
+    /// the event has `hashBefore` either way.
+    hash_before: Option<Arc<OnceLock<String>>>,
+}
+
+impl Loaded {
+    /// `sha256:<hex>` of the existing file read whole (computed once);
+    /// `None` when there is none or it was read only in part.
+    pub(crate) fn hash_before(&self) -> Option<String> {
+        let e = self.existing.as_ref().filter(|e| !e.truncated)?;
+        Some(match &self.hash_before {
+            Some(slot) => slot.get_or_init(|| sha256_tagged(&e.bytes)).clone(),
+            None => sha256_tagged(&e.bytes),
+        })
+    }
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        if let (Some(slot), Some(e)) = (&self.hash_before, &self.existing) {
+            slot.get_or_init(|| sha256_tagged(&e.bytes));
+        }
+    }
 }
 
 /// What a commit did.
@@ -98,6 +130,8 @@ pub(crate) struct Op<'s> {
     /// The journaled intent of the commit, from just before it until the
     /// event is written (issue 13).
     intent: Option<CommitIntent>,
+    /// The old file's hash, when [`Loaded`] computes it later (see there).
+    hash_before: Option<Arc<OnceLock<String>>>,
 }
 
 impl<'s> Op<'s> {
@@ -149,6 +183,7 @@ impl<'s> Op<'s> {
             dir: None,
             guards: Vec::new(),
             intent: None,
+            hash_before: None,
         }
     }
 
@@ -406,6 +441,7 @@ impl<'s> Op<'s> {
             return Ok(Loaded {
                 dir: None,
                 existing: None,
+                hash_before: None,
             });
         };
         // A leaf swapped for a symlink or another kind of file since it was
@@ -417,8 +453,19 @@ impl<'s> Op<'s> {
             ReadMode::Prefix(max) => writegate_fs::read_prefix(&dir, leaf, max),
         }
         .map_err(Refusal::from)?;
+        let mut later = None;
         if let Some(e) = existing.as_ref() {
-            let hash = (!e.truncated).then(|| sha256_tagged(&e.bytes));
+            let hash = if e.truncated {
+                None
+            } else if e.bytes.len() >= PARALLEL_HASH_MIN {
+                // Hashed during the commit (or when the file is dropped).
+                let slot = Arc::new(OnceLock::new());
+                self.hash_before = Some(slot.clone());
+                later = Some(slot);
+                None
+            } else {
+                Some(sha256_tagged(&e.bytes))
+            };
             let ev = self.event();
             ev.bytes_before = Some(e.len);
             ev.hash_before = hash;
@@ -426,6 +473,7 @@ impl<'s> Op<'s> {
         Ok(Loaded {
             dir: Some(dir),
             existing,
+            hash_before: later,
         })
     }
 
@@ -465,7 +513,7 @@ impl<'s> Op<'s> {
     pub(crate) fn commit(
         &mut self,
         target: &Target,
-        loaded: Loaded,
+        mut loaded: Loaded,
         bytes: &[u8],
         dry_run: bool,
     ) -> Result<Committed, Failure> {
@@ -473,95 +521,37 @@ impl<'s> Op<'s> {
         if len > self.cfg.max_write_bytes {
             return Err(too_large(len, self.cfg.max_write_bytes));
         }
-        let Loaded { dir, mut existing } = loaded;
-        let hash_after = sha256_tagged(bytes);
+        let dir = loaded.dir.take();
+        let mut existing = loaded.existing.take();
+        let slot = loaded.hash_before.take();
         let bytes_before = existing.as_ref().map_or(0, |e| e.len);
-        let created = if dry_run {
-            existing.is_none()
+        let identity = existing.as_ref().map(|e| (e.dev, e.ino));
+        // The old file's read descriptor (see `publish_bytes`).
+        let handle = existing.as_mut().and_then(Existing::take_handle);
+        // The old file's hash, when it was left for now.
+        let hash_old = || {
+            if let (Some(slot), Some(e)) = (&slot, &existing) {
+                slot.get_or_init(|| sha256_tagged(&e.bytes));
+            }
+        };
+        let (hash_after, created) = if dry_run {
+            hash_old();
+            (sha256_tagged(bytes), existing.is_none())
         } else {
-            let (parent, leaf) = target.split()?;
-            // The missing parents of a workspace write, created now that
-            // everything else has been checked (issue 10).
-            let (dir, made) = match dir {
-                Some(d) => (d, writegate_fs::CreatedDirs::default()),
-                None => writegate_fs::open_creating(
-                    &self.ctx.runtime.root,
-                    parent,
-                    self.cfg.new_dir_mode,
-                )
-                .map_err(Refusal::from)?,
-            };
-            let opts = PublishOptions {
-                new_file_mode: match self.cfg.new_file_mode {
-                    NewFileMode::Owner => writegate_fs::NewFileMode::Owner,
-                    NewFileMode::System => writegate_fs::NewFileMode::System,
-                },
-                expect_existing: existing.as_ref().map(|e| (e.dev, e.ino)),
-            };
-            // Keep the old file's read descriptor across the rename only
-            // where that just delays freeing its blocks (local disks);
-            // elsewhere close it first (NFS and FUSE would rename it to a
-            // hidden name while it is open).
-            if let Some(e) = existing.as_mut()
-                && !dir.can_defer_frees()
-            {
-                drop(e.take_handle());
-            }
-            // Issue 13: space for the event and the intent to commit are on
-            // record before the rename (refused here when they cannot be
-            // and audit.required is on).
-            let audit = self.svc.audit();
-            let intent = match audit.prepare(
-                self.event.as_ref().expect("drafted until finish"),
-                &CommitFacts {
-                    target: &target.canonical,
-                    before: opts.expect_existing,
-                    bytes_after: len,
-                    hash_after: &hash_after,
-                    raw_path: &self.raw_path,
-                },
-                self.start.elapsed(),
-            ) {
-                Ok(i) => i,
-                Err(r) => {
-                    made.remove();
-                    return Err(r.into());
+            // The new bytes' hash goes into the intent journal before the
+            // rename (issue 13), so it is taken first; a large old file's,
+            // left for now, on a helper thread while this one writes and
+            // waits for the disk.
+            let hash = sha256_tagged(bytes);
+            let published = std::thread::scope(|s| {
+                let old = slot.is_some().then(|| s.spawn(hash_old));
+                let published = self.publish_bytes(target, dir, identity, handle, bytes, &hash);
+                if let Some(h) = old {
+                    joined(h);
                 }
-            };
-            let guard = &self.ctx.runtime.guard;
-            let mut unrecorded = None;
-            let mut precommit = || {
-                if !guard.is_open() {
-                    return Err("generation closed".to_string());
-                }
-                // With audit.flush = "sync" the intent is on disk before
-                // the rename (its fdatasync overlapped the temp file's).
-                audit.intent_durable(intent.as_ref()).map_err(|r| {
-                    let why = r.hint.clone();
-                    unrecorded = Some(r);
-                    why
-                })
-            };
-            let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit);
-            self.intent = intent;
-            let published = match published {
-                Ok(p) => p,
-                Err(e) => {
-                    // A refused write leaves nothing behind, the
-                    // directories it made included.
-                    made.remove();
-                    return Err(unrecorded.take().unwrap_or_else(|| Refusal::from(e)).into());
-                }
-            };
-            if !made.is_empty() {
-                self.event().created_dirs = Some(made.paths().into_iter().map(path_hash).collect());
-            }
-            // The replaced file's last reference goes to the releaser: its
-            // blocks are freed there, not on this request's path.
-            if let Some(fd) = existing.as_mut().and_then(Existing::take_handle) {
-                self.svc.releaser().release(fd);
-            }
-            published.created
+                published
+            });
+            (hash, published?)
         };
         let e = self.event();
         e.created = Some(created);
@@ -579,6 +569,100 @@ impl<'s> Op<'s> {
                 .add_receipt(self.ctx, &mode, &target.canonical, &done);
         }
         Ok(done)
+    }
+
+    /// Publishes `bytes` over the target (SPEC 7.3) relative to `dir`, or
+    /// creates the missing parents of a workspace write first (issue 10).
+    /// `identity` is the `(dev, ino)` of the file read inside the lock,
+    /// `handle` its read descriptor: kept across the rename only where that
+    /// just delays freeing its blocks (local disks), then handed to the
+    /// releaser; elsewhere closed first (NFS and FUSE would rename it to a
+    /// hidden name while it is open). `hash_after` (of `bytes`) goes into
+    /// the commit's intent journal. Returns whether the file was created.
+    fn publish_bytes(
+        &mut self,
+        target: &Target,
+        dir: Option<Dir>,
+        identity: Option<(u64, u64)>,
+        mut handle: Option<std::os::fd::OwnedFd>,
+        bytes: &[u8],
+        hash_after: &str,
+    ) -> Result<bool, Failure> {
+        let (parent, leaf) = target.split()?;
+        // The missing parents of a workspace write, created now that
+        // everything else has been checked (issue 10).
+        let (dir, made) = match dir {
+            Some(d) => (d, writegate_fs::CreatedDirs::default()),
+            None => {
+                writegate_fs::open_creating(&self.ctx.runtime.root, parent, self.cfg.new_dir_mode)
+                    .map_err(Refusal::from)?
+            }
+        };
+        let opts = PublishOptions {
+            new_file_mode: match self.cfg.new_file_mode {
+                NewFileMode::Owner => writegate_fs::NewFileMode::Owner,
+                NewFileMode::System => writegate_fs::NewFileMode::System,
+            },
+            expect_existing: identity,
+        };
+        if !dir.can_defer_frees() {
+            drop(handle.take());
+        }
+        // Issue 13: space for the event and the intent to commit are on
+        // record before the rename (refused here when they cannot be and
+        // audit.required is on).
+        let audit = self.svc.audit();
+        let intent = match audit.prepare(
+            self.event.as_ref().expect("drafted until finish"),
+            &CommitFacts {
+                target: &target.canonical,
+                before: opts.expect_existing,
+                bytes_after: bytes.len() as u64,
+                hash_after,
+                raw_path: &self.raw_path,
+            },
+            self.start.elapsed(),
+        ) {
+            Ok(i) => i,
+            Err(r) => {
+                made.remove();
+                return Err(r.into());
+            }
+        };
+        let guard = &self.ctx.runtime.guard;
+        let mut unrecorded = None;
+        let mut precommit = || {
+            if !guard.is_open() {
+                return Err("generation closed".to_string());
+            }
+            // With audit.flush = "sync" the intent is on disk before the
+            // rename (its fdatasync overlapped the temp file's).
+            audit.intent_durable(intent.as_ref()).map_err(|r| {
+                let why = r.hint.clone();
+                unrecorded = Some(r);
+                why
+            })
+        };
+        let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit);
+        self.intent = intent;
+        let published = match published {
+            Ok(p) => p,
+            Err(e) => {
+                // A refused write leaves nothing behind, the directories it
+                // made included.
+                made.remove();
+                return Err(unrecorded.take().unwrap_or_else(|| Refusal::from(e)).into());
+            }
+        };
+        if !made.is_empty() {
+            self.event().created_dirs = Some(made.paths().into_iter().map(path_hash).collect());
+        }
+        // The replaced file's last reference goes to the releaser: its
+        // blocks are freed there, not on this request's path.
+        if let Some(fd) = handle {
+            self.svc.releaser().release(fd);
+        }
+        Ok(published.created)
     }
 
     /// Ends the operation: writes its one audit event (`fs.access` for
@@ -609,6 +693,9 @@ impl<'s> Op<'s> {
         let Some(mut event) = self.event.take() else {
             return;
         };
+        if let Some(hash) = self.hash_before.as_ref().and_then(|slot| slot.get()) {
+            event.hash_before = Some(hash.clone());
+        }
         let raw = self.svc.audit().raw_paths();
         event.ts = now_rfc3339();
         event.kind = kind;
@@ -635,6 +722,12 @@ impl Drop for Op<'_> {
             );
         }
     }
+}
+
+/// The result of a helper thread; its panic goes on in this thread.
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// A resolver refusal with what a model or a person needs to act on it:

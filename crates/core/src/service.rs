@@ -23,6 +23,7 @@ use crate::policy::{Approvals, Grant, GrantOutcome, Scope};
 use crate::receipts::Receipts;
 use crate::runtime::{Registry, Runtime};
 use crate::sha256_tagged;
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use writegate_fs::{Existing, PathLocks, Releaser};
@@ -376,7 +377,10 @@ fn plan_edit(
         .into());
     }
     if let Some(want) = &p.expected_hash {
-        let have = existing.map_or_else(|| "missing".to_string(), |e| sha256_tagged(&e.bytes));
+        // The old file's hash is computed once, for this check and the event.
+        let have = loaded
+            .hash_before()
+            .unwrap_or_else(|| "missing".to_string());
         if have != *want {
             return Err(Refusal::new(
                 ErrorKind::HashMismatch,
@@ -440,15 +444,15 @@ fn plan_edit(
 /// new files, and to an existing file only with `convert` (an explicit
 /// conversion request). An existing file whose encoding cannot be detected
 /// is `unsupported_encoding` unless the request converts it explicitly.
-fn encode_over(
-    content: &str,
+fn encode_over<'a>(
+    content: &'a str,
     existing: Option<&Existing>,
     opts: &WriteOptions,
     convert: bool,
-) -> Result<Vec<u8>, Failure> {
+) -> Result<Cow<'a, [u8]>, Failure> {
     check_label(opts)?;
     let Some(e) = existing else {
-        return Ok(writegate_text::encode_whole(content, None, opts)?.0);
+        return Ok(writegate_text::encode_whole_bytes(content, None, opts)?);
     };
     let format = match writegate_text::detect(format_sample(e)) {
         Ok(f) => Some(f),
@@ -456,18 +460,24 @@ fn encode_over(
         Err(_) => return Err(unknown_encoding()),
     };
     let mut opts = kept_format_options(opts, format.is_some(), convert);
-    let aligned = format
+    match format
         .as_ref()
-        .and_then(|f| aligned_endings(content, e, f, &opts));
-    let content = match &aligned {
-        Some(a) => {
+        .and_then(|f| aligned_endings(content, e, f, &opts))
+    {
+        Some(aligned) => {
             // Every break is decided: write them as given.
             opts.line_ending = Some(writegate_text::LineEndingChoice::Lf);
-            a.as_str()
+            Ok(Cow::Owned(
+                writegate_text::encode_whole_bytes(&aligned, format.as_ref(), &opts)?.into_owned(),
+            ))
         }
-        None => content,
-    };
-    Ok(writegate_text::encode_whole(content, format.as_ref(), &opts)?.0)
+        // Borrowed from `content` when nothing needs converting.
+        None => Ok(writegate_text::encode_whole_bytes(
+            content,
+            format.as_ref(),
+            &opts,
+        )?),
+    }
 }
 
 /// For a whole-file write over a file whose dominant ending is `\r\n` or

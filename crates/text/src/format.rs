@@ -329,6 +329,101 @@ pub fn encode_whole(
     existing: Option<&Format>,
     opts: &WriteOptions,
 ) -> Result<(Vec<u8>, Format), TextError> {
+    let plan = plan_whole(content, existing, opts)?;
+    let bom_bytes = plan.bom_bytes();
+    let (out, dominant) = if plan.encoding == Encoding::Utf8 {
+        // The text is the output: convert straight into it, then count its endings.
+        let mut out = Vec::new();
+        if let Some(e) = plan.ending {
+            push_converted(plan.content, e, bom_bytes, &mut out);
+        } else {
+            out.reserve_exact(bom_bytes.len() + plan.content.len());
+            out.extend_from_slice(bom_bytes);
+            out.extend_from_slice(plan.content.as_bytes());
+        }
+        let dominant = count_endings(&out[bom_bytes.len()..]).dominant();
+        (out, dominant)
+    } else {
+        let text: Cow<str> = match plan.ending {
+            Some(e) => Cow::Owned(convert_breaks(plan.content, e)),
+            None => Cow::Borrowed(plan.content),
+        };
+        let mut out = Vec::with_capacity(text.len() + 4);
+        out.extend_from_slice(bom_bytes);
+        with_repr!(plan.encoding, |r| r.encode_into(&text, &mut out))?;
+        (out, count_endings(text.as_bytes()).dominant())
+    };
+    let format = Format {
+        encoding: plan.encoding,
+        bom: plan.bom,
+        dominant,
+    };
+    Ok((out, format))
+}
+
+/// The bytes of [`encode_whole`], without working out their format (what a
+/// whole-file write needs), and without a copy when there is nothing to
+/// change: UTF-8 output with no BOM to add and no line break to convert
+/// borrows `content`'s own bytes. Same rules and errors as
+/// [`encode_whole`].
+pub fn encode_whole_bytes<'a>(
+    content: &'a str,
+    existing: Option<&Format>,
+    opts: &WriteOptions,
+) -> Result<Cow<'a, [u8]>, TextError> {
+    let plan = plan_whole(content, existing, opts)?;
+    let bom_bytes = plan.bom_bytes();
+    if plan.encoding == Encoding::Utf8 {
+        return Ok(match plan.ending {
+            Some(e) => {
+                let mut out = Vec::new();
+                push_converted(plan.content, e, bom_bytes, &mut out);
+                Cow::Owned(out)
+            }
+            None if bom_bytes.is_empty() => Cow::Borrowed(plan.content.as_bytes()),
+            None => {
+                let mut out = Vec::with_capacity(bom_bytes.len() + plan.content.len());
+                out.extend_from_slice(bom_bytes);
+                out.extend_from_slice(plan.content.as_bytes());
+                Cow::Owned(out)
+            }
+        });
+    }
+    let text: Cow<str> = match plan.ending {
+        Some(e) => Cow::Owned(convert_breaks(plan.content, e)),
+        None => Cow::Borrowed(plan.content),
+    };
+    let mut out = Vec::with_capacity(text.len() + 4);
+    out.extend_from_slice(bom_bytes);
+    with_repr!(plan.encoding, |r| r.encode_into(&text, &mut out))?;
+    Ok(Cow::Owned(out))
+}
+
+/// What [`encode_whole`] decides before encoding: the encoding, whether a
+/// BOM is written, the ending every break becomes (`None`: as given), and
+/// the text to encode (a leading U+FEFF stripped when a BOM is written).
+struct WholePlan<'a> {
+    encoding: Encoding,
+    bom: bool,
+    ending: Option<Ending>,
+    content: &'a str,
+}
+
+impl WholePlan<'_> {
+    fn bom_bytes(&self) -> &'static [u8] {
+        if self.bom {
+            self.encoding.bom_bytes()
+        } else {
+            &[]
+        }
+    }
+}
+
+fn plan_whole<'a>(
+    content: &'a str,
+    existing: Option<&Format>,
+    opts: &WriteOptions,
+) -> Result<WholePlan<'a>, TextError> {
     let explicit = opts
         .encoding
         .as_deref()
@@ -365,35 +460,12 @@ pub fn encode_whole(
     } else {
         content
     };
-    let bom_bytes = if bom { encoding.bom_bytes() } else { &[] };
-    let (out, dominant) = if encoding == Encoding::Utf8 {
-        // The text is the output: convert straight into it, then count its endings.
-        let mut out = Vec::new();
-        if let Some(e) = ending {
-            push_converted(content, e, bom_bytes, &mut out);
-        } else {
-            out.reserve_exact(bom_bytes.len() + content.len());
-            out.extend_from_slice(bom_bytes);
-            out.extend_from_slice(content.as_bytes());
-        }
-        let dominant = count_endings(&out[bom_bytes.len()..]).dominant();
-        (out, dominant)
-    } else {
-        let text: Cow<str> = match ending {
-            Some(e) => Cow::Owned(convert_breaks(content, e)),
-            None => Cow::Borrowed(content),
-        };
-        let mut out = Vec::with_capacity(text.len() + 4);
-        out.extend_from_slice(bom_bytes);
-        with_repr!(encoding, |r| r.encode_into(&text, &mut out))?;
-        (out, count_endings(text.as_bytes()).dominant())
-    };
-    let format = Format {
+    Ok(WholePlan {
         encoding,
         bom,
-        dominant,
-    };
-    Ok((out, format))
+        ending,
+        content,
+    })
 }
 
 /// Decodes a file's bytes for reading (SPEC 3): the BOM (when `format.bom` and the

@@ -31,7 +31,7 @@ pub use error::TextError;
 pub use escape::{escape_visible, show};
 pub use format::{
     Encoding, Format, LineEndingChoice, WriteOptions, decode, detect, encode_text, encode_whole,
-    sniff_bom,
+    encode_whole_bytes, sniff_bom,
 };
 pub use keep::align_endings;
 pub use lines::{Ending, Line, convert_breaks, dominant, split_bytes, split_units};

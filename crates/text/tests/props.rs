@@ -1,10 +1,11 @@
 //! Property tests: the line model round-trips, line edits are local, dominant-ending
-//! ties, and no input makes the engine panic or trip its own guard.
+//! ties, a whole-file write's bytes are those of `encode_whole`, and no input makes
+//! the engine panic or trip its own guard.
 
 use proptest::prelude::*;
 use writegate_text::{
-    EditMode, EditRequest, Ending, TextError, WriteOptions, apply_edit, detect, dominant,
-    numbered_lines, split_bytes,
+    EditMode, EditRequest, Ending, LineEndingChoice, TextError, WriteOptions, apply_edit, detect,
+    dominant, encode_whole, encode_whole_bytes, numbered_lines, split_bytes,
 };
 
 /// Bytes rich in line-break material, spaces, tabs, UTF-8 and invalid bytes (no NUL).
@@ -256,6 +257,28 @@ proptest! {
             let join = matches!(&e, TextError::Guard(m) if m.contains("would join"));
             prop_assert!(!matches!(e, TextError::Guard(_)) || join, "{e:?}");
             prop_assert!(!e.hint().is_empty());
+        }
+    }
+
+    #[test]
+    fn write_bytes_are_encode_whole_bytes(
+        bytes in file_bytes(),
+        c in content(),
+        exists in any::<bool>(),
+        bom_first in any::<bool>(),
+        encoding in proptest::option::of(prop::sample::select(vec!["utf-8", "utf-16le", "utf-32be", "windows-1252", "shift_jis", "nope"])),
+        bom in proptest::option::of(any::<bool>()),
+        ending in proptest::option::of(prop::sample::select(vec![LineEndingChoice::Lf, LineEndingChoice::Crlf])),
+    ) {
+        let content = if bom_first { format!("\u{FEFF}{c}") } else { c };
+        let existing = if exists { detect(&bytes).ok() } else { None };
+        let opts = WriteOptions { encoding: encoding.map(str::to_string), bom, line_ending: ending };
+        let whole = encode_whole(&content, existing.as_ref(), &opts);
+        let fast = encode_whole_bytes(&content, existing.as_ref(), &opts);
+        match (whole, fast) {
+            (Ok((w, _)), Ok(f)) => prop_assert_eq!(w, f.into_owned()),
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => prop_assert!(false, "encode_whole {:?} but encode_whole_bytes {:?}", a.map(|x| x.0), b),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Helpers shared by the benches (`throughput.rs`, `edit.rs`): a temp tree
-//! on the build's filesystem, the release daemon spawned in it, a socket
-//! client that costs one `write(2)` per request, /proc readers, the bare
-//! durable write sequence, and statistics.
+//! on the build's filesystem, the release daemon spawned in it (listening on
+//! a socket, or serving one connection over its stdin/stdout the way hosts
+//! spawn it), a client that costs one `write(2)` per request, /proc readers,
+//! the bare durable write sequence, and statistics.
 
 // Each bench uses a subset of these helpers.
 #![allow(dead_code)]
@@ -9,7 +10,7 @@
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_writegate");
+
+/// The daemon binary the bench spawns: `WG_BENCH_BIN` when set (to compare
+/// an older build side by side on the same machine), else the one cargo
+/// built with the bench.
+pub(crate) fn daemon_bin() -> PathBuf {
+    std::env::var_os("WG_BENCH_BIN").map_or_else(|| PathBuf::from(BIN), PathBuf::from)
+}
 pub(crate) const KIB: usize = 1024;
 pub(crate) const MIB: usize = 1024 * 1024;
 
@@ -103,16 +111,19 @@ pub(crate) struct Daemon {
 }
 
 impl Daemon {
-    pub(crate) fn start(t: &Tree) -> Daemon {
+    /// `writegate serve` in the tree with a cleared environment: the
+    /// command, ready to spawn with `args` as the transport flags.
+    fn command(t: &Tree, args: &[&std::ffi::OsStr]) -> Command {
         let stderr = File::create(t.base.join("daemon.stderr")).unwrap();
-        let child = Command::new(BIN)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&t.sock)
+        let mut cmd = Command::new(daemon_bin());
+        cmd.arg("serve")
+            .args(args)
             .arg("--workspace")
             .arg(&t.ws)
             .arg("--audit-log")
             .arg(&t.audit)
+            // The benches time `_writegate/read_lines`, which reads need on.
+            .arg("--allow-read")
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", t.base.join("home"))
@@ -126,9 +137,15 @@ impl Daemon {
                     .filter_map(|k| Some((k, std::env::var(k).ok()?))),
             )
             .current_dir(&t.base)
+            .stderr(stderr);
+        cmd
+    }
+
+    /// `writegate serve --socket`, once its socket answers.
+    pub(crate) fn start(t: &Tree) -> Daemon {
+        let child = Daemon::command(t, &["--socket".as_ref(), t.sock.as_os_str()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(stderr)
             .spawn()
             .expect("spawn writegate");
         let mut d = Daemon {
@@ -155,6 +172,26 @@ impl Daemon {
         d
     }
 
+    /// `writegate serve --stdio` (how hosts spawn it) and the client of its
+    /// one connection, initialized.
+    pub(crate) fn start_stdio(t: &Tree) -> (Daemon, Client) {
+        let mut child = Daemon::command(t, &["--stdio".as_ref()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn writegate");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let client = Client::over(Box::new(stdout), Box::new(stdin));
+        (
+            Daemon {
+                child,
+                sock: t.base.join("no-socket"),
+            },
+            client,
+        )
+    }
+
     /// A `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`).
     pub(crate) fn status_kib(&self, key: &str) -> u64 {
         let s = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
@@ -173,12 +210,13 @@ impl Drop for Daemon {
     }
 }
 
-/// A socket connection sending one request at a time. Request lines are
-/// assembled into one reusable buffer from pre-serialised pieces, so the
-/// client costs one memcpy and one `write(2)` per request.
+/// A connection (a socket, or a daemon's stdin/stdout) sending one request
+/// at a time. Request lines are assembled into one reusable buffer from
+/// pre-serialised pieces, so the client costs one memcpy and one `write(2)`
+/// per request.
 pub(crate) struct Client {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
+    reader: BufReader<Box<dyn Read + Send>>,
+    writer: Box<dyn Write + Send>,
     buf: Vec<u8>,
     resp: String,
     id: u64,
@@ -187,9 +225,14 @@ pub(crate) struct Client {
 impl Client {
     pub(crate) fn connect(sock: &Path) -> Client {
         let s = UnixStream::connect(sock).unwrap();
+        Client::over(Box::new(s.try_clone().unwrap()), Box::new(s))
+    }
+
+    /// A client over `reader`/`writer`, after `initialize`.
+    pub(crate) fn over(reader: Box<dyn Read + Send>, writer: Box<dyn Write + Send>) -> Client {
         let mut c = Client {
-            reader: BufReader::new(s.try_clone().unwrap()),
-            writer: s,
+            reader: BufReader::new(reader),
+            writer,
             buf: Vec::new(),
             resp: String::new(),
             id: 0,
@@ -332,7 +375,7 @@ pub(crate) fn load_average() -> String {
 /// the scale, the allocator settings passed on, and a warning on tmpfs.
 pub(crate) fn print_preamble(bench: &str, t: &Tree) {
     println!("writegate {bench} bench");
-    println!("binary:     {BIN}");
+    println!("binary:     {}", daemon_bin().display());
     println!("temp dir:   {}", t.base.display());
     println!("filesystem: {}", filesystem_of(&t.base));
     println!("load average at start: {}", load_average());

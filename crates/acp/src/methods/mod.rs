@@ -17,7 +17,9 @@ mod read_text_file;
 mod receipt;
 mod write_text_file;
 
-use crate::message::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND, error_line, ok_line};
+use crate::message::{
+    ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND, RawParams, error_line, ok_line,
+};
 use crate::state::ConnState;
 use crate::wire::failure_error;
 use agent_client_protocol::v1::schema::RequestId;
@@ -99,6 +101,13 @@ pub trait Method {
     fn check(_params: &Self::Params) -> Result<(), Failure> {
         Ok(())
     }
+    /// Params read straight from the request line without serde, for a
+    /// method whose params can hold a whole file; `Err` with the params
+    /// untouched (the default, and for anything unusual) leaves them to
+    /// serde. Must give exactly what serde would.
+    fn params_from_raw(raw: RawParams) -> Result<Self::Params, RawParams> {
+        Err(raw)
+    }
     /// The request's path, reported as `data.uri` of a `-32002`.
     fn uri(_params: &Self::Params) -> Option<&Path> {
         None
@@ -114,12 +123,20 @@ pub struct Entry {
     /// See [`Method::INLINE`].
     pub inline: bool,
     answer: fn(&Call<'_>, &RequestId, Value) -> Vec<u8>,
+    answer_raw: fn(&Call<'_>, &RequestId, RawParams) -> Vec<u8>,
 }
 
 impl Entry {
     /// Answers a request for this method: the response line.
     pub fn answer(&self, call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
         (self.answer)(call, id, params)
+    }
+
+    /// Answers a request for this method whose params are still the JSON
+    /// text of its line: the same answer as [`Entry::answer`] with the
+    /// params parsed, without building a `Value` first.
+    pub fn answer_raw(&self, call: &Call<'_>, id: &RequestId, params: RawParams) -> Vec<u8> {
+        (self.answer_raw)(call, id, params)
     }
 }
 
@@ -128,6 +145,7 @@ const fn entry<M: Method>() -> Entry {
         name: M::NAME,
         inline: M::INLINE,
         answer: answer_with::<M>,
+        answer_raw: answer_raw_with::<M>,
     }
 }
 
@@ -236,34 +254,93 @@ impl RequestLog {
     }
 }
 
+/// The response line for a request of `method` whose params are still the
+/// JSON text of its line (see [`Entry::answer_raw`]).
+pub fn answer_raw(call: &Call<'_>, id: &RequestId, method: &str, params: RawParams) -> Vec<u8> {
+    match find(method) {
+        Some(e) => e.answer_raw(call, id, params),
+        None => error_line(id, &ErrorObject::method_not_found(method)),
+    }
+}
+
 fn answer_with<M: Method>(call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
     let mut log = RequestLog::start();
-    let (line, outcome) = respond::<M>(call, id, params, log.as_mut());
+    let (line, outcome) = respond_value::<M>(call, id, params, log.as_mut());
     if let Some(log) = log {
         log.finish(M::NAME, id, outcome);
     }
     line
 }
 
-/// The response line of a request for `M`, and how it ended; fills in
-/// `log`'s path hash when there is a log.
-fn respond<M: Method>(
+/// [`answer_with`] for params still in their line: deserialized straight
+/// from it. Params that do not deserialize take the `Value` route, so the
+/// answer (which error, with which words) is exactly [`answer_with`]'s.
+fn answer_raw_with<M: Method>(call: &Call<'_>, id: &RequestId, raw: RawParams) -> Vec<u8> {
+    let mut log = RequestLog::start();
+    let (line, outcome) = respond_raw::<M>(call, id, raw, log.as_mut());
+    if let Some(log) = log {
+        log.finish(M::NAME, id, outcome);
+    }
+    line
+}
+
+/// A protocol error's line and outcome.
+fn protocol(id: &RequestId, e: &ErrorObject) -> (Vec<u8>, Outcome) {
+    (error_line(id, e), Outcome::Protocol(e.code))
+}
+
+/// The response line of a request for `M` with parsed `params`, and how it
+/// ended; fills in `log`'s path hash when there is a log.
+fn respond_value<M: Method>(
     call: &Call<'_>,
     id: &RequestId,
     params: Value,
     log: Option<&mut RequestLog>,
 ) -> (Vec<u8>, Outcome) {
-    let protocol = |e: ErrorObject| {
-        let code = e.code;
-        (error_line(id, &e), Outcome::Protocol(code))
-    };
     if !M::enabled(call.conn) {
-        return protocol(ErrorObject::method_not_found(M::NAME));
+        return protocol(id, &ErrorObject::method_not_found(M::NAME));
     }
     let params: M::Params = match serde_json::from_value(params) {
         Ok(p) => p,
-        Err(e) => return protocol(ErrorObject::invalid_params(e.to_string())),
+        Err(e) => return protocol(id, &ErrorObject::invalid_params(e.to_string())),
     };
+    respond_params::<M>(call, id, params, log)
+}
+
+/// [`respond_value`] for params still in their line.
+fn respond_raw<M: Method>(
+    call: &Call<'_>,
+    id: &RequestId,
+    raw: RawParams,
+    log: Option<&mut RequestLog>,
+) -> (Vec<u8>, Outcome) {
+    if !M::enabled(call.conn) {
+        return protocol(id, &ErrorObject::method_not_found(M::NAME));
+    }
+    let raw = match M::params_from_raw(raw) {
+        Ok(params) => return respond_params::<M>(call, id, params, log),
+        Err(raw) => raw,
+    };
+    match serde_json::from_slice::<M::Params>(raw.json()) {
+        Ok(params) => {
+            // The line is no longer needed (a whole file may be in it).
+            drop(raw);
+            respond_params::<M>(call, id, params, log)
+        }
+        Err(_) => match raw.to_value() {
+            Ok(params) => respond_value::<M>(call, id, params, log),
+            Err(m) => protocol(&m.id, &m.error),
+        },
+    }
+}
+
+/// Checks, runs and answers a request whose params are parsed.
+fn respond_params<M: Method>(
+    call: &Call<'_>,
+    id: &RequestId,
+    params: M::Params,
+    log: Option<&mut RequestLog>,
+) -> (Vec<u8>, Outcome) {
     if let (Some(log), Some(path)) = (log, M::uri(&params)) {
         log.path_hash = Some(writegate_core::path_hash(path));
     }
@@ -281,7 +358,7 @@ fn respond<M: Method>(
     match result {
         Ok(r) => (ok_line(id, &r), Outcome::Ok),
         Err(MethodError::Failed(f)) => (error_line(id, &failure_error(&f, &uri)), Outcome::of(&f)),
-        Err(MethodError::Protocol(e)) => protocol(e),
+        Err(MethodError::Protocol(e)) => protocol(id, &e),
     }
 }
 

@@ -1,0 +1,538 @@
+//! A strict scan of JSON text that finds an object's members without
+//! building anything, and a decoder for one JSON string: how a request line
+//! is read without a `serde_json::Value` and without a second pass over a
+//! whole file in `params` (issue 12).
+//!
+//! The scan accepts only a subset of JSON that `serde_json` certainly
+//! parses the same way: valid UTF-8; integers of at most 18 digits (a
+//! fraction, an exponent or a longer number is left to `serde_json`, which
+//! refuses some of them as out of range); at most [`MAX_DEPTH`] levels of
+//! nesting; string escapes whose `\u` surrogates come in pairs; no raw
+//! control characters in strings. Whatever falls outside (`None`) goes
+//! through `serde_json`'s own parse, so every answer stays exactly what it
+//! was.
+
+use std::ops::Range;
+
+/// Deepest nesting the scan follows (`serde_json` allows 128).
+pub(crate) const MAX_DEPTH: usize = 64;
+
+/// One member of an object: the key's text (between its quotes, with no
+/// escape in it) and the value's span, both as byte ranges of the scanned
+/// text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub(crate) key: Range<usize>,
+    pub(crate) value: Range<usize>,
+}
+
+/// The members of the JSON object that is all of `text` (whitespace around
+/// it allowed), in order, after checking that `text` is valid UTF-8 and
+/// every value in it is in the scan's subset (see the module doc). `None`
+/// for anything else, a key with an escape in it included.
+pub(crate) fn object_members(text: &[u8]) -> Option<Vec<Member>> {
+    std::str::from_utf8(text).ok()?;
+    members_of(text, 0..text.len())
+}
+
+/// [`object_members`] of the object spanning `range` of `text`, which was
+/// already checked as a whole (the ranges stay ranges of `text`).
+pub(crate) fn members_of(text: &[u8], range: Range<usize>) -> Option<Vec<Member>> {
+    let mut s = Scanner {
+        b: &text[..range.end],
+        i: range.start,
+    };
+    let mut members = Vec::new();
+    s.ws();
+    s.object(1, Some(&mut members))?;
+    s.ws();
+    (s.i == range.end).then_some(members)
+}
+
+/// The first member named `key` and whether another one has that name.
+pub(crate) fn find<'m>(text: &[u8], members: &'m [Member], key: &str) -> Lookup<'m> {
+    let mut hits = members
+        .iter()
+        .filter(|m| &text[m.key.clone()] == key.as_bytes());
+    match (hits.next(), hits.next()) {
+        (None, _) => Lookup::Absent,
+        (Some(m), None) => Lookup::One(m),
+        (Some(_), Some(_)) => Lookup::Repeated,
+    }
+}
+
+/// What [`find`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lookup<'m> {
+    /// No member has the name.
+    Absent,
+    /// Exactly one.
+    One(&'m Member),
+    /// Several (`serde_json` keeps the last in a map but refuses a
+    /// duplicate struct field: left to it).
+    Repeated,
+}
+
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    fn value(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'{' => self.object(depth + 1, None),
+            b'[' => self.array(depth + 1),
+            b'"' => self.string().map(|_| ()),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.integer(),
+            _ => None,
+        }
+    }
+
+    /// An object; its members go to `out` when given (keys without
+    /// escapes only).
+    fn object(&mut self, depth: usize, mut out: Option<&mut Vec<Member>>) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.eat(b'{')?;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let start = self.i;
+            let escaped = self.string()?;
+            let key = start + 1..self.i - 1;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            let vstart = self.i;
+            self.value(depth)?;
+            if let Some(out) = out.as_deref_mut() {
+                if escaped {
+                    return None;
+                }
+                out.push(Member {
+                    key,
+                    value: vstart..self.i,
+                });
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.eat(b'[')?;
+        self.ws();
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            self.value(depth)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A string; returns whether it holds an escape. The position ends
+    /// after its closing quote.
+    fn string(&mut self) -> Option<bool> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let mut escaped = false;
+        loop {
+            self.i += memchr::memchr2(b'"', b'\\', &self.b[self.i..])?;
+            if self.b[self.i] == b'"' {
+                break;
+            }
+            escaped = true;
+            self.i += escape_len(&self.b[self.i..])?;
+        }
+        // No raw control character (escapes hold none): one pass the
+        // compiler vectorises, instead of a check per run between escapes.
+        #[allow(clippy::needless_bitwise_bool)] // `||` would stop the vectorising
+        let control = self.b[start..self.i]
+            .iter()
+            .fold(false, |seen, &c| seen | (c < 0x20));
+        self.i += 1;
+        (!control).then_some(escaped)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.b[self.i..]
+            .starts_with(word)
+            .then(|| self.i += word.len())
+    }
+
+    /// `-?(0|[1-9][0-9]*)` with at most 18 digits, not followed by a
+    /// fraction or an exponent.
+    fn integer(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        let start = self.i;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.i += 1;
+        }
+        let digits = self.i - start;
+        if digits == 0 || digits > 18 || (digits > 1 && self.b[start] == b'0') {
+            return None;
+        }
+        match self.peek() {
+            Some(b'.' | b'e' | b'E') => None,
+            _ => Some(()),
+        }
+    }
+}
+
+/// The length of the escape at the start of `b` (which starts with `\`):
+/// 2, 6, or 12 for a surrogate pair. `None` for an invalid escape or a
+/// lone surrogate.
+fn escape_len(b: &[u8]) -> Option<usize> {
+    match *b.get(1)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(2),
+        b'u' => match hex4(b.get(2..6)?)? {
+            0xD800..=0xDBFF => {
+                if b.get(6..8)? != b"\\u" {
+                    return None;
+                }
+                (0xDC00..=0xDFFF)
+                    .contains(&hex4(b.get(8..12)?)?)
+                    .then_some(12)
+            }
+            0xDC00..=0xDFFF => None,
+            _ => Some(6),
+        },
+        _ => None,
+    }
+}
+
+fn hex4(b: &[u8]) -> Option<u32> {
+    b.iter().try_fold(0u32, |acc, &c| {
+        let d = char::from(c).to_digit(16)?;
+        Some(acc * 16 + d)
+    })
+}
+
+/// Decodes the JSON string `raw` (with its quotes), which the scan
+/// accepted: its escapes are valid and its surrogates paired. `None` if it
+/// is not such a string after all.
+pub(crate) fn unescape(raw: &str) -> Option<String> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    let bytes = inner.as_bytes();
+    let mut out = String::with_capacity(inner.len());
+    let mut i = 0;
+    while let Some(run) = memchr::memchr(b'\\', &bytes[i..]) {
+        out.push_str(inner.get(i..i + run)?);
+        i += run;
+        let len = escape_len(&bytes[i..])?;
+        out.push(escaped_char(&bytes[i..i + len])?);
+        i += len;
+    }
+    out.push_str(inner.get(i..)?);
+    Some(out)
+}
+
+/// [`unescape`] of the JSON string at `v[span]` (with its quotes, accepted
+/// by the scan) done in place: the decoded text moves to the start of `v`
+/// and `v` is cut to it (decoding never lengthens a string: each escape is
+/// at least as long as its character's UTF-8). `None` if an escape is not
+/// valid after all (then `v` holds part of the text).
+pub(crate) fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<()> {
+    if span.len() < 2 || v.get(span.start) != Some(&b'"') || v.get(span.end - 1) != Some(&b'"') {
+        return None;
+    }
+    let end = span.end - 1;
+    let (mut r, mut w) = (span.start + 1, 0);
+    while let Some(run) = memchr::memchr(b'\\', &v[r..end]) {
+        v.copy_within(r..r + run, w);
+        w += run;
+        r += run;
+        let len = escape_len(&v[r..end])?;
+        let c = escaped_char(&v[r..r + len])?;
+        let mut utf8 = [0; 4];
+        let bytes = c.encode_utf8(&mut utf8).as_bytes();
+        v[w..w + bytes.len()].copy_from_slice(bytes);
+        w += bytes.len();
+        r += len;
+    }
+    v.copy_within(r..end, w);
+    v.truncate(w + end - r);
+    Some(())
+}
+
+/// The character of one escape (`escape_len` long).
+fn escaped_char(e: &[u8]) -> Option<char> {
+    Some(match *e.get(1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        _ => {
+            let hi = hex4(e.get(2..6)?)?;
+            let cp = if e.len() == 12 {
+                let lo = hex4(e.get(8..12)?)?;
+                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+            } else {
+                hi
+            };
+            char::from_u32(cp)?
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn keys(text: &str) -> Option<Vec<(String, String)>> {
+        let m = object_members(text.as_bytes())?;
+        Some(
+            m.into_iter()
+                .map(|m| (text[m.key].to_string(), text[m.value].to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn members_and_spans() {
+        assert_eq!(
+            keys(r#" {"a": 1, "b" :{"c":[true,false,null,"x\"y"]},"e":-0} "#).unwrap(),
+            vec![
+                ("a".into(), "1".into()),
+                ("b".into(), r#"{"c":[true,false,null,"x\"y"]}"#.into()),
+                ("e".into(), "-0".into()),
+            ]
+        );
+        assert_eq!(keys("{}").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn outside_the_subset_is_none() {
+        for bad in [
+            "",
+            "[]",
+            "{",
+            r#"{"a":1,}"#,
+            r#"{"a":1}x"#,
+            r#"{"a":01}"#,
+            r#"{"a":1.5}"#,
+            r#"{"a":1e5}"#,
+            r#"{"a":1234567890123456789}"#,
+            r#"{"a":-}"#,
+            r#"{"a":tru}"#,
+            r#"{"a":"\x"}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":"\udc00\ud800"}"#,
+            r#"{"a":"\ud800\u0041"}"#,
+            "{\"a\":\"tab\there\"}",
+            r#"{"a\u0062":1}"#,
+            r#"{"a" 1}"#,
+        ] {
+            assert_eq!(keys(bad), None, "{bad}");
+        }
+        let deep = format!(
+            "{{\"a\":{}{}}}",
+            "[".repeat(MAX_DEPTH),
+            "]".repeat(MAX_DEPTH)
+        );
+        assert_eq!(keys(&deep), None);
+        let ok = format!(
+            "{{\"a\":{}{}}}",
+            "[".repeat(MAX_DEPTH - 1),
+            "]".repeat(MAX_DEPTH - 1)
+        );
+        assert!(keys(&ok).is_some());
+        assert_eq!(object_members(b"{\"a\":\"\xff\"}"), None);
+    }
+
+    /// Whatever the scan accepts, `serde_json` parses too, and every string
+    /// decodes to what `serde_json` makes of it.
+    #[test]
+    fn accepted_text_parses_the_same_with_serde() {
+        let strings = [
+            r#""""#,
+            r#""plain""#,
+            r#""a\nb\r\n\tc\\d\"e\/f\b\f""#,
+            r#""\u00e9\u20AC\ud83d\ude00 é €""#,
+            r#""\u0000x""#,
+        ];
+        for s in strings {
+            let doc = format!(r#"{{"k":{s},"n":[1,-2,0,{{}},[]],"z":null}}"#);
+            let m = object_members(doc.as_bytes()).expect("accepted");
+            let v: Value = serde_json::from_str(&doc).unwrap();
+            let raw = &doc[m[0].value.clone()];
+            assert_eq!(unescape(raw).as_deref(), v["k"].as_str(), "{s}");
+        }
+    }
+
+    #[test]
+    fn find_reports_repeats() {
+        let text = br#"{"a":1,"b":2,"a":3}"#;
+        let m = object_members(text).unwrap();
+        assert_eq!(find(text, &m, "a"), Lookup::Repeated);
+        assert!(matches!(find(text, &m, "b"), Lookup::One(_)));
+        assert_eq!(find(text, &m, "c"), Lookup::Absent);
+    }
+
+    fn token() -> impl proptest::strategy::Strategy<Value = &'static str> {
+        proptest::sample::select(vec![
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            " ",
+            "\"",
+            "\"k\"",
+            "\"a\\nb\"",
+            "\\",
+            "\\u00e9",
+            "\\ud83d\\ude00",
+            "\\ud800",
+            "\\x",
+            "0",
+            "-1",
+            "12",
+            "01",
+            "1.5",
+            "2e3",
+            "true",
+            "null",
+            "fals",
+            "é",
+            "\t",
+            "\u{1}",
+            "x",
+        ])
+    }
+
+    fn object() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-1_000_000_000_000i64..1_000_000_000_000).prop_map(Value::from),
+            "\\PC{0,8}".prop_map(Value::from),
+            "[\"\\\\/\n\r\t\u{8}\u{c}\u{0}\u{1f}é😀a]{0,8}".prop_map(Value::from),
+        ];
+        let value = leaf.prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map("[a-z_]{0,4}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        proptest::collection::btree_map("[a-zA-Z_]{0,6}", value, 0..5)
+            .prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 4000, ..Default::default() })]
+
+        /// Text the scan accepts is an object serde_json parses, with the
+        /// same members in order and every string member decoded alike.
+        #[test]
+        fn the_scan_accepts_only_what_serde_parses_alike(
+            parts in proptest::collection::vec(token(), 0..24),
+        ) {
+            let text = format!("{{{}}}", parts.concat());
+            if let Some(members) = object_members(text.as_bytes()) {
+                let v: Value = serde_json::from_str(&text).expect("serde refuses what the scan accepted");
+                let obj = v.as_object().unwrap();
+                // No repeated keys in what we compare (serde keeps the last).
+                let mut names: Vec<&str> = members.iter().map(|m| &text[m.key.clone()]).collect();
+                names.sort_unstable();
+                names.dedup();
+                if names.len() == members.len() {
+                    proptest::prop_assert_eq!(obj.len(), members.len());
+                    for m in &members {
+                        let raw = &text[m.value.clone()];
+                        let theirs = &obj[&text[m.key.clone()]];
+                        let ours: Value = serde_json::from_str(raw).unwrap();
+                        proptest::prop_assert_eq!(&ours, theirs);
+                        if let Some(s) = theirs.as_str() {
+                            let decoded = unescape(raw);
+                            proptest::prop_assert_eq!(decoded.as_deref(), Some(s));
+                        }
+                    }
+                }
+            }
+        }
+
+        /// Objects serde_json writes (compact or pretty) are accepted when
+        /// their numbers are small integers, with the members serde sees.
+        #[test]
+        fn serde_written_objects_are_accepted(v in object(), pretty in proptest::bool::ANY) {
+            let text = if pretty {
+                serde_json::to_string_pretty(&v).unwrap()
+            } else {
+                serde_json::to_string(&v).unwrap()
+            };
+            let members = object_members(text.as_bytes()).expect("accepted");
+            let obj = v.as_object().unwrap();
+            proptest::prop_assert_eq!(members.len(), obj.len());
+            for m in &members {
+                let ours: Value = serde_json::from_str(&text[m.value.clone()]).unwrap();
+                proptest::prop_assert_eq!(&ours, &obj[&text[m.key.clone()]]);
+            }
+        }
+
+        /// Any JSON string serde_json writes is accepted and decoded back,
+        /// copied or in place.
+        #[test]
+        fn strings_round_trip(s in "\\PC*", lead in "[a-z]{0,3}") {
+            let doc = format!("{{\"{lead}\":{}}}", serde_json::to_string(&s).unwrap());
+            let m = object_members(doc.as_bytes()).expect("accepted");
+            let span = m[0].value.clone();
+            proptest::prop_assert_eq!(unescape(&doc[span.clone()]), Some(s.clone()));
+            let mut v = doc.into_bytes();
+            proptest::prop_assert_eq!(unescape_in_place(&mut v, span), Some(()));
+            proptest::prop_assert_eq!(String::from_utf8(v).ok(), Some(s));
+        }
+    }
+}
