@@ -257,10 +257,15 @@ impl RequestLog {
 /// The response line for a request of `method` whose params are still the
 /// JSON text of its line (see [`Entry::answer_raw`]).
 pub fn answer_raw(call: &Call<'_>, id: &RequestId, method: &str, params: RawParams) -> Vec<u8> {
-    match find(method) {
-        Some(e) => e.answer_raw(call, id, params),
-        None => error_line(id, &ErrorObject::method_not_found(method)),
+    if let Some(e) = find(method) {
+        return e.answer_raw(call, id, params);
     }
+    let started = RequestLog::start();
+    let line = error_line(id, &ErrorObject::method_not_found(method));
+    if let Some(log) = started {
+        log.finish(method, id, Outcome::Protocol(METHOD_NOT_FOUND));
+    }
+    line
 }
 
 fn answer_with<M: Method>(call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
