@@ -734,7 +734,16 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
 /// what happened to which path (the resolver's own words), the workspace
 /// root when the path is outside it, and what to do next.
 fn resolve_refusal(e: ResolveError, root: &Path) -> Refusal {
-    let what = e.to_string();
+    // The resolver's own words without its kind prefix: the refusal's
+    // message already starts with the errorKind.
+    let what = match &e {
+        ResolveError::ParseError(m)
+        | ResolveError::NotAFile(m)
+        | ResolveError::OutsideWorkspace(m)
+        | ResolveError::SymlinkEscape(m)
+        | ResolveError::NotFound(m)
+        | ResolveError::PermissionDenied(m) => m.clone(),
+    };
     let mut r = Refusal::from(e);
     r.hint = match r.kind {
         ErrorKind::PathOutsideWorkspace if what.contains("suspicious") => format!(
