@@ -357,9 +357,9 @@ impl RawParams {
     /// else shares it (a whole file then needs no second buffer); else the
     /// string is decoded into a new one.
     pub(crate) fn into_string(self, span: std::ops::Range<usize>) -> Option<String> {
-        // Valid UTF-8 (checked now, before anything is overwritten) with
-        // escapes the scan accepted, so decoding cannot fail half-way.
-        std::str::from_utf8(self.line.get(span.clone())?).ok()?;
+        // The scan checked the whole line (UTF-8, escapes), so decoding
+        // cannot fail half-way.
+        self.line.get(span.clone())?;
         match self.line.try_into_mut() {
             Ok(unique) => {
                 let mut v = Vec::from(unique);

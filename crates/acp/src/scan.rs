@@ -184,7 +184,11 @@ impl Scanner<'_> {
                 break;
             }
             escaped = true;
-            self.i += escape_len(&self.b[self.i..])?;
+            // The escapes of text (`\n` above all) first, without a call.
+            self.i += match self.b.get(self.i + 1) {
+                Some(b'n' | b'"' | b'\\' | b'/' | b'b' | b'f' | b'r' | b't') => 2,
+                _ => escape_len(&self.b[self.i..])?,
+            };
         }
         // No raw control character (escapes hold none): one pass the
         // compiler vectorises, instead of a check per run between escapes.
@@ -286,6 +290,24 @@ pub(crate) fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<(
         v.copy_within(r..r + run, w);
         w += run;
         r += run;
+        // A one-byte character (`\n` above all) is written as it is.
+        let simple = match v.get(r + 1) {
+            Some(b'n') => Some(b'\n'),
+            Some(b'"') => Some(b'"'),
+            Some(b'\\') => Some(b'\\'),
+            Some(b'/') => Some(b'/'),
+            Some(b'r') => Some(b'\r'),
+            Some(b't') => Some(b'\t'),
+            Some(b'b') => Some(8),
+            Some(b'f') => Some(12),
+            _ => None,
+        };
+        if let Some(b) = simple {
+            v[w] = b;
+            w += 1;
+            r += 2;
+            continue;
+        }
         let len = escape_len(&v[r..end])?;
         let c = escaped_char(&v[r..r + len])?;
         let mut utf8 = [0; 4];

@@ -70,7 +70,10 @@ impl Tree {
 
 impl Drop for Tree {
     fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.base);
+        // WG_BENCH_KEEP=1 keeps the tree (the daemon's stderr) for a look.
+        if std::env::var_os("WG_BENCH_KEEP").is_none() {
+            let _ = fs::remove_dir_all(&self.base);
+        }
         let _ = fs::remove_file(&self.sock);
     }
 }
