@@ -264,3 +264,33 @@ fn sequential_5_mib_overwrites_stay_within_three_times_the_payload() {
     }
     assert!(fs::read_to_string(&path).unwrap() == content("v24"));
 }
+
+/// The stdio transport (how hosts spawn the daemon) reads its pipe itself:
+/// 5 MiB writes over stdin land, each answered once, within the same
+/// memory bound as over the socket.
+#[test]
+fn five_mib_writes_over_stdio_land_within_the_same_bound() {
+    let t = Tree::new();
+    let mut d = t.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+    let code = status_bytes(&d, "RssFile");
+    let path = t.ws.join("stdio.txt");
+    for i in 0..3u64 {
+        let body = content(&format!("s{i}"));
+        let (prefix, suffix) = pieces(i + 1, &path);
+        let mut line = prefix;
+        line.extend_from_slice(&serde_json::to_vec(&body).unwrap());
+        line.extend_from_slice(suffix);
+        c.send_raw(&line);
+        let a = c.recv();
+        assert_eq!(a["id"], i + 1);
+        assert_eq!(a["result"], json!({}), "{}", truncate(&a.to_string()));
+        assert!(fs::read_to_string(&path).unwrap() == body);
+    }
+    let peak = status_bytes(&d, "VmHWM").saturating_sub(code);
+    assert!(
+        peak <= 3 * WRITE_BYTES as u64 + 16 * MIB,
+        "peak {} MiB besides the code",
+        peak / MIB
+    );
+}

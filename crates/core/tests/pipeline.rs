@@ -405,3 +405,50 @@ fn a_held_write_asks_the_approver_once_per_operation() {
     assert_eq!(events[0]["type"], "fs.denied");
     assert_eq!(events[3]["type"], "fs.access");
 }
+
+/// Issue 12: files of a MiB and more are hashed on helper threads while the
+/// commit writes and fsyncs. The event still has the old file's hash and
+/// the new one's, and a write refused after the old file was read (here an
+/// unmappable character for its legacy encoding) still has `hashBefore`;
+/// an edit with `expectedHash` checks the same hash.
+#[test]
+fn large_files_keep_hash_before_and_after_in_every_event() {
+    let w = world(true);
+    let c = w.ctx(Allowances::NONE);
+    let big = w.root.join("big.txt");
+    let old = "0123456789 abcdefghijklmnopqrstuvwxyz\n".repeat(40_000); // 1.5 MB
+    std::fs::write(&big, &old).unwrap();
+    let new = "the new content of a large file, line by line\n".repeat(40_000);
+    w.svc.write_text_file(&c, &write(&big, &new)).unwrap();
+    assert_eq!(std::fs::read_to_string(&big).unwrap(), new);
+    let e = &w.events()[0];
+    assert_eq!(e["type"], "fs.access");
+    assert_eq!(e["hashBefore"], writegate_core::sha256_tagged(old.as_bytes()));
+    assert_eq!(e["hashAfter"], writegate_core::sha256_tagged(new.as_bytes()));
+
+    // A windows-1252 file of 1.2 MB, and content it cannot encode.
+    let legacy = w.root.join("legacy.txt");
+    let bytes: Vec<u8> = b"caf\xe9 cr\xe8me br\xfbl\xe9e\n".repeat(70_000);
+    std::fs::write(&legacy, &bytes).unwrap();
+    let r = w
+        .svc
+        .write_text_file(&c, &write(&legacy, &"snowman \u{2603}\n".repeat(100_000)));
+    assert_eq!(kind(r), ErrorKind::UnmappableCharacter);
+    assert_eq!(std::fs::read(&legacy).unwrap(), bytes);
+    let e = &w.events()[1];
+    assert_eq!(e["type"], "fs.denied");
+    assert_eq!(e["hashBefore"], writegate_core::sha256_tagged(&bytes));
+
+    // An edit: the expected hash is the one the event records.
+    let mut p = edit(&big, EditMode::Append, "one more line\n");
+    p.expected_hash = Some(writegate_core::sha256_tagged(new.as_bytes()));
+    w.svc.edit_text_file(&c, &p).unwrap();
+    let e = &w.events()[2];
+    assert_eq!(e["hashBefore"], writegate_core::sha256_tagged(new.as_bytes()));
+    assert_eq!(
+        e["hashAfter"],
+        writegate_core::sha256_tagged(format!("{new}one more line\n").as_bytes())
+    );
+    assert_eq!(w.events().len(), 3);
+    assert_eq!(w.names(), ["big.txt", "legacy.txt"]);
+}
