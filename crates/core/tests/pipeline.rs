@@ -423,8 +423,14 @@ fn large_files_keep_hash_before_and_after_in_every_event() {
     assert_eq!(std::fs::read_to_string(&big).unwrap(), new);
     let e = &w.events()[0];
     assert_eq!(e["type"], "fs.access");
-    assert_eq!(e["hashBefore"], writegate_core::sha256_tagged(old.as_bytes()));
-    assert_eq!(e["hashAfter"], writegate_core::sha256_tagged(new.as_bytes()));
+    assert_eq!(
+        e["hashBefore"],
+        writegate_core::sha256_tagged(old.as_bytes())
+    );
+    assert_eq!(
+        e["hashAfter"],
+        writegate_core::sha256_tagged(new.as_bytes())
+    );
 
     // A windows-1252 file of 1.2 MB, and content it cannot encode.
     let legacy = w.root.join("legacy.txt");
@@ -444,7 +450,10 @@ fn large_files_keep_hash_before_and_after_in_every_event() {
     p.expected_hash = Some(writegate_core::sha256_tagged(new.as_bytes()));
     w.svc.edit_text_file(&c, &p).unwrap();
     let e = &w.events()[2];
-    assert_eq!(e["hashBefore"], writegate_core::sha256_tagged(new.as_bytes()));
+    assert_eq!(
+        e["hashBefore"],
+        writegate_core::sha256_tagged(new.as_bytes())
+    );
     assert_eq!(
         e["hashAfter"],
         writegate_core::sha256_tagged(format!("{new}one more line\n").as_bytes())
