@@ -158,15 +158,11 @@ fn library_crates_never_print_to_stdout() {
         ],
         &["println!", "print!(", "std::io::stdout", "dbg!("],
     );
-    // The stdout handles are the stdio transport and the proxy's editor
-    // side (`editor_io.rs`), which write protocol lines only.
+    // The stdout handles are the stdio ends (`stdio.rs`: `serve --stdio`
+    // and the proxy's editor side), which write protocol lines only.
     let hits: Vec<_> = hits
         .into_iter()
-        .filter(|h| {
-            !((h.contains("crates/acp/src/server.rs")
-                || h.contains("crates/proxy/src/editor_io.rs"))
-                && h.contains("io::stdout()"))
-        })
+        .filter(|h| !(h.contains("crates/acp/src/stdio.rs") && h.contains("io::stdout()")))
         .collect();
     assert!(
         hits.is_empty(),

@@ -689,3 +689,63 @@ fn an_agent_that_cannot_start_is_a_clear_error() {
         e.d.stderr_text()
     );
 }
+
+/// Issue 10: the agent's notifications are forwarded as read (several of a
+/// burst in one write to the editor). A burst of 3,000 lines of every shape
+/// the scan meets (escapes, non-ASCII, surrogate pairs, nesting, numbers
+/// it leaves to `serde_json`), with a request to the editor and a request
+/// writegate answers itself (for an unknown session) in the middle, reaches the editor whole, in
+/// order and byte-identical; the agent's request to writegate never does,
+/// and closing the editor's input still ends the agent (its stdin is
+/// closed although the proxy writes it directly).
+#[test]
+fn a_burst_of_agent_lines_reaches_the_editor_in_order_and_unchanged() {
+    let t = Tree::new();
+    let mut lines = Vec::new();
+    for i in 0..3000 {
+        let text = match i % 6 {
+            0 => format!("plain {i}"),
+            1 => format!("tab\\t quote\\\" backslash\\\\ newline\\n {i}"),
+            2 => format!("é ü 中文 {i} \\u00e9\\ud83d\\ude00"),
+            3 => "x".repeat(i % 2000),
+            4 => format!("{i}"),
+            _ => String::new(),
+        };
+        let params = if i % 6 == 4 {
+            format!(
+                r#"{{"sessionId":"s","n":[{i},1.5,-2e3,true,null,{{"a":[[[]]]}}],"text":"{text}"}}"#
+            )
+        } else {
+            format!(
+                r#"{{"sessionId":"s","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}}}"#
+            )
+        };
+        lines.push(format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{params}}}"#
+        ));
+        if i == 1000 {
+            lines.push(r#"{"jsonrpc":"2.0","id":"ask-1","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t"},"options":[]}}"#.to_string());
+        }
+        if i == 2000 {
+            lines.push(r#"{"jsonrpc":"2.0","id":"own-1","method":"fs/read_text_file","params":{"sessionId":"s","path":"/etc/hostname"}}"#.to_string());
+        }
+    }
+    let script = t.base.join("lines.jsonl");
+    std::fs::write(&script, lines.join("\n") + "\n").unwrap();
+    // The agent prints its lines, then waits for the end of its input.
+    let command = [
+        "/bin/sh".into(),
+        "-c".into(),
+        "cat \"$0\"; exec cat >/dev/null".into(),
+        script.clone().into_os_string(),
+    ];
+    let mut e = proxy_running(&t, &[], &command);
+    let expected: Vec<&String> = lines.iter().filter(|l| !l.contains("own-1")).collect();
+    for (n, want) in expected.iter().enumerate() {
+        let (got, _) = e.c.recv_raw();
+        assert_eq!(&got, *want, "line {n} differs");
+    }
+    let (st, rest) = e.finish();
+    assert_eq!(st.code(), Some(0), "{st:?}");
+    assert!(rest.is_empty(), "nothing more: {rest:?}");
+}

@@ -4,7 +4,8 @@
 //! one small request's round trip both ways (the added p50 is the proxy's).
 //!
 //! Run: `cargo bench -p writegate --bench proxy`
-//! (optional: `WG_BENCH_SCALE=0.5` or `=2` scales the counts).
+//! (optional: `WG_BENCH_SCALE=0.5` or `=2` scales the counts;
+//! `WG_BENCH_BIN=/path/to/writegate` runs another build as the proxy).
 //!
 //! Two agents. The minimal one is this bench's own executable started with
 //! `WG_BENCH_AGENT=1`: a line agent (no SDK) that answers `initialize` and
@@ -14,14 +15,17 @@
 //! The SDK agent is the tests' `acp_test_agent` (the official ACP SDK,
 //! serialising each notification), measured when its release build exists
 //! (`cargo build --release -p writegate --example acp_test_agent`). Rounds
-//! alternate straight and proxied runs; the median of the rounds is
-//! reported. It prints figures; it asserts nothing about time.
+//! rotate straight, relayed and proxied runs; the median of the rounds is
+//! reported. The relay is this bench's executable started with
+//! `WG_BENCH_RELAY=<agent>`: it copies bytes both ways like `cat`, parsing
+//! nothing, which is the least any process between editor and agent costs
+//! on the same machine. It prints figures; it asserts nothing about time.
 
 #![allow(clippy::print_stdout)] // a benchmark prints its figures to stdout
 
 mod common;
 
-use common::{BIN, Tree, median, print_preamble, scaled};
+use common::{BIN, Tree, daemon_bin, median, print_preamble, scaled};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -38,6 +42,10 @@ const ROUNDS: usize = 7;
 const PINGS: usize = 2_000;
 
 fn main() {
+    if let Some(agent) = std::env::var_os("WG_BENCH_RELAY") {
+        relay(Path::new(&agent));
+        return;
+    }
     if std::env::var_os("WG_BENCH_AGENT").is_some() {
         agent();
         return;
@@ -61,87 +69,99 @@ fn main() {
     }
 }
 
+/// How the bench's editor side reaches the agent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// Straight to the agent's stdin and stdout.
+    Straight,
+    /// Through a bare relay: this bench's executable copying bytes both
+    /// ways with `read`/`write` and a 128 KiB buffer, like `cat`, parsing
+    /// nothing. The least any process in the middle costs.
+    Relay,
+    /// Through `writegate proxy`.
+    Proxy,
+}
+
+const VIAS: [Via; 3] = [Via::Straight, Via::Relay, Via::Proxy];
+
 /// Both figures for one agent.
 fn measure(t: &Tree, name: &str, agent: &Path) {
     let updates = scaled(UPDATES);
     let pings = scaled(PINGS);
-    let mut straight = Vec::new();
-    let mut proxied = Vec::new();
+    let mut flood: [Vec<f64>; 3] = Default::default();
+    // CPU seconds of the process the editor side talks to (the agent,
+    // the relay, the proxy) during the flood.
+    let mut cpu: [Vec<f64>; 3] = Default::default();
     let mut flood_bytes = 0;
     for round in 0..ROUNDS {
-        // Alternate which side goes first, to cancel drift.
-        for side in if round % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        } {
-            let mut peer = Peer::start(t, agent, side);
+        // Rotate which side goes first, to cancel drift.
+        for k in 0..VIAS.len() {
+            let i = (round + k) % VIAS.len();
+            let mut peer = Peer::start(t, agent, VIAS[i]);
+            let before = peer.cpu_seconds();
             let (secs, bytes) = peer.flood(updates);
+            cpu[i].push(peer.cpu_seconds() - before);
             flood_bytes = bytes;
             peer.finish();
-            if side {
-                proxied.push(secs);
-            } else {
-                straight.push(secs);
-            }
+            flood[i].push(secs);
         }
     }
-    let s = median(&mut straight);
-    let p = median(&mut proxied);
+    let [s, r, p] = flood.map(|mut v| median(&mut v));
+    let [cs, cr, cp] = cpu.map(|mut v| median(&mut v) / updates as f64 * 1e6);
     let mib = flood_bytes as f64 / (1024.0 * 1024.0);
     println!();
     println!("{name}:");
     println!(
         "session/update flood: {updates} notifications of ~{UPDATE_BYTES} B ({mib:.1} MiB), median of {ROUNDS} rounds"
     );
+    for (label, secs) in [
+        ("straight from the agent:", s),
+        ("through a bare relay:   ", r),
+        ("through writegate proxy:", p),
+    ] {
+        println!(
+            "  {label} {:8.1} ms  {:9.0} msg/s  {:7.1} MiB/s",
+            secs * 1e3,
+            updates as f64 / secs,
+            mib / secs
+        );
+    }
     println!(
-        "  straight from the agent: {:8.1} ms  {:9.0} msg/s  {:7.1} MiB/s",
-        s * 1e3,
-        updates as f64 / s,
-        mib / s
+        "  throughput loss: {:.1}% vs straight (target <= 5%), {:.1}% vs the bare relay",
+        (1.0 - s / p) * 100.0,
+        (1.0 - r / p) * 100.0
     );
     println!(
-        "  through writegate proxy: {:8.1} ms  {:9.0} msg/s  {:7.1} MiB/s",
-        p * 1e3,
-        updates as f64 / p,
-        mib / p
-    );
-    println!(
-        "  throughput loss: {:.1}% (target <= 5%)",
-        (1.0 - s / p) * 100.0
+        "  CPU per notification: agent {cs:.2} us (straight), bare relay {cr:.2} us, writegate proxy {cp:.2} us ({:.1}% of the agent's)",
+        cp / cs * 100.0
     );
 
-    let mut lat_straight = Vec::new();
-    let mut lat_proxied = Vec::new();
+    let mut lat: [Vec<f64>; 3] = Default::default();
     for round in 0..3 {
-        for side in if round % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        } {
-            let mut peer = Peer::start(t, agent, side);
+        for k in 0..VIAS.len() {
+            let i = (round + k) % VIAS.len();
+            let mut peer = Peer::start(t, agent, VIAS[i]);
             let v = peer.pings(pings);
             peer.finish();
-            if side {
-                lat_proxied.extend(v);
-            } else {
-                lat_straight.extend(v);
-            }
+            lat[i].extend(v);
         }
     }
-    let (s50, s90) = percentiles(&mut lat_straight);
-    let (p50, p90) = percentiles(&mut lat_proxied);
+    let [(s50, s90), (r50, r90), (p50, p90)] = lat.map(|mut v| percentiles(&mut v));
     println!();
     println!(
         "one forwarded request (ping), round trip, {} requests per side:",
-        lat_straight.len()
+        3 * pings
     );
     println!("  straight: p50 {s50:7.1} us  p90 {s90:7.1} us");
+    println!("  relay:    p50 {r50:7.1} us  p90 {r90:7.1} us");
     println!("  proxied:  p50 {p50:7.1} us  p90 {p90:7.1} us");
-    println!("  added p50: {:.1} us (target <= 50 us)", p50 - s50);
+    println!(
+        "  added p50: {:.1} us vs straight (target <= 50 us), {:.1} us vs the bare relay",
+        p50 - s50,
+        p50 - r50
+    );
 }
 
-/// `(p50, p90)` of `v`, in microseconds.
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // an index within the length
 fn percentiles(v: &mut [f64]) -> (f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -165,17 +185,23 @@ fn memfind(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 impl Peer {
-    fn start(t: &Tree, me: &Path, through_proxy: bool) -> Peer {
-        let mut cmd = if through_proxy {
-            let mut c = Command::new(BIN);
-            c.arg("proxy")
-                .arg("--audit-log")
-                .arg(&t.audit)
-                .arg("--")
-                .arg(me);
-            c
-        } else {
-            Command::new(me)
+    fn start(t: &Tree, me: &Path, via: Via) -> Peer {
+        let mut cmd = match via {
+            Via::Proxy => {
+                let mut c = Command::new(daemon_bin());
+                c.arg("proxy")
+                    .arg("--audit-log")
+                    .arg(&t.audit)
+                    .arg("--")
+                    .arg(me);
+                c
+            }
+            Via::Relay => {
+                let mut c = Command::new(std::env::current_exe().expect("the bench's own path"));
+                c.env("WG_BENCH_RELAY", me);
+                c
+            }
+            Via::Straight => Command::new(me),
         };
         cmd.env("WG_BENCH_AGENT", "1")
             .env("HOME", t.base.join("home"))
@@ -208,6 +234,23 @@ impl Peer {
             .unwrap_or_else(|| panic!("session/new: {s}"))
             .to_string();
         p
+    }
+
+    /// CPU time the child process's live threads have used so far, in
+    /// seconds (each thread's time on a CPU, from
+    /// `/proc/<pid>/task/*/schedstat`; 0 for what cannot be read).
+    fn cpu_seconds(&self) -> f64 {
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let ns: u64 = std::fs::read_dir(tasks)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|t| {
+                let s = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+                s.split_whitespace().next()?.parse::<u64>().ok()
+            })
+            .sum();
+        ns as f64 / 1e9
     }
 
     fn send(&mut self, method: &str, params: &Value) -> u64 {
@@ -292,6 +335,41 @@ impl Peer {
         let st = self.child.wait().unwrap();
         assert!(st.success(), "{st:?}");
     }
+}
+
+/// The bare relay (see [`Via::Relay`]): starts `agent` and copies bytes
+/// both ways until either side ends.
+fn relay(agent: &Path) {
+    use std::io::Read;
+    fn pump(mut from: impl Read, mut to: impl Write) {
+        let mut buf = vec![0u8; 128 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if to.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+    let mut child = Command::new(agent)
+        .env_remove("WG_BENCH_RELAY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the agent");
+    let to_agent = child.stdin.take().unwrap();
+    let from_agent = child.stdout.take().unwrap();
+    let up = std::thread::spawn(move || pump(std::io::stdin().lock(), to_agent));
+    // Straight to descriptor 1: `Stdout` buffers by line.
+    let out = std::os::fd::AsFd::as_fd(&std::io::stdout())
+        .try_clone_to_owned()
+        .expect("dup stdout");
+    pump(from_agent, std::fs::File::from(out));
+    let _ = child.wait();
+    drop(up);
 }
 
 /// The bench's agent: one JSON object per line in, answers and

@@ -11,9 +11,10 @@
 use crate::budget::{Budget, PARTIAL_FREE};
 use crate::frame::{Frame, LineReader, READ_CHUNK, READ_MAX};
 use crate::message::{
-    self, ErrorObject, Incoming, Message, Notification, Parsed, RawRequest, Request, Response,
+    self, ErrorObject, Incoming, Message, Notification, Parsed, RawNotification, RawRequest,
+    Request, Response,
 };
-use crate::outbox::{MAX_OUTSTANDING, Outbox, Queued, drained};
+use crate::outbox::{MAX_OUTSTANDING, OutState, Outbox, Queued, drained};
 use crate::outgoing::Outgoing;
 use agent_client_protocol::v1::schema::RequestId;
 use serde::Serialize;
@@ -84,6 +85,20 @@ impl Link {
     /// message).
     pub fn send(&self, line: Vec<u8>) {
         self.out.send(line, None);
+    }
+
+    /// Sends a line that answers nothing and may wait to be written with
+    /// the next ones (one system call for a batch of forwarded lines read
+    /// together): it goes out with the next line sent any other way, at
+    /// [`Link::flush`], or once 64 KiB are held. Whoever holds lines back
+    /// flushes them when its batch ends ([`Handler::batch_end`]).
+    pub fn send_held(&self, line: Vec<u8>) {
+        self.out.send_held(line);
+    }
+
+    /// Writes the lines [`Link::send_held`] held back.
+    pub fn flush(&self) {
+        self.out.flush();
     }
 
     /// Sends a request of this side's own, with an id that cannot collide
@@ -157,8 +172,25 @@ pub trait Handler: Send + Sync + 'static {
     /// A notification (never answered). `raw` is the line as read.
     fn notification(&self, link: &Arc<Link>, n: Notification, raw: &[u8]);
 
+    /// A well-formed notification with its params still unparsed (the loop
+    /// hands every such notification here first). By default the params
+    /// are parsed into a `Value` and it goes to [`Handler::notification`].
+    /// A proxy overrides this to forward the line as read, building
+    /// nothing (issue 10).
+    fn raw_notification(&self, link: &Arc<Link>, n: RawNotification) {
+        let line = n.params.line_bytes();
+        if let Some(n) = n.into_notification() {
+            self.notification(link, n, &line);
+        }
+    }
+
     /// A response to none of this side's own requests. Dropped by default.
     fn response(&self, _link: &Arc<Link>, _r: Response, _raw: &[u8]) {}
+
+    /// The loop has handed over every line it had read and is about to
+    /// wait (for input, or for a permit), or stops reading: whatever the
+    /// handler held back for the batch ([`Link::send_held`]) must go now.
+    fn batch_end(&self, _link: &Arc<Link>) {}
 
     /// The loop stops reading because the daemon shuts down: cancel what
     /// has not begun to commit.
@@ -185,7 +217,7 @@ pub async fn run_connection<H, R, W>(
 {
     let max = usize::try_from(shared.service.config().max_frame_bytes).unwrap_or(usize::MAX);
     let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
-    let backlog = Arc::new(Mutex::new(false));
+    let backlog = Arc::new(Mutex::new(OutState::default()));
     let writer_task = {
         let backlog = backlog.clone();
         tokio::spawn(async move {
@@ -223,17 +255,23 @@ pub async fn run_connection<H, R, W>(
     let permits = Arc::new(Semaphore::new(MAX_OUTSTANDING));
     'lines: loop {
         // Backpressure: no permit, no read.
-        let permit = tokio::select! {
-            () = shared.shutdown.cancelled() => break,
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
+        let permit = if let Ok(p) = permits.clone().try_acquire_owned() {
+            p
+        } else {
+            handler.batch_end(&link);
+            tokio::select! {
+                () = shared.shutdown.cancelled() => break,
+                p = permits.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            }
         };
         let frame = loop {
             if let Some(frame) = input.next_buffered() {
                 break frame;
             }
+            handler.batch_end(&link);
             if input.at_eof() {
                 break 'lines;
             }
@@ -303,6 +341,7 @@ pub async fn run_connection<H, R, W>(
         }
     }
     drop(reserved);
+    handler.batch_end(&link);
     handler.input_ended(&link);
     if shared.shutdown.is_cancelled() {
         handler.shutdown();
@@ -321,6 +360,7 @@ fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: bytes::Bytes, ticket
     // a whole file in its memory.
     let (incoming, line) = match message::parse_line(line) {
         Parsed::Request(req) => return handler.raw_request(link, req, ticket),
+        Parsed::Notification(n) => return handler.raw_notification(link, n),
         Parsed::Other(incoming, line) => (incoming, line),
     };
     match incoming {

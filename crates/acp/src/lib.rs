@@ -23,6 +23,7 @@ mod scan;
 pub mod serve;
 pub mod server;
 pub mod state;
+pub mod stdio;
 pub mod transport;
 pub mod wire;
 

@@ -384,24 +384,64 @@ impl RawRequest {
     }
 }
 
+/// A notification whose `params` are still the JSON text of its line: a
+/// proxy forwards it as read without building a `Value` (issue 10). Built
+/// by [`parse_line`] only for a well-formed notification;
+/// [`RawNotification::into_notification`] gives the [`Notification`] that
+/// [`parse`] would have given.
+#[derive(Debug, Clone)]
+pub struct RawNotification {
+    /// The method name.
+    pub method: String,
+    /// The params, unparsed (and the whole line: [`RawParams::line`]).
+    pub params: RawParams,
+}
+
+impl RawNotification {
+    /// The notification as [`parse`] gives it; `None` where `parse` would
+    /// drop the line (it does not for any line [`parse_line`] reads raw).
+    pub fn into_notification(self) -> Option<Notification> {
+        let params = self.params.to_value().ok()?;
+        Some(Notification {
+            method: self.method,
+            params,
+        })
+    }
+}
+
 /// What [`parse_line`] makes of a line.
 #[derive(Debug, Clone)]
 pub enum Parsed {
     /// A well-formed request, params unparsed.
     Request(RawRequest),
+    /// A well-formed notification, params unparsed.
+    Notification(RawNotification),
     /// Anything else, as [`parse`] gives it, and the line.
     Other(Incoming, Bytes),
 }
 
-/// Parses a line like [`parse`], but leaves a well-formed request's params
-/// unparsed ([`RawRequest`]). The line is scanned once without building
-/// anything (`scan`); anything that is not plainly a well-formed request
-/// (another message, a malformed or unusual line) goes through [`parse`],
-/// so every answer stays exactly [`parse`]'s.
+/// Parses a line like [`parse`], but leaves a well-formed request's or
+/// notification's params unparsed ([`RawRequest`], [`RawNotification`]).
+/// The line is scanned once without building anything (`scan`); anything
+/// that is not plainly a well-formed request or notification (a response,
+/// a malformed or unusual line) goes through [`parse`], so every answer
+/// stays exactly [`parse`]'s.
 pub fn parse_line(line: Bytes) -> Parsed {
-    match raw_request(&line) {
-        Some(RawHead { id, method, span }) => Parsed::Request(RawRequest {
+    match raw_head(&line) {
+        Some(RawHead {
+            id: Some(id),
+            method,
+            span,
+        }) => Parsed::Request(RawRequest {
             id,
+            method,
+            params: RawParams { line, span },
+        }),
+        Some(RawHead {
+            id: None,
+            method,
+            span,
+        }) => Parsed::Notification(RawNotification {
             method,
             params: RawParams { line, span },
         }),
@@ -409,16 +449,17 @@ pub fn parse_line(line: Bytes) -> Parsed {
     }
 }
 
-/// What [`raw_request`] reads of a request line.
+/// What [`raw_head`] reads of a request or notification line.
 struct RawHead {
-    id: RequestId,
+    /// `None`: a notification.
+    id: Option<RequestId>,
     method: String,
     span: Option<(usize, usize)>,
 }
 
-/// The id, method and params span of a plainly well-formed request line;
-/// `None` for anything else.
-fn raw_request(line: &[u8]) -> Option<RawHead> {
+/// The id (absent for a notification), method and params span of a plainly
+/// well-formed request or notification line; `None` for anything else.
+fn raw_head(line: &[u8]) -> Option<RawHead> {
     let members = scan::object_members(line)?;
     let text = |m: &scan::Member| &line[m.value.clone()];
     let one = |key| match scan::find(line, &members, key) {
@@ -430,7 +471,10 @@ fn raw_request(line: &[u8]) -> Option<RawHead> {
     if text(one("jsonrpc")??) != b"\"2.0\"" {
         return None;
     }
-    let id: RequestId = serde_json::from_slice(text(one("id")??)).ok()?;
+    let id: Option<RequestId> = match one("id")? {
+        Some(m) => Some(serde_json::from_slice(text(m)).ok()?),
+        None => None,
+    };
     let method = text(one("method")??);
     if !method.starts_with(b"\"") {
         return None;
@@ -763,6 +807,14 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":15,"method":"m","params":{"a":1}"#,
             "{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"m\",\"params\":{\"a\":\"\t\"}}",
             r#"{"jsonrpc":"2.0","id":17,"method":"m","params":{"a":"é😀\u20ac"}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"text":"a\nb"}}}"#,
+            r#"{"method":"n","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","method":"n","params":null}"#,
+            r#"{"jsonrpc":"2.0","method":"n","params":"x"}"#,
+            r#"{"jsonrpc":"2.0","method":"n","params":{"c":"\udc00"}}"#,
+            r#"{"jsonrpc":"2.0","method":"n","params":{"x":1e400}}"#,
+            r#"{"jsonrpc":"1.0","method":"n"}"#,
+            r#"{"jsonrpc":"2.0","method":"n","method":"m"}"#,
         ];
         for line in lines {
             let want = parse(line.as_bytes());
@@ -775,13 +827,21 @@ mod tests {
                         error: m.error,
                     },
                 },
+                Parsed::Notification(n) => match n.into_notification() {
+                    Some(n) => Incoming::Message(Message::Notification(n)),
+                    None => Incoming::Dropped,
+                },
             };
             assert_eq!(got, want, "{line}");
         }
-        // The common request is read without serde's parse.
+        // The common request and notification are read without serde's parse.
         assert!(matches!(
             parse_line(Bytes::from_static(lines[0].as_bytes())),
             Parsed::Request(_)
+        ));
+        assert!(matches!(
+            parse_line(Bytes::from_static(lines[23].as_bytes())),
+            Parsed::Notification(_)
         ));
     }
 }

@@ -14,12 +14,26 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 /// the two paths, never interleaved. Without a descriptor (stdio) every
 /// response goes through the task.
 pub struct Outbox {
+    state: Arc<Mutex<OutState>>,
+    tx: mpsc::UnboundedSender<Queued>,
+}
+
+/// What an [`Outbox`] and its connection's writer task share.
+#[derive(Default)]
+pub(crate) struct OutState {
+    /// The descriptor for direct writes (dropped at [`Outbox::close`], so
+    /// the peer sees end of input once the writer task is done).
     direct: Option<OwnedFd>,
     /// True while the writer task holds queued bytes: direct writes wait
     /// their turn in the queue.
-    backlog: Arc<Mutex<bool>>,
-    tx: mpsc::UnboundedSender<Queued>,
+    backlog: bool,
+    /// Lines held back by [`Outbox::send_held`], written before anything
+    /// else is.
+    held: Vec<u8>,
 }
+
+/// Bytes [`Outbox::send_held`] holds back before it writes them anyway.
+const HOLD_MAX: usize = 64 * 1024;
 
 /// A line waiting for the writer task, with the connection's permit for it
 /// (released once the line is written).
@@ -33,29 +47,79 @@ pub const MAX_OUTSTANDING: usize = 64;
 
 impl Outbox {
     /// A new outbox: `direct` is a duplicate of the connection's
-    /// (non-blocking) descriptor for direct writes, `None` for stdio; `tx`
-    /// feeds the writer task, which clears `backlog` through [`drained`].
+    /// (non-blocking) descriptor for direct writes, `None` when there is
+    /// none; `tx` feeds the writer task, which clears the backlog flag in
+    /// `state` through [`drained`].
     pub(crate) fn new(
         direct: Option<OwnedFd>,
-        backlog: Arc<Mutex<bool>>,
+        state: Arc<Mutex<OutState>>,
         tx: mpsc::UnboundedSender<Queued>,
     ) -> Outbox {
-        Outbox {
-            direct,
-            backlog,
-            tx,
+        state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .direct = direct;
+        Outbox { state, tx }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OutState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sends one `\n`-terminated line (a whole JSON-RPC message), after
+    /// any held ones; `permit` (the line's share of [`MAX_OUTSTANDING`]) is
+    /// released once the line is written.
+    pub fn send(&self, line: Vec<u8>, permit: Option<OwnedSemaphorePermit>) {
+        let mut st = self.lock();
+        self.send_locked(&mut st, line, permit);
+    }
+
+    /// Holds one `\n`-terminated line back to write it together with the
+    /// next ones: it goes out with the next [`Outbox::send`], at
+    /// [`Outbox::flush`], or once [`HOLD_MAX`] bytes are held. Without a
+    /// direct descriptor, or behind a backlog, it is simply sent (the
+    /// writer task batches lines itself).
+    pub fn send_held(&self, line: Vec<u8>) {
+        let mut st = self.lock();
+        if st.backlog || st.direct.is_none() {
+            return self.send_locked(&mut st, line, None);
+        }
+        if st.held.is_empty() {
+            st.held = line;
+        } else {
+            st.held.extend_from_slice(&line);
+        }
+        if st.held.len() >= HOLD_MAX {
+            let held = std::mem::take(&mut st.held);
+            self.send_locked(&mut st, held, None);
         }
     }
 
-    /// Sends one `\n`-terminated line (a whole JSON-RPC message); `permit`
-    /// (the line's share of [`MAX_OUTSTANDING`]) is released once the line
-    /// is written.
-    pub fn send(&self, mut line: Vec<u8>, permit: Option<OwnedSemaphorePermit>) {
-        let mut backlog = self
-            .backlog
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !*backlog && let Some(fd) = &self.direct {
+    /// Writes the lines [`Outbox::send_held`] holds, if any.
+    pub fn flush(&self) {
+        let mut st = self.lock();
+        if !st.held.is_empty() {
+            let held = std::mem::take(&mut st.held);
+            self.send_locked(&mut st, held, None);
+        }
+    }
+
+    fn send_locked(
+        &self,
+        st: &mut OutState,
+        mut line: Vec<u8>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) {
+        if !st.held.is_empty() {
+            let mut all = std::mem::take(&mut st.held);
+            all.extend_from_slice(&line);
+            line = all;
+        }
+        if !st.backlog
+            && let Some(fd) = &st.direct
+        {
             let mut written = 0;
             while written < line.len() {
                 match rustix::io::write(fd, &line[written..]) {
@@ -69,7 +133,7 @@ impl Outbox {
             }
             line.drain(..written);
         }
-        *backlog = true;
+        st.backlog = true;
         let _ = self.tx.send((line, permit));
     }
 }
@@ -81,11 +145,12 @@ impl Outbox {
     /// backlog flag stays set, so no direct write can overtake the marker,
     /// and later lines find the queue closed and are dropped.
     pub fn close(&self) {
-        let mut backlog = self
-            .backlog
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *backlog = true;
+        let mut st = self.lock();
+        st.backlog = true;
+        st.direct = None;
+        if !st.held.is_empty() {
+            let _ = self.tx.send((std::mem::take(&mut st.held), None));
+        }
         let _ = self.tx.send((Vec::new(), None));
     }
 }
@@ -94,11 +159,11 @@ impl Outbox {
 /// resume. Checked under the lock so a line queued meanwhile keeps the
 /// backlog on. (The task holds only the flag, never a sender, so the queue
 /// closes when the last [`Outbox`] is dropped.)
-pub(crate) fn drained(backlog: &Mutex<bool>, rx: &mpsc::UnboundedReceiver<Queued>) {
-    let mut b = backlog
+pub(crate) fn drained(state: &Mutex<OutState>, rx: &mpsc::UnboundedReceiver<Queued>) {
+    let mut st = state
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if rx.is_empty() {
-        *b = false;
+        st.backlog = false;
     }
 }

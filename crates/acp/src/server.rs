@@ -7,6 +7,7 @@
 use crate::budget::Budget;
 use crate::conn::Shared;
 use crate::serve::serve_connection;
+use crate::stdio::StdioEnds;
 use crate::transport::Transport;
 use std::io;
 use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -14,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::UnixListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Semaphore;
@@ -273,6 +273,7 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
         let primary = primary.clone();
         conns.spawn(async move {
             let ends = StdioEnds::open();
+            let restore = ends.restore;
             serve_connection(
                 shared2.clone(),
                 primary,
@@ -282,7 +283,7 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
                 ends.direct,
             )
             .await;
-            restore_flags(ends.restore);
+            restore.put_back();
             tracing::debug!("stdio connection ended");
             if stdio_only {
                 shared2.shutdown.cancel();
@@ -324,147 +325,6 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Size the stdin pipe is enlarged to (the unprivileged maximum by
-/// default): a 5 MiB request then crosses in a few pipe-fulls instead of
-/// 80 (each one a wake-up of the reader and of the writing host).
-const STDIN_PIPE_BYTES: usize = 1024 * 1024;
-
-/// The stdio connection's ends. A pipe or socket on stdin/stdout is read
-/// and written through duplicates of its descriptor registered with the
-/// runtime (non-blocking), not through tokio's `stdin()`/`stdout()`, which
-/// hand every read and write to a blocking thread (one thread hand-off per
-/// pipe-full: thousands for a 5 MiB write, issue 12). Anything else (a
-/// file, a terminal, `/dev/null`) keeps tokio's.
-struct StdioEnds {
-    reader: Box<dyn AsyncRead + Unpin + Send>,
-    writer: Box<dyn AsyncWrite + Unpin + Send>,
-    /// A duplicate of stdout for direct answer writes (see `Outbox`).
-    direct: Option<OwnedFd>,
-    /// Descriptors whose file status flags were changed (made
-    /// non-blocking), with the flags to put back when the connection ends:
-    /// the open file description may be shared with the process that
-    /// spawned us.
-    restore: Vec<(OwnedFd, rustix::fs::OFlags)>,
-}
-
-/// What a standard descriptor is.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum StdKind {
-    Pipe,
-    Socket,
-    Other,
-}
-
-fn std_kind(fd: BorrowedFd<'_>) -> StdKind {
-    match rustix::fs::fstat(fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode)) {
-        Ok(rustix::fs::FileType::Fifo) => StdKind::Pipe,
-        Ok(rustix::fs::FileType::Socket) => StdKind::Socket,
-        _ => StdKind::Other,
-    }
-}
-
-/// `(dev, ino)` of what `fd` refers to.
-fn identity(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
-    rustix::fs::fstat(fd).ok().map(|st| (st.st_dev, st.st_ino))
-}
-
-impl StdioEnds {
-    fn open() -> StdioEnds {
-        let mut restore = Vec::new();
-        let reader: Box<dyn AsyncRead + Unpin + Send> =
-            match registered_reader(rustix::stdio::stdin(), &mut restore) {
-                Ok(Some(r)) => r,
-                Ok(None) => Box::new(tokio::io::stdin()),
-                Err(e) => {
-                    tracing::debug!(error = %e, "stdin read through tokio's stdin");
-                    Box::new(tokio::io::stdin())
-                }
-            };
-        let stdout = rustix::stdio::stdout();
-        // Never make stdout non-blocking when stderr is the same pipe or
-        // socket: log lines would then fail with EAGAIN.
-        let shared_with_stderr =
-            identity(stdout).is_some() && identity(stdout) == identity(rustix::stdio::stderr());
-        let (writer, direct) = if shared_with_stderr {
-            (None, None)
-        } else {
-            match registered_writer(stdout, &mut restore) {
-                Ok(Some((w, d))) => (Some(w), d),
-                Ok(None) => (None, None),
-                Err(e) => {
-                    tracing::debug!(error = %e, "stdout written through tokio's stdout");
-                    (None, None)
-                }
-            }
-        };
-        let writer = writer.unwrap_or_else(|| Box::new(tokio::io::stdout()));
-        StdioEnds {
-            reader,
-            writer,
-            direct,
-            restore,
-        }
-    }
-}
-
-/// A reader over a duplicate of `fd` when it is a pipe (enlarged to
-/// [`STDIN_PIPE_BYTES`] where allowed) or a socket; `None` otherwise.
-fn registered_reader(
-    fd: BorrowedFd<'_>,
-    restore: &mut Vec<(OwnedFd, rustix::fs::OFlags)>,
-) -> io::Result<Option<Box<dyn AsyncRead + Unpin + Send>>> {
-    let kind = std_kind(fd);
-    if kind == StdKind::Other {
-        return Ok(None);
-    }
-    let flags = rustix::fs::fcntl_getfl(fd)?;
-    let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
-    restore.push((rustix::io::fcntl_dupfd_cloexec(fd, 0)?, flags));
-    if kind == StdKind::Socket {
-        let s = std::os::unix::net::UnixStream::from(dup);
-        s.set_nonblocking(true)?;
-        return Ok(Some(Box::new(tokio::net::UnixStream::from_std(s)?)));
-    }
-    if rustix::pipe::fcntl_getpipe_size(&dup).is_ok_and(|n| n < STDIN_PIPE_BYTES) {
-        let _ = rustix::pipe::fcntl_setpipe_size(&dup, STDIN_PIPE_BYTES);
-    }
-    Ok(Some(Box::new(
-        tokio::net::unix::pipe::Receiver::from_owned_fd(dup)?,
-    )))
-}
-
-/// A writer over a duplicate of `fd` when it is a pipe or a socket, and
-/// another duplicate for direct writes; `None` otherwise.
-#[allow(clippy::type_complexity)] // a writer and a descriptor, once
-fn registered_writer(
-    fd: BorrowedFd<'_>,
-    restore: &mut Vec<(OwnedFd, rustix::fs::OFlags)>,
-) -> io::Result<Option<(Box<dyn AsyncWrite + Unpin + Send>, Option<OwnedFd>)>> {
-    let kind = std_kind(fd);
-    if kind == StdKind::Other {
-        return Ok(None);
-    }
-    let flags = rustix::fs::fcntl_getfl(fd)?;
-    let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
-    let direct = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
-    restore.push((rustix::io::fcntl_dupfd_cloexec(fd, 0)?, flags));
-    let writer: Box<dyn AsyncWrite + Unpin + Send> = if kind == StdKind::Socket {
-        let s = std::os::unix::net::UnixStream::from(dup);
-        s.set_nonblocking(true)?;
-        Box::new(tokio::net::UnixStream::from_std(s)?)
-    } else {
-        Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(dup)?)
-    };
-    Ok(Some((writer, Some(direct))))
-}
-
-/// Puts back the file status flags [`StdioEnds`] changed.
-fn restore_flags(restore: Vec<(OwnedFd, rustix::fs::OFlags)>) {
-    for (fd, flags) in restore {
-        let _ = rustix::fs::fcntl_setfl(&fd, flags);
-    }
 }
 
 async fn accept_loop(

@@ -2,9 +2,11 @@
 //! tied to the proxy's life, signalled, and its exit status reported the
 //! way a shell would.
 
+use rustix::fs::OFlags;
 use rustix::process::{Pid, Signal};
 use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::{ExitStatus, Stdio};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
@@ -13,6 +15,9 @@ pub(crate) struct Spawned {
     pub(crate) child: Child,
     pub(crate) stdin: ChildStdin,
     pub(crate) stdout: ChildStdout,
+    /// A duplicate of the stdin pipe's (non-blocking) write end for direct
+    /// line writes; `None` if it could not be made or would block.
+    pub(crate) direct: Option<OwnedFd>,
 }
 
 /// Starts `program args`: stdin and stdout are pipes to the proxy, stderr
@@ -38,10 +43,18 @@ pub(crate) fn spawn(program: &OsStr, args: &[OsString]) -> io::Result<Spawned> {
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(io::Error::other("the agent's pipes were not set up"));
     };
+    // The runtime made the pipe non-blocking; a direct write must never
+    // block the thread, so a blocking one gets no duplicate.
+    let direct = stdin
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .filter(|fd| rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f.contains(OFlags::NONBLOCK)));
     Ok(Spawned {
         child,
         stdin,
         stdout,
+        direct,
     })
 }
 

@@ -19,7 +19,6 @@
 
 mod agent;
 mod approver;
-mod editor_io;
 mod relay;
 mod sessions;
 
@@ -34,6 +33,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use writegate_acp::budget::Budget;
 use writegate_acp::conn::{Shared, run_connection};
+use writegate_acp::stdio::StdioEnds;
 use writegate_core::Service;
 
 /// What to run as the agent.
@@ -78,6 +78,7 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
         mut child,
         stdin,
         stdout,
+        direct,
     } = agent;
     tracing::info!(pid = child.id(), "agent started");
     let relay = Arc::new(Relay::new(service.clone()));
@@ -88,18 +89,21 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
         Arc::new(AgentSide::new(relay.clone())),
         stdout,
         stdin,
-        None,
+        direct,
     ));
     // The editor's messages are forwarded to the agent's link: start reading
     // them only once it exists.
     relay.agent_started().await;
-    let (editor_in, editor_out) = editor_io::editor_io();
+    // Answers and forwarded lines go to the editor with direct writes when
+    // the pipe has room (no hop through the writer task).
+    let editor = StdioEnds::open();
+    let restore = editor.restore;
     let editor_conn = tokio::spawn(run_connection(
         editor_shared.clone(),
         Arc::new(EditorSide::new(relay.clone())),
-        editor_in,
-        editor_out,
-        None,
+        editor.reader,
+        editor.writer,
+        editor.direct,
     ));
 
     let mut deadline: Option<Instant> = None;
@@ -150,6 +154,7 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
     relay.release();
     let _ = agent_conn.await;
     let _ = editor_conn.await;
+    restore.put_back();
     Ok(code)
 }
 

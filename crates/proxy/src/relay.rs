@@ -27,7 +27,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use writegate_acp::conn::{Handler, Link, Ticket};
 use writegate_acp::message::{
-    self, ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, Notification, Request, Response,
+    self, ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, Notification, RawNotification, Request,
+    Response,
 };
 use writegate_acp::methods::{self, CANCEL_REQUEST, Call};
 use writegate_core::{Runtime, Service};
@@ -385,6 +386,27 @@ impl Handler for AgentSide {
         }
         if let Some(editor) = self.relay.editor() {
             editor.send(with_newline(raw));
+        }
+    }
+
+    fn raw_notification(&self, link: &Arc<Link>, n: RawNotification) {
+        // Everything but a cancel is forwarded as read, nothing built: a
+        // prompt's `session/update` stream is most of what an agent sends.
+        if n.method == CANCEL_REQUEST {
+            let line = n.params.line_bytes();
+            if let Some(n) = n.into_notification() {
+                self.notification(link, n, &line);
+            }
+        } else if let Some(editor) = self.relay.editor() {
+            // Held back until this batch of the agent's lines is handed
+            // over: one write to the editor for many notifications.
+            editor.send_held(with_newline(n.params.line()));
+        }
+    }
+
+    fn batch_end(&self, _link: &Arc<Link>) {
+        if let Some(editor) = self.relay.editor() {
+            editor.flush();
         }
     }
 

@@ -90,6 +90,7 @@ mod tests {
         match parse_line(bytes::Bytes::from(line)) {
             Parsed::Request(r) => r.params,
             Parsed::Other(i, _) => panic!("{params}: {i:?}"),
+            Parsed::Notification(n) => panic!("{params}: a notification {n:?}"),
         }
     }
 
