@@ -539,17 +539,22 @@ impl<'s> Op<'s> {
             (sha256_tagged(bytes), existing.is_none())
         } else {
             // The new bytes' hash goes into the intent journal before the
-            // rename (issue 13), so it is taken first; a large old file's,
-            // left for now, on a helper thread while this one writes and
-            // waits for the disk.
-            let hash = sha256_tagged(bytes);
-            let published = std::thread::scope(|s| {
+            // rename (issue 13). A large write's is taken on a helper
+            // thread while this one writes the temp file and waits for the
+            // disk (as is a large old file's, left for now); a small one's
+            // inline, first.
+            let (hash, published) = std::thread::scope(|s| {
                 let old = slot.is_some().then(|| s.spawn(hash_old));
-                let published = self.publish_bytes(target, dir, identity, handle, bytes, &hash);
+                let mut hash = if bytes.len() >= PARALLEL_HASH_MIN {
+                    NewHash::Helper(Some(s.spawn(|| sha256_tagged(bytes))))
+                } else {
+                    NewHash::Ready(sha256_tagged(bytes))
+                };
+                let published = self.publish_bytes(target, dir, identity, handle, bytes, &mut hash);
                 if let Some(h) = old {
                     joined(h);
                 }
-                published
+                (hash.take(), published)
             });
             (hash, published?)
         };
@@ -578,7 +583,9 @@ impl<'s> Op<'s> {
     /// just delays freeing its blocks (local disks), then handed to the
     /// releaser; elsewhere closed first (NFS and FUSE would rename it to a
     /// hidden name while it is open). `hash_after` (of `bytes`) goes into
-    /// the commit's intent journal. Returns whether the file was created.
+    /// the commit's intent journal: journaled before the temp file is
+    /// written when it is ready, else (a large write hashed on a helper
+    /// thread) just before the rename. Returns whether the file was created.
     fn publish_bytes(
         &mut self,
         target: &Target,
@@ -586,7 +593,7 @@ impl<'s> Op<'s> {
         identity: Option<(u64, u64)>,
         mut handle: Option<std::os::fd::OwnedFd>,
         bytes: &[u8],
-        hash_after: &str,
+        hash_after: &mut NewHash<'_>,
     ) -> Result<bool, Failure> {
         let (parent, leaf) = target.split()?;
         // The missing parents of a workspace write, created now that
@@ -609,25 +616,36 @@ impl<'s> Op<'s> {
             drop(handle.take());
         }
         // Issue 13: space for the event and the intent to commit are on
-        // record before the rename (refused here when they cannot be and
-        // audit.required is on).
+        // record before the rename (refused when they cannot be and
+        // audit.required is on): journaled now when the new bytes' hash is
+        // ready, so that with audit.flush = "sync" the intent's fdatasync
+        // overlaps the temp file's; else in the pre-commit step, once the
+        // helper thread has the hash.
         let audit = self.svc.audit();
-        let intent = match audit.prepare(
-            self.event.as_ref().expect("drafted until finish"),
-            &CommitFacts {
-                target: &target.canonical,
-                before: opts.expect_existing,
-                bytes_after: bytes.len() as u64,
-                hash_after,
-                raw_path: &self.raw_path,
+        let draft = self.event.as_ref().expect("drafted until finish");
+        let (raw_path, start) = (self.raw_path.as_str(), self.start);
+        let prepare = |hash: &str| {
+            audit.prepare(
+                draft,
+                &CommitFacts {
+                    target: &target.canonical,
+                    before: opts.expect_existing,
+                    bytes_after: bytes.len() as u64,
+                    hash_after: hash,
+                    raw_path,
+                },
+                start.elapsed(),
+            )
+        };
+        let mut intent = match hash_after.ready() {
+            Some(hash) => match prepare(hash) {
+                Ok(i) => Some(i),
+                Err(r) => {
+                    made.remove();
+                    return Err(r.into());
+                }
             },
-            self.start.elapsed(),
-        ) {
-            Ok(i) => i,
-            Err(r) => {
-                made.remove();
-                return Err(r.into());
-            }
+            None => None,
         };
         let guard = &self.ctx.runtime.guard;
         let mut unrecorded = None;
@@ -635,16 +653,28 @@ impl<'s> Op<'s> {
             if !guard.is_open() {
                 return Err("generation closed".to_string());
             }
+            if intent.is_none() {
+                match prepare(hash_after.get()) {
+                    Ok(i) => intent = Some(i),
+                    Err(r) => {
+                        let why = r.hint.clone();
+                        unrecorded = Some(r);
+                        return Err(why);
+                    }
+                }
+            }
             // With audit.flush = "sync" the intent is on disk before the
-            // rename (its fdatasync overlapped the temp file's).
-            audit.intent_durable(intent.as_ref()).map_err(|r| {
-                let why = r.hint.clone();
-                unrecorded = Some(r);
-                why
-            })
+            // rename.
+            audit
+                .intent_durable(intent.as_ref().and_then(Option::as_ref))
+                .map_err(|r| {
+                    let why = r.hint.clone();
+                    unrecorded = Some(r);
+                    why
+                })
         };
         let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit);
-        self.intent = intent;
+        self.intent = intent.flatten();
         let published = match published {
             Ok(p) => p,
             Err(e) => {
@@ -725,6 +755,47 @@ impl Drop for Op<'_> {
 }
 
 /// The result of a helper thread; its panic goes on in this thread.
+/// The new bytes' `hashAfter`: taken inline before the commit, or on a
+/// helper thread beside the temp file's write and fsync (see
+/// [`PARALLEL_HASH_MIN`]) and joined when first needed.
+pub(crate) enum NewHash<'scope> {
+    /// Computed.
+    Ready(String),
+    /// Being computed (`None` once joined into `Ready`).
+    Helper(Option<std::thread::ScopedJoinHandle<'scope, String>>),
+}
+
+impl NewHash<'_> {
+    /// The hash if it is computed already.
+    fn ready(&self) -> Option<&str> {
+        match self {
+            NewHash::Ready(h) => Some(h),
+            NewHash::Helper(_) => None,
+        }
+    }
+
+    /// The hash, waiting for the helper thread if need be.
+    fn get(&mut self) -> &str {
+        if let NewHash::Helper(h) = self {
+            let h = h.take().expect("a helper is joined once");
+            *self = NewHash::Ready(joined(h));
+        }
+        match self {
+            NewHash::Ready(h) => h,
+            NewHash::Helper(_) => unreachable!("joined above"),
+        }
+    }
+
+    /// The hash, owned.
+    fn take(mut self) -> String {
+        self.get();
+        match self {
+            NewHash::Ready(h) => h,
+            NewHash::Helper(_) => unreachable!("joined above"),
+        }
+    }
+}
+
 fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
     h.join()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))

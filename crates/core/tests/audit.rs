@@ -157,6 +157,21 @@ fn access_hashes(events: &[Value]) -> HashMap<String, usize> {
 /// are written too: one event per operation, no torn or glued line.
 #[test]
 fn required_audit_refuses_the_write_whose_event_cannot_be_written() {
+    required_refusal(0);
+}
+
+/// The same for writes of 1 MiB and more, whose `hashAfter` is taken on a
+/// helper thread beside the temp file's write and whose intent is
+/// journaled just before the rename: refused as cleanly (no temp file, the
+/// file untouched).
+#[test]
+fn required_audit_refuses_a_large_write_whose_event_cannot_be_written() {
+    required_refusal(1024 * 1024);
+}
+
+/// Writes `write <i>\n` plus `pad` bytes until the full audit filesystem
+/// refuses five of them; see the two tests above.
+fn required_refusal(pad: usize) {
     let Some(fs) = Tmpfs::mount("64k") else {
         return;
     };
@@ -170,7 +185,7 @@ fn required_audit_refuses_the_write_whose_event_cannot_be_written() {
     for i in 0..400 {
         let leaf = format!("f{}.txt", i % 7);
         let before = std::fs::read(w.root.join(&leaf)).ok();
-        let content = format!("write {i}\n");
+        let content = format!("write {i}\n{}", "x".repeat(pad));
         match w.write(&leaf, &content) {
             Ok(()) => ok.push(content),
             Err(Failure::Refused(r)) => {
@@ -204,7 +219,12 @@ fn required_audit_refuses_the_write_whose_event_cannot_be_written() {
     let events = w.events();
     let hashes = access_hashes(&events);
     for c in &ok {
-        assert_eq!(hashes.get(&sha(c)), Some(&1), "acknowledged write {c:?}");
+        assert_eq!(
+            hashes.get(&sha(c)),
+            Some(&1),
+            "acknowledged write {:?}",
+            &c[..c.len().min(40)]
+        );
     }
     assert_eq!(hashes.values().sum::<usize>(), ok.len());
     // Space comes back.
