@@ -32,7 +32,7 @@
 
 mod common;
 
-use common::{BIN, KIB, MIB, Tree, fmt_size, median, print_preamble, scaled, text_of};
+use common::{BIN, KIB, MIB, Tree, bare_write, fmt_size, median, print_preamble, scaled, text_of};
 use serde_json::{Value, json};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -291,6 +291,25 @@ fn batch(peer: &Peer, s: &mut Server, dir: &Path, op: Op, size: usize, n: usize,
     secs
 }
 
+/// Ops/s of `n` bare durable writes of new `size`-byte files (the
+/// sequence of `common::bare_write`), in a directory of their own; the
+/// ceiling for any server that fsyncs file and directory.
+fn bare_ops(t: &Tree, size: usize, n: usize) -> f64 {
+    let dir = t.ws.join("bare");
+    fs::create_dir_all(&dir).unwrap();
+    let mut seq = 0;
+    let contents: Vec<String> = (0..n)
+        .map(|i| text_of(size, &format!("bare-{i}")))
+        .collect();
+    let t0 = Instant::now();
+    for (i, c) in contents.iter().enumerate() {
+        bare_write(&dir, &format!("b-{i}.txt"), c.as_bytes(), "bare", &mut seq);
+    }
+    let ops = n as f64 / t0.elapsed().as_secs_f64();
+    fs::remove_dir_all(&dir).unwrap();
+    ops
+}
+
 fn main() {
     let t = Tree::new("mcp-peers");
     print_preamble("mcp peers", &t);
@@ -355,6 +374,9 @@ fn main() {
     let sizes = [(KIB, 100), (64 * KIB, 60), (MIB, 16), (5 * MIB, 6)];
     let rounds = 3;
     let mut table = Vec::new();
+    // The bare durable sequence on the same workload: what no durable
+    // server can beat (see `bare_ops`).
+    let mut bare = Vec::new();
     for op in [Op::Write, Op::Edit] {
         for (size, per_round) in sizes {
             let n = scaled(per_round);
@@ -372,6 +394,9 @@ fn main() {
                 }
             }
             let ops: Vec<f64> = secs.iter().map(|s| (n * rounds) as f64 / s).collect();
+            if op == Op::Write {
+                bare.push((size, bare_ops(&t, size, n * rounds)));
+            }
             table.push((op, size, ops));
         }
     }
@@ -396,6 +421,29 @@ fn main() {
         }
         for o in ops.iter().skip(1) {
             print!("{:>25.2}x", ops[0] / o);
+        }
+        println!();
+    }
+    println!();
+    println!(
+        "the bare durable sequence (temp file, write, fsync, rename, directory fsync; no IPC, no JSON, no audit), new file per write, same sizes:"
+    );
+    for (size, ops) in &bare {
+        let wg = table
+            .iter()
+            .find(|(o, s, _)| *o == Op::Write && s == size)
+            .map_or(0.0, |(_, _, ops)| ops[0]);
+        print!(
+            "  write {:>8}  bare {ops:>9.1} ops/s   writegate / bare {:.2}x",
+            fmt_size(*size),
+            wg / ops
+        );
+        if let Some(rust) = peers.iter().position(|p| p.kind == Kind::RustFs) {
+            let (_, _, peer_ops) = table
+                .iter()
+                .find(|(o, s, _)| *o == Op::Write && s == size)
+                .unwrap();
+            print!("   bare / rust-mcp-filesystem {:.2}x", ops / peer_ops[rust]);
         }
         println!();
     }
