@@ -242,6 +242,9 @@ pub struct RawParams {
     line: Bytes,
     /// `None`: the request has no `params`.
     span: Option<(usize, usize)>,
+    /// The params object's members, found by the line's scan (`None` when
+    /// params are not an object).
+    members: Option<Vec<scan::Member>>,
 }
 
 impl RawParams {
@@ -289,20 +292,16 @@ impl RawParams {
 /// The members of an object in params (see [`RawParams::object`]).
 pub(crate) struct RawObject<'a> {
     text: &'a [u8],
-    members: Vec<scan::Member>,
+    members: &'a [scan::Member],
 }
 
 impl RawParams {
-    /// The members of the params object, when `params` is an object. The
-    /// line was scanned already, so this only finds them.
+    /// The members of the params object, when `params` is an object (the
+    /// line's one scan found them).
     pub(crate) fn object(&self) -> Option<RawObject<'_>> {
-        let (start, end) = self.span?;
-        if self.line[start] != b'{' {
-            return None;
-        }
         Some(RawObject {
             text: &self.line,
-            members: scan::members_of(&self.line, start..end)?,
+            members: self.members.as_deref()?,
         })
     }
 }
@@ -320,7 +319,7 @@ pub(crate) enum RawMember<'a> {
 impl<'a> RawObject<'a> {
     /// Member `key`.
     pub(crate) fn get(&self, key: &str) -> RawMember<'a> {
-        match scan::find(self.text, &self.members, key) {
+        match scan::find(self.text, self.members, key) {
             scan::Lookup::Absent => RawMember::Absent,
             scan::Lookup::One(m) => RawMember::One(&self.text[m.value.clone()]),
             scan::Lookup::Repeated => RawMember::Repeated,
@@ -344,7 +343,7 @@ impl<'a> RawObject<'a> {
     /// The span in the line of member `key` when it is a string (with its
     /// quotes); `None` when absent, repeated or not a string.
     pub(crate) fn string_span(&self, key: &str) -> Option<std::ops::Range<usize>> {
-        match scan::find(self.text, &self.members, key) {
+        match scan::find(self.text, self.members, key) {
             scan::Lookup::One(m) if self.text[m.value.start] == b'"' => Some(m.value.clone()),
             _ => None,
         }
@@ -432,18 +431,28 @@ pub fn parse_line(line: Bytes) -> Parsed {
             id: Some(id),
             method,
             span,
+            members,
         }) => Parsed::Request(RawRequest {
             id,
             method,
-            params: RawParams { line, span },
+            params: RawParams {
+                line,
+                span,
+                members,
+            },
         }),
         Some(RawHead {
             id: None,
             method,
             span,
+            members,
         }) => Parsed::Notification(RawNotification {
             method,
-            params: RawParams { line, span },
+            params: RawParams {
+                line,
+                span,
+                members,
+            },
         }),
         None => Parsed::Other(parse(&line), line),
     }
@@ -455,12 +464,14 @@ struct RawHead {
     id: Option<RequestId>,
     method: String,
     span: Option<(usize, usize)>,
+    /// The members of `params` when it is an object.
+    members: Option<Vec<scan::Member>>,
 }
 
 /// The id (absent for a notification), method and params span of a plainly
 /// well-formed request or notification line; `None` for anything else.
 fn raw_head(line: &[u8]) -> Option<RawHead> {
-    let members = scan::object_members(line)?;
+    let (members, params_members) = scan::object_members_and(line, Some("params"))?;
     let text = |m: &scan::Member| &line[m.value.clone()];
     let one = |key| match scan::find(line, &members, key) {
         scan::Lookup::One(m) => Some(Some(m)),
@@ -489,7 +500,12 @@ fn raw_head(line: &[u8]) -> Option<RawHead> {
             Some((m.value.start, m.value.end))
         }
     };
-    Some(RawHead { id, method, span })
+    Some(RawHead {
+        id,
+        method,
+        span,
+        members: params_members,
+    })
 }
 
 /// A response object: `result`, or an `error` object. Never answered,

@@ -78,7 +78,7 @@ impl Outbox {
 
     /// Holds one `\n`-terminated line back to write it together with the
     /// next ones: it goes out with the next [`Outbox::send`], at
-    /// [`Outbox::flush`], or once [`HOLD_MAX`] bytes are held. Without a
+    /// [`Outbox::flush`], or once 64 KiB are held. Without a
     /// direct descriptor, or behind a backlog, it is simply sent (the
     /// writer task batches lines itself).
     pub fn send_held(&self, line: Vec<u8>) {

@@ -30,23 +30,35 @@ pub(crate) struct Member {
 /// it allowed), in order, after checking that `text` is valid UTF-8 and
 /// every value in it is in the scan's subset (see the module doc). `None`
 /// for anything else, a key with an escape in it included.
+#[cfg(test)] // the line scan uses `object_members_and`
 pub(crate) fn object_members(text: &[u8]) -> Option<Vec<Member>> {
-    std::str::from_utf8(text).ok()?;
-    members_of(text, 0..text.len())
+    object_members_and(text, None).map(|(members, _)| members)
 }
 
-/// [`object_members`] of the object spanning `range` of `text`, which was
-/// already checked as a whole (the ranges stay ranges of `text`).
-pub(crate) fn members_of(text: &[u8], range: Range<usize>) -> Option<Vec<Member>> {
+/// [`object_members`], plus the members of the value of the top-level
+/// member named `nested` when that value is an object (`None` when it is
+/// not an object, or is absent, or no name is given), found in the same
+/// pass: a request's `params`
+/// hold a whole file, which is then scanned once, not twice.
+pub(crate) fn object_members_and(
+    text: &[u8],
+    nested: Option<&str>,
+) -> Option<(Vec<Member>, Option<Vec<Member>>)> {
+    std::str::from_utf8(text).ok()?;
     let mut s = Scanner {
-        b: &text[..range.end],
-        i: range.start,
+        b: text,
+        i: 0,
+        nested: nested.map(|n| (n.as_bytes(), None)),
     };
     let mut members = Vec::new();
     s.ws();
     s.object(1, Some(&mut members))?;
     s.ws();
-    (s.i == range.end).then_some(members)
+    if s.i != text.len() {
+        return None;
+    }
+    let inner = s.nested.and_then(|(_, m)| m);
+    Some((members, inner))
 }
 
 /// The first member named `key` and whether another one has that name.
@@ -76,6 +88,9 @@ pub(crate) enum Lookup<'m> {
 struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
+    /// A top-level member's name whose object value's members are kept
+    /// too, and those members once found (see [`object_members_and`]).
+    nested: Option<(&'a [u8], Option<Vec<Member>>)>,
 }
 
 impl Scanner<'_> {
@@ -126,7 +141,23 @@ impl Scanner<'_> {
             self.eat(b':')?;
             self.ws();
             let vstart = self.i;
-            self.value(depth)?;
+            match self.nested.as_ref() {
+                // A top-level member whose object value's members are
+                // wanted too.
+                Some((name, None))
+                    if depth == 1
+                        && out.is_some()
+                        && self.peek() == Some(b'{')
+                        && &self.b[key.clone()] == *name =>
+                {
+                    let mut inner = Vec::new();
+                    self.object(depth + 1, Some(&mut inner))?;
+                    if let Some((_, found)) = self.nested.as_mut() {
+                        *found = Some(inner);
+                    }
+                }
+                _ => self.value(depth)?,
+            }
             if let Some(out) = out.as_deref_mut() {
                 if escaped {
                     return None;
@@ -542,6 +573,41 @@ mod tests {
                 let ours: Value = serde_json::from_str(&text[m.value.clone()]).unwrap();
                 proptest::prop_assert_eq!(&ours, &obj[&text[m.key.clone()]]);
             }
+        }
+
+        /// The members of `params` found in the line's one pass are the
+        /// members a scan of the params object alone finds (shifted to
+        /// line offsets), and the line's own members are unchanged.
+        #[test]
+        fn nested_members_match_a_scan_of_the_nested_object(
+            v in object(),
+            lead in "[a-z]{0,3}",
+            pretty in proptest::bool::ANY,
+        ) {
+            let inner = if pretty {
+                serde_json::to_string_pretty(&v).unwrap()
+            } else {
+                serde_json::to_string(&v).unwrap()
+            };
+            let prefix = format!("{{\"{lead}\":1, \"params\" : ");
+            let doc = format!("{prefix}{inner} }}");
+            let (top, nested) = object_members_and(doc.as_bytes(), Some("params")).expect("accepted");
+            proptest::prop_assert_eq!(&top, &object_members(doc.as_bytes()).unwrap());
+            let alone = object_members(inner.as_bytes()).unwrap();
+            let shift = prefix.len();
+            let shifted: Vec<Member> = alone
+                .into_iter()
+                .map(|m| Member {
+                    key: m.key.start + shift..m.key.end + shift,
+                    value: m.value.start + shift..m.value.end + shift,
+                })
+                .collect();
+            proptest::prop_assert_eq!(nested, Some(shifted));
+            // Not an object, or no name asked for: no nested members.
+            let (_, none) = object_members_and(br#"{"params":[1]}"#, Some("params")).unwrap();
+            proptest::prop_assert_eq!(none, None);
+            let (_, none) = object_members_and(doc.as_bytes(), None).unwrap();
+            proptest::prop_assert_eq!(none, None);
         }
 
         /// Any JSON string serde_json writes is accepted and decoded back,
