@@ -44,7 +44,7 @@ pub(crate) fn object_members_and(
     text: &[u8],
     nested: Option<&str>,
 ) -> Option<(Vec<Member>, Option<Vec<Member>>)> {
-    std::str::from_utf8(text).ok()?;
+    // UTF-8 is checked string by string (see `Scanner::string`).
     let mut s = Scanner {
         b: text,
         i: 0,
@@ -221,14 +221,23 @@ impl Scanner<'_> {
                 _ => escape_len(&self.b[self.i..])?,
             };
         }
-        // No raw control character (escapes hold none): one pass the
-        // compiler vectorises, instead of a check per run between escapes.
+        // No raw control character (escapes hold none), and whether any
+        // byte is not ASCII: one pass the compiler vectorises, instead of
+        // a check per run between escapes.
         #[allow(clippy::needless_bitwise_bool)] // `||` would stop the vectorising
-        let control = self.b[start..self.i]
+        let (control, wide) = self.b[start..self.i]
             .iter()
-            .fold(false, |seen, &c| seen | (c < 0x20));
+            .fold((false, false), |(c, w), &b| {
+                (c | (b < 0x20), w | (b >= 0x80))
+            });
+        // Outside strings the scan accepts ASCII only, so the text is valid
+        // UTF-8 exactly when every string is: only a string holding other
+        // bytes is checked.
+        if control || (wide && std::str::from_utf8(&self.b[start..self.i]).is_err()) {
+            return None;
+        }
         self.i += 1;
-        (!control).then_some(escaped)
+        Some(escaped)
     }
 
     fn literal(&mut self, word: &[u8]) -> Option<()> {
@@ -608,6 +617,24 @@ mod tests {
             proptest::prop_assert_eq!(none, None);
             let (_, none) = object_members_and(doc.as_bytes(), None).unwrap();
             proptest::prop_assert_eq!(none, None);
+        }
+
+        /// UTF-8 is checked string by string: a text with a byte of a
+        /// multi-byte sequence put anywhere is accepted only when it is
+        /// still valid UTF-8 and serde parses it.
+        #[test]
+        fn utf8_is_checked_in_every_string(
+            v in object(),
+            at in proptest::num::usize::ANY,
+            byte in 0x80u8..=0xff,
+        ) {
+            let mut text = serde_json::to_vec(&v).unwrap();
+            let at = at % text.len();
+            text[at] = byte;
+            if object_members(&text).is_some() {
+                proptest::prop_assert!(std::str::from_utf8(&text).is_ok());
+                proptest::prop_assert!(serde_json::from_slice::<Value>(&text).is_ok());
+            }
         }
 
         /// Any JSON string serde_json writes is accepted and decoded back,
