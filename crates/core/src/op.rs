@@ -26,6 +26,7 @@ use crate::policy::{GateRequest, Grant, Scope};
 use crate::routing::{MarkerSource, Route, external_route};
 use crate::service::Service;
 use crate::{path_hash, sha256_tagged};
+use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -543,16 +544,42 @@ impl<'s> Op<'s> {
             // thread while this one writes the temp file and waits for the
             // disk (as is a large old file's, left for now); a small one's
             // inline, first.
+            let large = bytes.len() >= PARALLEL_HASH_MIN;
             let (hash, published) = std::thread::scope(|s| {
-                let old = slot.is_some().then(|| s.spawn(hash_old));
-                let mut hash = if bytes.len() >= PARALLEL_HASH_MIN {
-                    NewHash::Helper(Some(s.spawn(|| sha256_tagged(bytes))))
+                let old = RefCell::new(None);
+                let new = RefCell::new(None);
+                // Started once the bytes are in the temp file (see
+                // `writegate_fs::publish_overlapping`): the helpers then
+                // have the CPUs while this thread waits for the disk.
+                let mut written = || {
+                    if slot.is_some() {
+                        *old.borrow_mut() = Some(s.spawn(hash_old));
+                    }
+                    if large {
+                        *new.borrow_mut() = Some(s.spawn(|| sha256_tagged(bytes)));
+                    }
+                };
+                let mut hash = if large {
+                    NewHash::Helper {
+                        bytes,
+                        thread: &new,
+                    }
                 } else {
                     NewHash::Ready(sha256_tagged(bytes))
                 };
-                let published = self.publish_bytes(target, dir, identity, handle, bytes, &mut hash);
-                if let Some(h) = old {
-                    joined(h);
+                let published = self.publish_bytes(
+                    target,
+                    dir,
+                    identity,
+                    handle,
+                    bytes,
+                    &mut hash,
+                    &mut written,
+                );
+                // `hashBefore` is in the event whatever happened.
+                match old.borrow_mut().take() {
+                    Some(h) => joined(h),
+                    None => hash_old(),
                 }
                 (hash.take(), published)
             });
@@ -585,7 +612,10 @@ impl<'s> Op<'s> {
     /// hidden name while it is open). `hash_after` (of `bytes`) goes into
     /// the commit's intent journal: journaled before the temp file is
     /// written when it is ready, else (a large write hashed on a helper
-    /// thread) just before the rename. Returns whether the file was created.
+    /// thread) just before the rename. `written` runs once the bytes are in
+    /// the temp file, before its fsync (where the helpers start). Returns
+    /// whether the file was created.
+    #[allow(clippy::too_many_arguments)] // the old file's and the hashes' parts; a struct would only rename them
     fn publish_bytes(
         &mut self,
         target: &Target,
@@ -593,7 +623,8 @@ impl<'s> Op<'s> {
         identity: Option<(u64, u64)>,
         mut handle: Option<std::os::fd::OwnedFd>,
         bytes: &[u8],
-        hash_after: &mut NewHash<'_>,
+        hash_after: &mut NewHash<'_, '_>,
+        written: &mut dyn FnMut(),
     ) -> Result<bool, Failure> {
         let (parent, leaf) = target.split()?;
         // The missing parents of a workspace write, created now that
@@ -673,7 +704,8 @@ impl<'s> Op<'s> {
                     why
                 })
         };
-        let published = writegate_fs::publish(&dir, leaf, bytes, &opts, &mut precommit);
+        let published =
+            writegate_fs::publish_overlapping(&dir, leaf, bytes, &opts, written, &mut precommit);
         self.intent = intent.flatten();
         let published = match published {
             Ok(p) => p,
@@ -756,33 +788,42 @@ impl Drop for Op<'_> {
 
 /// The result of a helper thread; its panic goes on in this thread.
 /// The new bytes' `hashAfter`: taken inline before the commit, or on a
-/// helper thread beside the temp file's write and fsync (see
-/// [`PARALLEL_HASH_MIN`]) and joined when first needed.
-pub(crate) enum NewHash<'scope> {
+/// helper thread started once they are in the temp file (see
+/// [`PARALLEL_HASH_MIN`]) and joined when first needed (computed here if
+/// the helper never started).
+pub(crate) enum NewHash<'scope, 'b> {
     /// Computed.
     Ready(String),
-    /// Being computed (`None` once joined into `Ready`).
-    Helper(Option<std::thread::ScopedJoinHandle<'scope, String>>),
+    /// Left to a helper thread.
+    Helper {
+        /// The bytes (hashed here if no helper was started).
+        bytes: &'b [u8],
+        /// The helper, once started.
+        thread: &'b RefCell<Option<std::thread::ScopedJoinHandle<'scope, String>>>,
+    },
 }
 
-impl NewHash<'_> {
+impl NewHash<'_, '_> {
     /// The hash if it is computed already.
     fn ready(&self) -> Option<&str> {
         match self {
             NewHash::Ready(h) => Some(h),
-            NewHash::Helper(_) => None,
+            NewHash::Helper { .. } => None,
         }
     }
 
     /// The hash, waiting for the helper thread if need be.
     fn get(&mut self) -> &str {
-        if let NewHash::Helper(h) = self {
-            let h = h.take().expect("a helper is joined once");
-            *self = NewHash::Ready(joined(h));
+        if let NewHash::Helper { bytes, thread } = self {
+            let h = match thread.borrow_mut().take() {
+                Some(h) => joined(h),
+                None => sha256_tagged(bytes),
+            };
+            *self = NewHash::Ready(h);
         }
         match self {
             NewHash::Ready(h) => h,
-            NewHash::Helper(_) => unreachable!("joined above"),
+            NewHash::Helper { .. } => unreachable!("computed above"),
         }
     }
 
@@ -791,7 +832,7 @@ impl NewHash<'_> {
         self.get();
         match self {
             NewHash::Ready(h) => h,
-            NewHash::Helper(_) => unreachable!("joined above"),
+            NewHash::Helper { .. } => unreachable!("computed above"),
         }
     }
 }

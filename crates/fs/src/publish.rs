@@ -312,6 +312,25 @@ pub fn publish(
     opts: &PublishOptions,
     precommit: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Published, FsError> {
+    publish_overlapping(dir, leaf, bytes, opts, &mut || {}, precommit)
+}
+
+/// [`publish`], calling `written()` once the bytes are in the temp file
+/// and before it is fsynced (not at all when publishing fails earlier):
+/// where work that need not come before the write (hashing a large file's
+/// old and new bytes, issue 12) is started on helper threads, which then
+/// have the CPUs while this thread waits for the disk, instead of taking
+/// them from the write itself.
+///
+/// Errors: as [`publish`].
+pub fn publish_overlapping(
+    dir: &Dir,
+    leaf: &OsStr,
+    bytes: &[u8],
+    opts: &PublishOptions,
+    written: &mut dyn FnMut(),
+    precommit: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Published, FsError> {
     publish_at(
         dir.fd(),
         dir.syncable(),
@@ -320,6 +339,7 @@ pub fn publish(
         bytes,
         ModePolicy::KeepExisting(opts.new_file_mode),
         opts.expect_existing,
+        written,
         precommit,
     )
 }
@@ -335,6 +355,7 @@ fn publish_at(
     bytes: &[u8],
     policy: ModePolicy,
     expect_existing: Option<(u64, u64)>,
+    written: &mut dyn FnMut(),
     precommit: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Published, FsError> {
     check_leaf(leaf)?;
@@ -355,6 +376,7 @@ fn publish_at(
 
     // 2. Content.
     file.write_all(bytes).map_err(io_err(FsOp::WriteTemp))?;
+    written();
 
     // 3. What is at the leaf now decides the mode.
     let before = leaf_state(dir, dir_path, leaf)?;
@@ -509,6 +531,7 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
         bytes,
         ModePolicy::Private,
         None,
+        &mut || {},
         &mut || Ok(()),
     )?;
     Ok(())

@@ -533,3 +533,51 @@ fn deferred_frees_only_on_local_disk_filesystems() {
         );
     }
 }
+
+/// Issue 12: `publish_overlapping` calls `written` once the bytes are in
+/// the temp file and before the precommit, and not at all when publishing
+/// fails before the write.
+#[test]
+fn the_written_hook_runs_after_the_write_and_before_the_precommit() {
+    let (_t, dir) = tempdir();
+    let d = Dir::open_canonical(&dir).unwrap();
+    let steps = std::cell::RefCell::new(Vec::new());
+    let temp_content = &|| {
+        // The one temp file in the directory holds the bytes already.
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "tmp"))
+            .map(|p| std::fs::read(p).unwrap())
+            .collect::<Vec<_>>()
+    };
+    writegate_fs::publish_overlapping(
+        &d,
+        OsStr::new("w.txt"),
+        b"new bytes",
+        &opts(),
+        &mut || {
+            assert_eq!(temp_content(), vec![b"new bytes".to_vec()]);
+            steps.borrow_mut().push("written");
+        },
+        &mut || {
+            steps.borrow_mut().push("precommit");
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(*steps.borrow(), ["written", "precommit"]);
+    assert_eq!(std::fs::read(dir.join("w.txt")).unwrap(), b"new bytes");
+    // A leaf that is not one name component fails before anything is written.
+    let mut ran = false;
+    let err = writegate_fs::publish_overlapping(
+        &d,
+        OsStr::new("a/b"),
+        b"x",
+        &opts(),
+        &mut || ran = true,
+        &mut || Ok(()),
+    );
+    assert!(err.is_err());
+    assert!(!ran, "written ran for a write that never happened");
+}
