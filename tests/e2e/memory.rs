@@ -294,3 +294,65 @@ fn five_mib_writes_over_stdio_land_within_the_same_bound() {
         peak / MIB
     );
 }
+
+/// Issue 12: sequential 5 MiB overwrites stay within the same bound after
+/// the daemon has served concurrent connections. glibc gives each thread
+/// that allocates an arena of its own (up to 8 per CPU) and keeps freed
+/// large buffers in it: after 8 concurrent connections had run on the
+/// daemon's threads, 24 sequential 5 MiB overwrites stayed at 65-70 MiB.
+/// The daemon now limits glibc to two arenas (`main.rs`).
+#[test]
+fn sequential_5_mib_overwrites_after_concurrent_connections_stay_within_the_bound() {
+    let t = Tree::new();
+    let d = t.socket_daemon(&[]);
+    let code = status_bytes(&d, "RssFile");
+    // Eight connections at once, 64 KiB writes, on as many threads as the
+    // daemon uses for them.
+    let barrier = Arc::new(Barrier::new(8));
+    let mid = "x".repeat(64 * 1024 - 1) + "\n";
+    let mid = Arc::new(serde_json::to_vec(&mid).unwrap());
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let (barrier, mid, sock, ws) =
+                (barrier.clone(), mid.clone(), t.sock.clone(), t.ws.clone());
+            std::thread::spawn(move || {
+                let mut c = Conn::open(&sock);
+                barrier.wait();
+                for k in 0..40u64 {
+                    let (prefix, suffix) = pieces(k, &ws.join(format!("m{i}-{}.txt", k % 4)));
+                    c.w.write_all(&prefix).unwrap();
+                    c.w.write_all(&mid).unwrap();
+                    c.w.write_all(suffix).unwrap();
+                    let a = c.answer();
+                    assert_eq!(a["result"], json!({}), "{}", truncate(&a.to_string()));
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    let mut c = Conn::open(&t.sock);
+    let bound = 3 * WRITE_BYTES as u64 + 16 * MIB;
+    let before = status_bytes(&d, "VmHWM").saturating_sub(code);
+    let path = t.ws.join("seq.txt");
+    for i in 0..24u64 {
+        let body = content(&format!("w{i}"));
+        let (prefix, suffix) = pieces(i + 1, &path);
+        c.w.write_all(&prefix).unwrap();
+        c.w.write_all(&serde_json::to_vec(&body).unwrap()).unwrap();
+        c.w.write_all(suffix).unwrap();
+        let a = c.answer();
+        assert_eq!(a["result"], json!({}), "{}", truncate(&a.to_string()));
+    }
+    let peak = status_bytes(&d, "VmHWM").saturating_sub(code);
+    assert!(
+        peak <= bound.max(before),
+        "24 writes of 5 MiB after 8 concurrent connections: peak {} MiB besides {} MiB of code (bound {} MiB; {} MiB before them)",
+        peak / MIB,
+        code / MIB,
+        bound / MIB,
+        before / MIB
+    );
+    assert!(fs::read_to_string(&path).unwrap() == content("w23"));
+}
