@@ -81,6 +81,7 @@ fn only_the_fs_crate_writes_to_disk() {
     let hits = find(
         &[
             "crates/text",
+            "crates/jsonscan",
             "crates/paths",
             "crates/core",
             "crates/acp",
@@ -97,14 +98,15 @@ fn only_the_fs_crate_writes_to_disk() {
     );
 }
 
-/// Architecture Invariant: the text crate is pure: no filesystem, no IO.
+/// Architecture Invariant: the text and JSON-scan crates are pure: no
+/// filesystem, no IO.
 #[test]
 fn the_text_crate_does_no_io() {
     let hits = find(
-        &["crates/text"],
+        &["crates/text", "crates/jsonscan"],
         &["std::fs", "std::io", "std::net", "std::process", "tokio"],
     );
-    assert!(hits.is_empty(), "IO in crates/text:\n{}", hits.join("\n"));
+    assert!(hits.is_empty(), "IO in a pure crate:\n{}", hits.join("\n"));
 }
 
 /// Architecture Invariant: the paths crate never opens a file (it may only
@@ -133,7 +135,13 @@ fn the_paths_crate_opens_nothing() {
 /// tokio.
 #[test]
 fn only_the_edge_depends_on_tokio() {
-    for c in ["crates/text", "crates/paths", "crates/fs", "crates/core"] {
+    for c in [
+        "crates/text",
+        "crates/jsonscan",
+        "crates/paths",
+        "crates/fs",
+        "crates/core",
+    ] {
         let toml = std::fs::read_to_string(repo().join(c).join("Cargo.toml")).unwrap();
         let deps = toml.split("[dev-dependencies]").next().unwrap();
         for banned in ["tokio", "futures", "async-"] {
@@ -149,6 +157,7 @@ fn library_crates_never_print_to_stdout() {
     let hits = find(
         &[
             "crates/text",
+            "crates/jsonscan",
             "crates/paths",
             "crates/fs",
             "crates/core",
@@ -177,6 +186,7 @@ fn library_crates_never_print_to_stdout() {
 fn every_crate_states_its_job() {
     for c in [
         "crates/text",
+        "crates/jsonscan",
         "crates/paths",
         "crates/fs",
         "crates/core",
@@ -208,6 +218,7 @@ fn nothing_reads_the_shared_folder() {
     let hits = find(
         &[
             "crates/text",
+            "crates/jsonscan",
             "crates/paths",
             "crates/fs",
             "crates/core",

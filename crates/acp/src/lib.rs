@@ -19,7 +19,7 @@ pub mod message;
 pub mod methods;
 pub mod outbox;
 pub mod outgoing;
-mod scan;
+use writegate_jsonscan as scan;
 pub mod serve;
 pub mod server;
 pub mod state;

@@ -471,7 +471,8 @@ struct RawHead {
 /// The id (absent for a notification), method and params span of a plainly
 /// well-formed request or notification line; `None` for anything else.
 fn raw_head(line: &[u8]) -> Option<RawHead> {
-    let (members, params_members) = scan::object_members_and(line, Some("params"))?;
+    let (members, found) = scan::object_members_at(line, &["params"])?;
+    let params_members = found.into_iter().next().flatten();
     let text = |m: &scan::Member| &line[m.value.clone()];
     let one = |key| match scan::find(line, &members, key) {
         scan::Lookup::One(m) => Some(Some(m)),

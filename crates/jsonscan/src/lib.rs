@@ -1,7 +1,13 @@
 //! A strict scan of JSON text that finds an object's members without
-//! building anything, and a decoder for one JSON string: how a request line
-//! is read without a `serde_json::Value` and without a second pass over a
-//! whole file in `params` (issue 12).
+//! building anything, and decoders for one JSON string (copied, or in the
+//! text's own memory): how the front ends read a request line without a
+//! `serde_json::Value` and without a second pass over a whole file in it
+//! (issues 11 and 12). The ACP front end reads every request and
+//! notification with it, the MCP front end its `tools/call` lines.
+//!
+//! It must never accept text that `serde_json` would parse differently or
+//! refuse, never allocate per byte, and never know any protocol: it finds
+//! members and decodes strings, and the front ends decide what they mean.
 //!
 //! The scan accepts only a subset of JSON that `serde_json` certainly
 //! parses the same way: valid UTF-8; integers of at most 18 digits (a
@@ -15,40 +21,45 @@
 use std::ops::Range;
 
 /// Deepest nesting the scan follows (`serde_json` allows 128).
-pub(crate) const MAX_DEPTH: usize = 64;
+pub const MAX_DEPTH: usize = 64;
 
 /// One member of an object: the key's text (between its quotes, with no
 /// escape in it) and the value's span, both as byte ranges of the scanned
 /// text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Member {
-    pub(crate) key: Range<usize>,
-    pub(crate) value: Range<usize>,
+pub struct Member {
+    /// The key's text, between its quotes.
+    pub key: Range<usize>,
+    /// The value's JSON text.
+    pub value: Range<usize>,
 }
 
 /// The members of the JSON object that is all of `text` (whitespace around
 /// it allowed), in order, after checking that `text` is valid UTF-8 and
 /// every value in it is in the scan's subset (see the module doc). `None`
 /// for anything else, a key with an escape in it included.
-#[cfg(test)] // the line scan uses `object_members_and`
-pub(crate) fn object_members(text: &[u8]) -> Option<Vec<Member>> {
-    object_members_and(text, None).map(|(members, _)| members)
+pub fn object_members(text: &[u8]) -> Option<Vec<Member>> {
+    object_members_at(text, &[]).map(|(members, _)| members)
 }
 
-/// [`object_members`], plus the members of the value of the top-level
-/// member named `nested` when that value is an object (`None` when it is
-/// not an object, or is absent, or no name is given), found in the same
-/// pass: a request's `params`
-/// hold a whole file, which is then scanned once, not twice.
-pub(crate) fn object_members_and(
-    text: &[u8],
-    nested: Option<&str>,
-) -> Option<(Vec<Member>, Option<Vec<Member>>)> {
+/// The members [`object_members_at`] found down its path, one entry per
+/// name.
+pub type Found = Vec<Option<Vec<Member>>>;
+
+/// [`object_members`], plus the members of the objects down a path of
+/// member names, found in the same pass: `path[0]` names a member of the
+/// top-level object, `path[1]` a member of that member's object, and so on.
+/// The result has one entry per name: the members of the object the first
+/// member of that name holds, or `None` where it is absent or not an
+/// object (and then for the rest of the path). A request's `params` hold a
+/// whole file, which is then scanned once, not twice.
+pub fn object_members_at(text: &[u8], path: &[&str]) -> Option<(Vec<Member>, Found)> {
     // UTF-8 is checked string by string (see `Scanner::string`).
     let mut s = Scanner {
         b: text,
         i: 0,
-        nested: nested.map(|n| (n.as_bytes(), None)),
+        path,
+        found: vec![None; path.len()],
     };
     let mut members = Vec::new();
     s.ws();
@@ -57,12 +68,11 @@ pub(crate) fn object_members_and(
     if s.i != text.len() {
         return None;
     }
-    let inner = s.nested.and_then(|(_, m)| m);
-    Some((members, inner))
+    Some((members, s.found))
 }
 
 /// The first member named `key` and whether another one has that name.
-pub(crate) fn find<'m>(text: &[u8], members: &'m [Member], key: &str) -> Lookup<'m> {
+pub fn find<'m>(text: &[u8], members: &'m [Member], key: &str) -> Lookup<'m> {
     let mut hits = members
         .iter()
         .filter(|m| &text[m.key.clone()] == key.as_bytes());
@@ -75,7 +85,7 @@ pub(crate) fn find<'m>(text: &[u8], members: &'m [Member], key: &str) -> Lookup<
 
 /// What [`find`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Lookup<'m> {
+pub enum Lookup<'m> {
     /// No member has the name.
     Absent,
     /// Exactly one.
@@ -88,9 +98,11 @@ pub(crate) enum Lookup<'m> {
 struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
-    /// A top-level member's name whose object value's members are kept
-    /// too, and those members once found (see [`object_members_and`]).
-    nested: Option<(&'a [u8], Option<Vec<Member>>)>,
+    /// Member names whose objects' members are kept too, one per level
+    /// below the top, and those members once found (see
+    /// [`object_members_at`]).
+    path: &'a [&'a str],
+    found: Vec<Option<Vec<Member>>>,
 }
 
 impl Scanner<'_> {
@@ -141,22 +153,23 @@ impl Scanner<'_> {
             self.eat(b':')?;
             self.ws();
             let vstart = self.i;
-            match self.nested.as_ref() {
-                // A top-level member whose object value's members are
-                // wanted too.
-                Some((name, None))
-                    if depth == 1
-                        && out.is_some()
-                        && self.peek() == Some(b'{')
-                        && &self.b[key.clone()] == *name =>
-                {
-                    let mut inner = Vec::new();
-                    self.object(depth + 1, Some(&mut inner))?;
-                    if let Some((_, found)) = self.nested.as_mut() {
-                        *found = Some(inner);
-                    }
-                }
-                _ => self.value(depth)?,
+            // A member on the path whose object's members are wanted too:
+            // only inside an object whose own members are kept (the path
+            // so far), at its level, and the first member of that name.
+            let level = depth - 1;
+            if out.is_some()
+                && self
+                    .path
+                    .get(level)
+                    .is_some_and(|name| self.b[key.clone()] == *name.as_bytes())
+                && self.found[level].is_none()
+                && self.peek() == Some(b'{')
+            {
+                let mut inner = Vec::new();
+                self.object(depth + 1, Some(&mut inner))?;
+                self.found[level] = Some(inner);
+            } else {
+                self.value(depth)?;
             }
             if let Some(out) = out.as_deref_mut() {
                 if escaped {
@@ -299,7 +312,7 @@ fn hex4(b: &[u8]) -> Option<u32> {
 /// Decodes the JSON string `raw` (with its quotes), which the scan
 /// accepted: its escapes are valid and its surrogates paired. `None` if it
 /// is not such a string after all.
-pub(crate) fn unescape(raw: &str) -> Option<String> {
+pub fn unescape(raw: &str) -> Option<String> {
     let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
     let bytes = inner.as_bytes();
     let mut out = String::with_capacity(inner.len());
@@ -320,7 +333,7 @@ pub(crate) fn unescape(raw: &str) -> Option<String> {
 /// and `v` is cut to it (decoding never lengthens a string: each escape is
 /// at least as long as its character's UTF-8). `None` if an escape is not
 /// valid after all (then `v` holds part of the text).
-pub(crate) fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<()> {
+pub fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<()> {
     if span.len() < 2 || v.get(span.start) != Some(&b'"') || v.get(span.end - 1) != Some(&b'"') {
         return None;
     }
@@ -600,7 +613,8 @@ mod tests {
             };
             let prefix = format!("{{\"{lead}\":1, \"params\" : ");
             let doc = format!("{prefix}{inner} }}");
-            let (top, nested) = object_members_and(doc.as_bytes(), Some("params")).expect("accepted");
+            let (top, mut found) = object_members_at(doc.as_bytes(), &["params"]).expect("accepted");
+            let nested = found.pop().unwrap();
             proptest::prop_assert_eq!(&top, &object_members(doc.as_bytes()).unwrap());
             let alone = object_members(inner.as_bytes()).unwrap();
             let shift = prefix.len();
@@ -613,10 +627,10 @@ mod tests {
                 .collect();
             proptest::prop_assert_eq!(nested, Some(shifted));
             // Not an object, or no name asked for: no nested members.
-            let (_, none) = object_members_and(br#"{"params":[1]}"#, Some("params")).unwrap();
-            proptest::prop_assert_eq!(none, None);
-            let (_, none) = object_members_and(doc.as_bytes(), None).unwrap();
-            proptest::prop_assert_eq!(none, None);
+            let (_, none) = object_members_at(br#"{"params":[1]}"#, &["params"]).unwrap();
+            proptest::prop_assert_eq!(none, vec![None]);
+            let (_, none) = object_members_at(doc.as_bytes(), &[]).unwrap();
+            proptest::prop_assert!(none.is_empty());
         }
 
         /// UTF-8 is checked string by string: a text with a byte of a
@@ -635,6 +649,37 @@ mod tests {
                 proptest::prop_assert!(std::str::from_utf8(&text).is_ok());
                 proptest::prop_assert!(serde_json::from_slice::<Value>(&text).is_ok());
             }
+        }
+
+        /// Two levels down a path: the members of `params` and of
+        /// `params.arguments` are those of scanning each object alone.
+        #[test]
+        fn a_path_of_two_names_finds_both_levels(v in object(), pretty in proptest::bool::ANY) {
+            let args = if pretty {
+                serde_json::to_string_pretty(&v).unwrap()
+            } else {
+                serde_json::to_string(&v).unwrap()
+            };
+            let params = format!("{{\"name\":\"t\",\"arguments\":{args}}}");
+            let doc = format!("{{\"id\":1,\"params\":{params}}}");
+            let (_, found) = object_members_at(doc.as_bytes(), &["params", "arguments"]).expect("accepted");
+            let shift = |m: Member, by: usize| Member {
+                key: m.key.start + by..m.key.end + by,
+                value: m.value.start + by..m.value.end + by,
+            };
+            let at_params = doc.find("{\"name\"").unwrap();
+            let want_params: Vec<Member> = object_members(params.as_bytes())
+                .unwrap()
+                .into_iter()
+                .map(|m| shift(m, at_params))
+                .collect();
+            let at_args = at_params + params.find("\"arguments\":").unwrap() + "\"arguments\":".len();
+            let want_args: Vec<Member> = object_members(args.as_bytes())
+                .unwrap()
+                .into_iter()
+                .map(|m| shift(m, at_args))
+                .collect();
+            proptest::prop_assert_eq!(found, vec![Some(want_params), Some(want_args)]);
         }
 
         /// Any JSON string serde_json writes is accepted and decoded back,
