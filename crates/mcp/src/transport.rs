@@ -5,7 +5,11 @@
 //! when they are a `tools/call` request: `rmcp`'s general parser buffers a
 //! message and copies it once per shape it tries, which for a 5 MiB
 //! `write_file` cost about 2.5x a plain parse, plus the page faults of the
-//! copies. Every other line goes to `rmcp`'s parser as it is.
+//! copies. A `tools/call` whose arguments hold a `content` string (a whole
+//! file, for `write_file` and `edit_file`) is read with the strict line scan
+//! of `writegate-jsonscan` and its `content` decoded in the line's own
+//! memory; the other members still go through serde. Every other line goes
+//! to `rmcp`'s parser as it is.
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientRequest, ErrorData,
@@ -16,8 +20,10 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::io::{StdioReader, StdioWriter};
 use serde::Deserialize;
+use serde_json::Value;
 use std::future::Future;
 use tokio::io::{AsyncBufReadExt, BufReader};
+use writegate_jsonscan::{Lookup, Member};
 
 /// A `tools/call` request, parsed without buffering. Any other key, method
 /// or shape fails here and goes to the general parser.
@@ -44,6 +50,86 @@ enum Line {
     Invalid(Option<RequestId>),
 }
 
+/// A `tools/call` line in the plain form `{jsonrpc, id, method, params:
+/// {name, arguments: {content, ...}, _meta?}}` with `content` a string,
+/// read with the strict line scan: `content` is decoded in the line's own
+/// memory (the line becomes its `String`: a whole file needs no second
+/// buffer), every other member is parsed with serde from its own text.
+/// `None`, with `line` untouched, for any other line: [`parse`] reads it.
+fn tool_call_with_content(line: &mut Vec<u8>) -> Option<Line> {
+    let (top, found) = writegate_jsonscan::object_members_at(line, &["params", "arguments"])?;
+    let text = &line[..];
+    let [Some(params), Some(args)] = &found[..] else {
+        return None;
+    };
+    let one = |members: &[Member], key: &str| match writegate_jsonscan::find(text, members, key) {
+        Lookup::One(m) => Some(m.value.clone()),
+        Lookup::Absent | Lookup::Repeated => None,
+    };
+    // Exactly the four members `ToolCallLine` allows, each once.
+    if top.len() != 4
+        || text[one(&top, "jsonrpc")?] != *b"\"2.0\""
+        || text[one(&top, "method")?] != *b"\"tools/call\""
+    {
+        return None;
+    }
+    one(&top, "params")?;
+    let id: RequestId = serde_json::from_slice(&text[one(&top, "id")?]).ok()?;
+    // `params` without `arguments`, and `arguments` without `content`, as
+    // JSON objects of their members' own text (keys hold no escapes).
+    let object_of = |members: &[Member], skip: &str| {
+        let mut out = vec![b'{'];
+        for m in members
+            .iter()
+            .filter(|m| text[m.key.clone()] != *skip.as_bytes())
+        {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&text[(m.key.start - 1)..=m.key.end]);
+            out.push(b':');
+            out.extend_from_slice(&text[m.value.clone()]);
+        }
+        out.push(b'}');
+        out
+    };
+    if params
+        .iter()
+        .any(|m| !matches!(&text[m.key.clone()], b"name" | b"arguments" | b"_meta"))
+    {
+        return None;
+    }
+    one(params, "arguments")?;
+    let mut call: CallToolRequestParams =
+        serde_json::from_slice(&object_of(params, "arguments")).ok()?;
+    let content = one(args, "content")?;
+    if text[content.start] != b'"' {
+        return None;
+    }
+    let mut arguments: serde_json::Map<String, Value> =
+        serde_json::from_slice(&object_of(args, "content")).ok()?;
+    // Everything else is read: now the line becomes the content.
+    writegate_jsonscan::unescape_in_place(line, content)
+        .expect("a string the line scan accepted decodes");
+    let content = String::from_utf8(std::mem::take(line))
+        .expect("text decoded from a scanned JSON string is UTF-8");
+    arguments.insert("content".to_string(), Value::String(content));
+    call.arguments = Some(arguments);
+    Some(tool_call(id, call))
+}
+
+/// The message for a `tools/call` request.
+fn tool_call(id: RequestId, mut params: CallToolRequestParams) -> Line {
+    let meta = params.meta.take();
+    let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    if let Some(meta) = meta {
+        *request.get_meta_mut() = meta;
+    }
+    Line::Message(Box::new(JsonRpcMessage::Request(JsonRpcRequest::new(
+        id, request,
+    ))))
+}
+
 /// Parses one line (without its line break).
 fn parse(line: &[u8]) -> Line {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
@@ -51,15 +137,7 @@ fn parse(line: &[u8]) -> Line {
         return Line::Skip;
     }
     if let Ok(call) = serde_json::from_slice::<ToolCallLine>(line) {
-        let mut params = call.params;
-        let meta = params.meta.take();
-        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        if let Some(meta) = meta {
-            *request.get_meta_mut() = meta;
-        }
-        return Line::Message(Box::new(JsonRpcMessage::Request(JsonRpcRequest::new(
-            call.id, request,
-        ))));
+        return tool_call(call.id, call.params);
     }
     match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
         Ok(m) => Line::Message(Box::new(m)),
@@ -181,7 +259,10 @@ impl Transport<RoleServer> for Stdio {
             while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
                 line.pop();
             }
-            let parsed = parse(&line);
+            let parsed = match tool_call_with_content(&mut line) {
+                Some(p) => p,
+                None => parse(&line),
+            };
             if line.capacity() <= 64 * 1024 {
                 // Keep a small buffer; give a big one back.
                 line.clear();
@@ -236,6 +317,60 @@ mod tests {
         };
         assert_eq!(a.request.get_meta(), b.request.get_meta());
         assert!(a.request.get_meta().get_progress_token().is_some());
+    }
+
+    /// A `tools/call` with a `content` string is read by the line scan and
+    /// gives exactly what rmcp's parser gives; every line the scan path
+    /// does not take is left untouched for [`parse`].
+    #[test]
+    fn the_content_path_parses_as_rmcp_parses_it() {
+        let taken = [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "write_file", "arguments": {"path": "/a", "content": "x\ny\r\n\t\"q\" \\ é 😀 \u{1}"}}}),
+            json!({"jsonrpc": "2.0", "id": "s", "method": "tools/call", "params": {
+                "_meta": {"progressToken": 7}, "name": "edit_file",
+                "arguments": {"path": "/a", "find": "a\nb", "content": "", "line": 3, "dryRun": true, "x": [1, {"y": null}]}}}),
+            json!({"method": "tools/call", "params": {"arguments": {"content": "c", "path": "/p"}, "name": "write_file"}, "id": 2, "jsonrpc": "2.0"}),
+        ];
+        for msg in taken {
+            let text = line(&msg);
+            let mut owned = text.clone();
+            let Some(Line::Message(fast)) = tool_call_with_content(&mut owned) else {
+                panic!("not taken: {msg}")
+            };
+            let general: RxJsonRpcMessage<RoleServer> = serde_json::from_slice(&text).unwrap();
+            assert_eq!(
+                serde_json::to_value(&*fast).unwrap(),
+                serde_json::to_value(&general).unwrap(),
+                "{msg}"
+            );
+            let (JsonRpcMessage::Request(a), JsonRpcMessage::Request(b)) = (*fast, general) else {
+                panic!()
+            };
+            assert_eq!(a.request.get_meta(), b.request.get_meta(), "{msg}");
+        }
+        // Lines the scan path does not take are left to `parse` untouched.
+        let left: [&[u8]; 10] = [
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w","arguments":{"content":"a","content":"b"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w","arguments":{"content":7}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w","arguments":{"path":"/a"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w","task":{},"arguments":{"content":"a"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","extra":1,"params":{"name":"w","arguments":{"content":"a"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"name":"w","arguments":{"content":"a"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"content":"a"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w","arguments":{"content":"\ud800"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"w","arguments":{"content":"a"}}}"#,
+            b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"w\",\"arguments\":{\"content\":\"a\"}}}",
+        ];
+        for raw in left {
+            let mut owned = raw.to_vec();
+            assert!(
+                tool_call_with_content(&mut owned).is_none(),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+            assert_eq!(owned, raw, "a line not taken is left as it was");
+        }
     }
 
     #[test]
