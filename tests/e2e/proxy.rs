@@ -697,7 +697,9 @@ fn an_agent_that_cannot_start_is_a_clear_error() {
 /// writegate answers itself (for an unknown session) in the middle, reaches the editor whole, in
 /// order and byte-identical; the agent's request to writegate never does,
 /// and closing the editor's input still ends the agent (its stdin is
-/// closed although the proxy writes it directly).
+/// closed although the proxy writes it directly). The agent writes at once,
+/// before the proxy has connected its editor side: those lines wait and go
+/// first (they were dropped before; this test caught it under load).
 #[test]
 fn a_burst_of_agent_lines_reaches_the_editor_in_order_and_unchanged() {
     let t = Tree::new();

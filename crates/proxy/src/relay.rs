@@ -36,8 +36,9 @@ use writegate_core::{Runtime, Service};
 /// What the two sides share.
 pub(crate) struct Relay {
     service: Arc<Service>,
-    /// The editor's link (the proxy's stdout); `None` once released.
-    editor: Mutex<Option<Arc<Link>>>,
+    /// The editor's link (the proxy's stdout), and what the agent sent
+    /// before it existed.
+    editor: Mutex<Editor>,
     /// The agent's link (the agent's stdin); `None` once released.
     agent: Mutex<Option<Arc<Link>>>,
     agent_ready: Notify,
@@ -53,6 +54,19 @@ pub(crate) struct Relay {
     sessions: Sessions,
     /// Agent requests being answered here, by id: their session.
     answering: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+/// The editor's side as the agent side sees it.
+enum Editor {
+    /// Not connected yet: the agent's notifications wait here, in order,
+    /// and go out first once it is (the agent's connection starts reading
+    /// a moment before the editor's link exists; nothing the agent says
+    /// then may be lost).
+    NotYet(Vec<Vec<u8>>),
+    /// Connected.
+    Up(Arc<Link>),
+    /// Released at the end.
+    Gone,
 }
 
 #[derive(Default)]
@@ -84,7 +98,7 @@ impl Relay {
     pub(crate) fn new(service: Arc<Service>) -> Relay {
         Relay {
             service,
-            editor: Mutex::new(None),
+            editor: Mutex::new(Editor::NotYet(Vec::new())),
             agent: Mutex::new(None),
             agent_ready: Notify::new(),
             editor_eof: CancellationToken::new(),
@@ -109,7 +123,34 @@ impl Relay {
     }
 
     pub(crate) fn editor(&self) -> Option<Arc<Link>> {
-        lock(&self.editor).clone()
+        match &*lock(&self.editor) {
+            Editor::Up(link) => Some(link.clone()),
+            Editor::NotYet(_) | Editor::Gone => None,
+        }
+    }
+
+    /// The editor's link exists: what the agent sent before goes out
+    /// first, under the same lock the agent side forwards under, so nothing
+    /// can overtake it.
+    fn editor_started(&self, link: &Arc<Link>) {
+        let mut editor = lock(&self.editor);
+        if let Editor::NotYet(early) = std::mem::replace(&mut *editor, Editor::Up(link.clone())) {
+            for line in early {
+                link.send(line);
+            }
+        }
+    }
+
+    /// Forwards a line of the agent's to the editor (`held`: it may wait
+    /// for the rest of its batch, see `Link::send_held`); kept in order
+    /// until the editor is connected; dropped once it is gone.
+    fn forward_to_editor(&self, line: Vec<u8>, held: bool) {
+        match &mut *lock(&self.editor) {
+            Editor::NotYet(early) => early.push(line),
+            Editor::Up(link) if held => link.send_held(line),
+            Editor::Up(link) => link.send(line),
+            Editor::Gone => {}
+        }
     }
 
     fn agent(&self) -> Option<Arc<Link>> {
@@ -163,7 +204,7 @@ impl Relay {
 
     /// Drops the links, so both connections can end once their loops have.
     pub(crate) fn release(&self) {
-        lock(&self.editor).take();
+        *lock(&self.editor) = Editor::Gone;
         lock(&self.agent).take();
     }
 
@@ -196,12 +237,22 @@ impl Relay {
     /// Forwards an agent request to the editor, remembering its ticket.
     fn to_editor(&self, agent: &Arc<Link>, id: &RequestId, line: Vec<u8>, ticket: Ticket) {
         let mut to_editor = lock(&self.to_editor);
-        if let Some(editor) = self.editor().filter(|_| !self.editor_input_ended()) {
-            to_editor.insert(key(id), ticket);
-            editor.send(line);
-        } else {
-            drop(to_editor);
-            agent.answer(message::error_line(id, &editor_gone()), ticket);
+        let mut editor = lock(&self.editor);
+        match &mut *editor {
+            // Sent in order once the editor is connected.
+            Editor::NotYet(early) => {
+                to_editor.insert(key(id), ticket);
+                early.push(line);
+            }
+            Editor::Up(link) if !self.editor_input_ended() => {
+                to_editor.insert(key(id), ticket);
+                link.send(line);
+            }
+            Editor::Up(_) | Editor::Gone => {
+                drop(editor);
+                drop(to_editor);
+                agent.answer(message::error_line(id, &editor_gone()), ticket);
+            }
         }
     }
 
@@ -276,7 +327,7 @@ impl EditorSide {
 
 impl Handler for EditorSide {
     fn started(&self, link: &Arc<Link>) {
-        *lock(&self.relay.editor) = Some(link.clone());
+        self.relay.editor_started(link);
     }
 
     fn input_ended(&self, _link: &Arc<Link>) {
@@ -384,9 +435,7 @@ impl Handler for AgentSide {
             session.state.cancel(&id);
             return;
         }
-        if let Some(editor) = self.relay.editor() {
-            editor.send(with_newline(raw));
-        }
+        self.relay.forward_to_editor(with_newline(raw), false);
     }
 
     fn raw_notification(&self, link: &Arc<Link>, n: RawNotification) {
@@ -397,10 +446,11 @@ impl Handler for AgentSide {
             if let Some(n) = n.into_notification() {
                 self.notification(link, n, &line);
             }
-        } else if let Some(editor) = self.relay.editor() {
+        } else {
             // Held back until this batch of the agent's lines is handed
             // over: one write to the editor for many notifications.
-            editor.send_held(with_newline(n.params.line()));
+            self.relay
+                .forward_to_editor(with_newline(n.params.line()), true);
         }
     }
 
