@@ -409,8 +409,16 @@ impl<'s> Op<'s> {
             // Someone may have created it while we waited.
             let now = self.open_dir(parent)?;
             if let Some(dir) = &now {
-                self.guards
-                    .push(self.svc.locks().lock(LockKey::of(dir, leaf)));
+                // The key of the file in the directory now open. It is the
+                // key already held when the parent was there after all (a
+                // directory swapped back in between the failed open and
+                // `of_missing`'s look): locking it again would wait for
+                // ourselves forever (the lock is not reentrant), and every
+                // later write of that file with us.
+                let key = LockKey::of(dir, leaf);
+                if self.guards.last().map(PathGuard::key) != Some(&key) {
+                    self.guards.push(self.svc.locks().lock(key));
+                }
             }
             self.dir = now;
         }

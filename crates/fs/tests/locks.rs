@@ -104,3 +104,22 @@ fn registry_does_not_grow() {
     }
     assert_eq!(locks.len(), 0);
 }
+
+/// The two keys of one file: by its open directory, and "missing", by its
+/// deepest existing ancestor. When the parent exists after all (a directory
+/// swapped back in between a failed open and the look), they are the same
+/// key, which one operation must not lock twice (the lock is not
+/// reentrant: the core's lock step holds it once). Found by the
+/// directory-swap race test, which hung there.
+#[test]
+fn the_missing_key_of_a_file_whose_parent_exists_is_its_directory_key() {
+    let t = tempfile::tempdir().unwrap();
+    let parent = std::fs::canonicalize(t.path()).unwrap().join("d");
+    std::fs::create_dir(&parent).unwrap();
+    let dir = writegate_fs::Dir::open_canonical(&parent).unwrap();
+    let leaf = std::ffi::OsStr::new("f.txt");
+    assert_eq!(
+        writegate_fs::LockKey::of_missing(&parent.join("f.txt")),
+        writegate_fs::LockKey::of(&dir, leaf)
+    );
+}
