@@ -27,6 +27,7 @@ fn directory_swapped_for_symlink_never_lets_a_write_escape() {
     std::fs::create_dir_all(&outside).unwrap();
     let link_tmp = root.join("d.link");
     let mut child = stdio_daemon(w.path(), &root);
+    let _watchdog = watchdog(child.id());
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
 
@@ -138,6 +139,7 @@ fn root_ancestor_swapped_for_a_symlink_refuses_the_write() {
     let elsewhere = w.path().join("elsewhere");
     std::fs::create_dir_all(elsewhere.join("root")).unwrap();
     let mut child = stdio_daemon(w.path(), &root);
+    let _watchdog = watchdog(child.id());
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut call = |i: u64, path: &std::path::Path| -> Value {
@@ -163,6 +165,28 @@ fn root_ancestor_swapped_for_a_symlink_refuses_the_write() {
     assert!(!w.path().join("a.real/root/after.txt").exists());
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// How long a race test's daemon may run before it is killed: these tests
+/// read the daemon's answers without a timeout, so a daemon that stops
+/// answering (a deadlock under the attacker's swaps, as once happened)
+/// fails the test at the next read instead of holding the whole run.
+const WATCHDOG: Duration = Duration::from_secs(240);
+
+/// Kills the daemon `pid` if it is still running when [`WATCHDOG`] has
+/// passed and the returned sender has not been dropped (drop it when the
+/// test is done with the daemon).
+fn watchdog(pid: u32) -> std::sync::mpsc::Sender<()> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if rx.recv_timeout(WATCHDOG) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            eprintln!("the daemon did not finish within {WATCHDOG:?}: killing it");
+            if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+    });
+    tx
 }
 
 /// `writegate serve --stdio` on `root`, with every XDG directory and the
