@@ -217,9 +217,9 @@ pub async fn run_connection<H, R, W>(
 {
     let max = usize::try_from(shared.service.config().max_frame_bytes).unwrap_or(usize::MAX);
     let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
-    let backlog = Arc::new(Mutex::new(OutState::default()));
+    let out_state = Arc::new(Mutex::new(OutState::new(direct)));
     let writer_task = {
-        let backlog = backlog.clone();
+        let out_state = out_state.clone();
         tokio::spawn(async move {
             let mut w = BufWriter::new(writer);
             while let Some((line, permit)) = rx.recv().await {
@@ -236,7 +236,7 @@ pub async fn run_connection<H, R, W>(
                     if w.flush().await.is_err() {
                         break;
                     }
-                    drained(&backlog, &rx);
+                    drained(&out_state, &rx);
                 }
             }
             let _ = w.flush().await;
@@ -244,7 +244,7 @@ pub async fn run_connection<H, R, W>(
     };
     let link = Arc::new(Link {
         shared: shared.clone(),
-        out: Outbox::new(direct, backlog, tx),
+        out: Outbox::new(out_state, tx),
         outgoing: Outgoing::new(),
         tasks: TaskTracker::new(),
     });

@@ -11,8 +11,8 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 /// async runtime, which is most of a small write's overhead); whatever does
 /// not fit, and every later response until the queue drains, goes through
 /// the connection's async writer task. Each line is written whole by one of
-/// the two paths, never interleaved. Without a descriptor (stdio) every
-/// response goes through the task.
+/// the two paths, never interleaved. Without a descriptor (a stdout that
+/// is not a pipe or socket of its own) every line goes through the task.
 pub struct Outbox {
     state: Arc<Mutex<OutState>>,
     tx: mpsc::UnboundedSender<Queued>,
@@ -32,6 +32,18 @@ pub(crate) struct OutState {
     held: Vec<u8>,
 }
 
+impl OutState {
+    /// The state of a new connection: `direct` is a duplicate of its
+    /// (non-blocking) descriptor for direct writes, `None` when there is
+    /// none.
+    pub(crate) fn new(direct: Option<OwnedFd>) -> OutState {
+        OutState {
+            direct,
+            ..OutState::default()
+        }
+    }
+}
+
 /// Bytes [`Outbox::send_held`] holds back before it writes them anyway.
 const HOLD_MAX: usize = 64 * 1024;
 
@@ -46,19 +58,10 @@ pub(crate) type Queued = (Vec<u8>, Option<OwnedSemaphorePermit>);
 pub const MAX_OUTSTANDING: usize = 64;
 
 impl Outbox {
-    /// A new outbox: `direct` is a duplicate of the connection's
-    /// (non-blocking) descriptor for direct writes, `None` when there is
-    /// none; `tx` feeds the writer task, which clears the backlog flag in
-    /// `state` through [`drained`].
-    pub(crate) fn new(
-        direct: Option<OwnedFd>,
-        state: Arc<Mutex<OutState>>,
-        tx: mpsc::UnboundedSender<Queued>,
-    ) -> Outbox {
-        state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .direct = direct;
+    /// A new outbox over `state` (shared with the writer task, which
+    /// clears its backlog flag through [`drained`]); `tx` feeds the writer
+    /// task.
+    pub(crate) fn new(state: Arc<Mutex<OutState>>, tx: mpsc::UnboundedSender<Queued>) -> Outbox {
         Outbox { state, tx }
     }
 
