@@ -27,8 +27,8 @@
 mod common;
 
 use common::{
-    Client, Daemon, MIB, Tree, bare_write, load_average, median, print_preamble, scaled, stats,
-    write_params_prefix,
+    BareWrite, Client, Daemon, MIB, Tree, bare_write_as, load_average, median, print_preamble,
+    scaled, stats, write_params_prefix,
 };
 use serde_json::{Value, json};
 use sha2::Digest;
@@ -201,7 +201,14 @@ fn prepare(t: &Tree, line_bytes: usize) -> Prepared {
 fn run_op(op: Op, t: &Tree, c: &mut Client, p: &Prepared, k: usize, seq: &mut u64) -> f64 {
     let start = Instant::now();
     match op {
-        Op::Bare => bare_write(&t.ws, "bare.txt", p.content.as_bytes(), "bare", seq),
+        Op::Bare => bare_write_as(
+            BareWrite::from_env(),
+            &t.ws,
+            "bare.txt",
+            p.content.as_bytes(),
+            "bare",
+            seq,
+        ),
         Op::Write => {
             c.call(
                 "fs/write_text_file",

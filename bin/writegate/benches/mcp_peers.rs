@@ -32,7 +32,10 @@
 
 mod common;
 
-use common::{BIN, KIB, MIB, Tree, bare_write, fmt_size, median, print_preamble, scaled, text_of};
+use common::{
+    BIN, BareWrite, KIB, MIB, Tree, bare_write_as, fmt_size, median, print_preamble, scaled,
+    text_of,
+};
 use serde_json::{Value, json};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -292,9 +295,10 @@ fn batch(peer: &Peer, s: &mut Server, dir: &Path, op: Op, size: usize, n: usize,
 }
 
 /// Ops/s of `n` bare durable writes of new `size`-byte files (the
-/// sequence of `common::bare_write`), in a directory of their own; the
-/// ceiling for any server that fsyncs file and directory.
-fn bare_ops(t: &Tree, size: usize, n: usize) -> f64 {
+/// sequence of `common::bare_write`, content written as `how` says), in a
+/// directory of their own; the ceiling for any server that fsyncs file and
+/// directory and writes that way.
+fn bare_ops(t: &Tree, how: BareWrite, size: usize, n: usize) -> f64 {
     let dir = t.ws.join("bare");
     fs::create_dir_all(&dir).unwrap();
     let mut seq = 0;
@@ -303,7 +307,14 @@ fn bare_ops(t: &Tree, size: usize, n: usize) -> f64 {
         .collect();
     let t0 = Instant::now();
     for (i, c) in contents.iter().enumerate() {
-        bare_write(&dir, &format!("b-{i}.txt"), c.as_bytes(), "bare", &mut seq);
+        bare_write_as(
+            how,
+            &dir,
+            &format!("b-{i}.txt"),
+            c.as_bytes(),
+            "bare",
+            &mut seq,
+        );
     }
     let ops = n as f64 / t0.elapsed().as_secs_f64();
     fs::remove_dir_all(&dir).unwrap();
@@ -395,7 +406,9 @@ fn main() {
             }
             let ops: Vec<f64> = secs.iter().map(|s| (n * rounds) as f64 / s).collect();
             if op == Op::Write {
-                bare.push((size, bare_ops(&t, size, n * rounds)));
+                for how in [BareWrite::Plain, BareWrite::Chunked] {
+                    bare.push((how, size, bare_ops(&t, how, size, n * rounds)));
+                }
             }
             table.push((op, size, ops));
         }
@@ -426,16 +439,29 @@ fn main() {
     }
     println!();
     println!(
-        "the bare durable sequence (temp file, write, fsync, rename, directory fsync; no IPC, no JSON, no audit), new file per write, same sizes:"
+        "the bare durable sequence (temp file, write, fsync, rename, directory fsync; no IPC, no JSON, no audit), new file per write, same sizes;"
     );
-    for (size, ops) in &bare {
+    println!(
+        "  plain = {}; chunked = {}; up to one chunk the two are the same calls",
+        BareWrite::Plain.describe(),
+        BareWrite::Chunked.describe()
+    );
+    for (how, size, ops) in &bare {
+        if *how == BareWrite::Chunked && *size <= writegate_fs::WRITE_CHUNK {
+            continue;
+        }
         let wg = table
             .iter()
             .find(|(o, s, _)| *o == Op::Write && s == size)
             .map_or(0.0, |(_, _, ops)| ops[0]);
         print!(
-            "  write {:>8}  bare {ops:>9.1} ops/s   writegate / bare {:.2}x",
+            "  write {:>8}  bare {:<8}{ops:>9.1} ops/s   writegate / bare {:.2}x",
             fmt_size(*size),
+            if *how == BareWrite::Plain {
+                "plain"
+            } else {
+                "chunked"
+            },
             wg / ops
         );
         if let Some(rust) = peers.iter().position(|p| p.kind == Kind::RustFs) {

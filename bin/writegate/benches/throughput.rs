@@ -29,8 +29,8 @@
 mod common;
 
 use common::{
-    Client, Daemon, KIB, MIB, Tree, audit_flush, bare_write, fmt_size, load_average, median,
-    print_preamble, scaled, stats, text_of, write_params_prefix,
+    BareWrite, Client, Daemon, KIB, MIB, Tree, audit_flush, bare_write_as, fmt_size, load_average,
+    median, print_preamble, scaled, stats, text_of, write_params_prefix,
 };
 use std::fs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -162,6 +162,7 @@ fn files_of(c: usize, conns: usize) -> Vec<String> {
 /// cycling over its own files); returns wall time.
 fn run_bare(t: &Tree, content: &[u8], threads: usize, per_thread: usize, round: usize) -> Duration {
     let barrier = Barrier::new(threads + 1);
+    let how = BareWrite::from_env();
     std::thread::scope(|s| {
         for c in 0..threads {
             let barrier = &barrier;
@@ -173,7 +174,7 @@ fn run_bare(t: &Tree, content: &[u8], threads: usize, per_thread: usize, round: 
                 barrier.wait();
                 let (c0, w0) = schedstat("/proc/thread-self/schedstat");
                 for k in 0..per_thread {
-                    bare_write(ws, &files[k % files.len()], content, &tag, &mut seq);
+                    bare_write_as(how, ws, &files[k % files.len()], content, &tag, &mut seq);
                 }
                 let (c1, w1) = schedstat("/proc/thread-self/schedstat");
                 BARE_CPU.fetch_add(c1 - c0, Ordering::Relaxed);

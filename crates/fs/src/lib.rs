@@ -38,8 +38,8 @@ pub use lock::{LockKey, PathGuard, PathLocks};
 pub use log::{AppendLog, LogLock, Reserved};
 pub use mkdir::{CreatedDirs, open_creating};
 pub use publish::{
-    NewFileMode, PublishOptions, Published, publish, publish_overlapping, temp_file_name,
-    write_private_file,
+    NewFileMode, PublishOptions, Published, WRITE_CHUNK, publish, publish_overlapping,
+    temp_file_name, write_private_file,
 };
 pub use release::{RELEASE_QUEUE, Releaser};
 pub use socket::{current_uid, prepare_private_dir, remove_socket_file, set_socket_mode};

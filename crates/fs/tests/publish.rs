@@ -7,7 +7,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
 
 use common::{assert_err, is_root, mode, names, tempdir, temps};
-use writegate_fs::{Dir, FsError, NewFileMode, PublishOptions, publish, read_existing, stat_leaf};
+use writegate_fs::{
+    Dir, FsError, NewFileMode, PublishOptions, WRITE_CHUNK, publish, read_existing, stat_leaf,
+};
 
 fn opts() -> PublishOptions {
     PublishOptions {
@@ -35,6 +37,25 @@ fn creates_new_file_0600() {
     assert_eq!(std::fs::read(dir.join("new.txt")).unwrap(), b"hello\n");
     assert_eq!(mode(&dir.join("new.txt")), 0o600);
     assert_eq!(names(&dir), vec!["new.txt"]);
+}
+
+/// Content of several write chunks and a ragged tail (the chunks each
+/// started to disk early, issue 12) lands byte for byte, over an existing
+/// longer file too, and no temp file stays.
+#[test]
+fn content_over_many_write_chunks_lands_byte_exact() {
+    let (_t, dir) = tempdir();
+    let bytes: Vec<u8> = (0..3 * WRITE_CHUNK + 17)
+        .map(|i| u8::try_from(i % 251).unwrap())
+        .collect();
+    let p = publish_ok(&dir, "big.bin", &bytes);
+    assert_eq!(p.bytes_written, bytes.len() as u64);
+    assert_eq!(std::fs::read(dir.join("big.bin")).unwrap(), bytes);
+    // Shorter content over it: the new file is exactly the new bytes.
+    let shorter = &bytes[..=WRITE_CHUNK];
+    publish_ok(&dir, "big.bin", shorter);
+    assert_eq!(std::fs::read(dir.join("big.bin")).unwrap(), shorter);
+    assert_eq!(names(&dir), vec!["big.bin"]);
 }
 
 #[test]

@@ -301,10 +301,57 @@ pub(crate) fn text_of(size: usize, salt: &str) -> String {
     s
 }
 
+/// How the bare sequence hands the bytes to the kernel.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum BareWrite {
+    /// One `write_all` of the whole content: the sequence as the issues
+    /// state it, and the default baseline.
+    Plain,
+    /// The bytes in `writegate_fs::WRITE_CHUNK` pieces, each handed to the
+    /// disk with `sync_file_range(SYNC_FILE_RANGE_WRITE)` as it is written
+    /// (for content over one chunk): the way writegate's publisher writes,
+    /// so the ceiling for a durable writer that does the same. Printed next
+    /// to the plain row; selected for a whole bench by
+    /// `WG_BENCH_BARE=chunked`.
+    Chunked,
+}
+
+impl BareWrite {
+    /// `WG_BENCH_BARE`: `chunked` or (default) `plain`.
+    pub(crate) fn from_env() -> BareWrite {
+        match std::env::var("WG_BENCH_BARE").as_deref() {
+            Ok("chunked") => BareWrite::Chunked,
+            _ => BareWrite::Plain,
+        }
+    }
+
+    /// What the bench prints for it.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            BareWrite::Plain => "plain (one write_all)",
+            BareWrite::Chunked => {
+                "chunked (256 KiB writes, each started to disk with sync_file_range, as writegate writes)"
+            }
+        }
+    }
+}
+
 /// The bare durable sequence with std only: exclusive 0600 temp file in the
 /// target's directory, `write_all`, fsync, rename over the target, open the
 /// directory and fsync it.
 pub(crate) fn bare_write(dir: &Path, leaf: &str, bytes: &[u8], tag: &str, seq: &mut u64) {
+    bare_write_as(BareWrite::Plain, dir, leaf, bytes, tag, seq);
+}
+
+/// [`bare_write`] with the content written as `how` says.
+pub(crate) fn bare_write_as(
+    how: BareWrite,
+    dir: &Path,
+    leaf: &str,
+    bytes: &[u8],
+    tag: &str,
+    seq: &mut u64,
+) {
     *seq += 1;
     let tmp = dir.join(format!(".{leaf}.{tag}.{}.{seq}.tmp", std::process::id()));
     let mut f = OpenOptions::new()
@@ -313,7 +360,29 @@ pub(crate) fn bare_write(dir: &Path, leaf: &str, bytes: &[u8], tag: &str, seq: &
         .mode(0o600)
         .open(&tmp)
         .unwrap();
-    f.write_all(bytes).unwrap();
+    match how {
+        BareWrite::Plain => f.write_all(bytes).unwrap(),
+        BareWrite::Chunked => {
+            use std::os::fd::AsRawFd;
+            let chunk = writegate_fs::WRITE_CHUNK;
+            let mut offset = 0;
+            for piece in bytes.chunks(chunk) {
+                f.write_all(piece).unwrap();
+                if bytes.len() > chunk {
+                    // SAFETY: a system call on a descriptor we hold open.
+                    let _ = unsafe {
+                        libc::sync_file_range(
+                            f.as_raw_fd(),
+                            i64::try_from(offset).unwrap(),
+                            i64::try_from(piece.len()).unwrap(),
+                            libc::SYNC_FILE_RANGE_WRITE,
+                        )
+                    };
+                }
+                offset += piece.len();
+            }
+        }
+    }
     f.sync_all().unwrap();
     drop(f);
     fs::rename(&tmp, dir.join(leaf)).unwrap();
@@ -388,6 +457,10 @@ pub(crate) fn print_preamble(bench: &str, t: &Tree) {
         scale()
     );
     println!("audit.flush: {} (WG_BENCH_AUDIT_FLUSH)", audit_flush());
+    println!(
+        "bare sequence: {} (WG_BENCH_BARE)",
+        BareWrite::from_env().describe()
+    );
     for k in ALLOCATOR_ENV {
         if let Ok(v) = std::env::var(k) {
             println!("daemon allocator setting: {k}={v}");
