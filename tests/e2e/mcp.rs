@@ -987,6 +987,14 @@ fn stdout_carries_only_mcp_messages_and_stdin_eof_ends_the_server() {
     }
     let by_id = |id: u64| answers.iter().find(|a| a["id"] == id).unwrap();
     assert_eq!(by_id(1)["result"]["protocolVersion"], "2025-06-18");
+    // The server enlarged its stdin pipe (the client's end is the same
+    // pipe): whole-file requests cross in a few pipe-fulls.
+    let max: usize = fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .map_or(0, |s| s.trim().parse().unwrap_or(0));
+    assert_eq!(
+        rustix::pipe::fcntl_getpipe_size(&stdin).unwrap(),
+        max.min(1 << 20).max(64 * 1024)
+    );
     assert_eq!(by_id(2)["result"]["tools"].as_array().unwrap().len(), 3);
     assert_eq!(by_id(3)["result"]["isError"], false, "{}", by_id(3));
     assert_eq!(by_id(4)["result"]["isError"], true, "{}", by_id(4));
