@@ -993,7 +993,7 @@ fn stdout_carries_only_mcp_messages_and_stdin_eof_ends_the_server() {
         .map_or(0, |s| s.trim().parse().unwrap_or(0));
     assert_eq!(
         rustix::pipe::fcntl_getpipe_size(&stdin).unwrap(),
-        max.min(1 << 20).max(64 * 1024)
+        max.clamp(64 * 1024, 1 << 20)
     );
     assert_eq!(by_id(2)["result"]["tools"].as_array().unwrap().len(), 3);
     assert_eq!(by_id(3)["result"]["isError"], false, "{}", by_id(3));

@@ -317,8 +317,8 @@ pub fn publish(
 
 /// [`publish`], calling `written()` once the bytes are in the temp file
 /// and before it is fsynced (not at all when publishing fails earlier):
-/// where work that need not come before the write (hashing a large file's
-/// old and new bytes, issue 12) is started on helper threads, which then
+/// where work that need not come before the write (hashing a large old
+/// file, issue 12) is started on helper threads, which then
 /// have the CPUs while this thread waits for the disk, instead of taking
 /// them from the write itself.
 ///
