@@ -22,7 +22,7 @@ use rmcp::transport::io::{StdioReader, StdioWriter};
 use serde::Deserialize;
 use serde_json::Value;
 use std::future::Future;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use writegate_jsonscan::{Lookup, Member};
 
 /// A `tools/call` request, parsed without buffering. Any other key, method
@@ -180,15 +180,29 @@ const STDIN_PIPE_BYTES: usize = 1024 * 1024;
 
 /// stdin lines in, `rmcp`'s writer out.
 pub(crate) struct Stdio {
-    read: BufReader<StdioReader>,
-    /// The line being read; kept across a cancelled `receive` (the service
-    /// polls it inside `select!`), cleared once the line is handled.
-    line: Vec<u8>,
+    lines: Lines<StdioReader>,
+    out: AsyncRwTransport<RoleServer, tokio::io::Empty, StdioWriter>,
+}
+
+/// Line framing over a reader: whole lines out, a line over `max_line`
+/// bytes skipped (and logged) up to its `\n`, so the connection goes on.
+struct Lines<R> {
+    read: R,
+    /// Bytes read and not yet handed out: `pending[start..]`. Read into
+    /// directly (no second buffer to copy through), and grown by doubling,
+    /// so a 5 MiB line takes a few large reads.
+    pending: Vec<u8>,
+    start: usize,
+    /// `pending[start..scanned]` holds no `\n`: each byte is searched once.
+    scanned: usize,
     max_line: usize,
     /// Skipping the rest of an over-long line.
     discarding: bool,
-    out: AsyncRwTransport<RoleServer, tokio::io::Empty, StdioWriter>,
 }
+
+/// Smallest read into `pending`, in bytes; reads grow with the line up to
+/// [`STDIN_PIPE_BYTES`] (a pipe-full).
+const READ_MIN: usize = 64 * 1024;
 
 impl Stdio {
     /// The process's stdin and stdout (as `rmcp`'s pipe-aware stdio); lines
@@ -206,49 +220,99 @@ impl Stdio {
         }
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         Stdio {
-            read: BufReader::with_capacity(64 * 1024, stdin),
-            line: Vec::new(),
-            max_line,
-            discarding: false,
+            lines: Lines::new(stdin, max_line),
             out: AsyncRwTransport::new(tokio::io::empty(), stdout),
         }
     }
+}
 
-    /// Reads until a whole line is in `self.line` (`Some(true)`), an
-    /// over-long line was skipped (`Some(false)`), or stdin ends (`None`).
-    /// Cancel-safe: bytes are moved from the reader's buffer into
-    /// `self.line` with no await in between.
-    async fn next_line(&mut self) -> Option<bool> {
+impl<R: AsyncRead + Unpin> Lines<R> {
+    fn new(read: R, max_line: usize) -> Lines<R> {
+        Lines {
+            read,
+            pending: Vec::new(),
+            start: 0,
+            scanned: 0,
+            max_line,
+            discarding: false,
+        }
+    }
+
+    /// The next whole line, with its `\n` (`Some(Some(line))`); an
+    /// over-long line was skipped (`Some(None)`); stdin ended (`None`; a
+    /// last line without `\n` is dropped, as before). Cancel-safe: the only
+    /// await is a read into `pending`, which either happened or did not.
+    async fn next_line(&mut self) -> Option<Option<Vec<u8>>> {
         loop {
-            let buf = match self.read.fill_buf().await {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot read stdin");
-                    return None;
+            if let Some(i) = memchr::memchr(b'\n', &self.pending[self.scanned..]) {
+                let end = self.scanned + i;
+                let too_long = end - self.start > self.max_line;
+                if too_long && !self.discarding {
+                    tracing::error!(
+                        max_line = self.max_line,
+                        "an incoming message is longer than max_frame_bytes; skipping it"
+                    );
                 }
-            };
-            if buf.is_empty() {
-                return None;
+                let skip = std::mem::replace(&mut self.discarding, false) || too_long;
+                let line = if skip {
+                    self.start = end + 1;
+                    None
+                } else {
+                    Some(self.take_line(end))
+                };
+                self.scanned = self.start;
+                return Some(line);
             }
-            let (take, done) = match memchr::memchr(b'\n', buf) {
-                Some(i) => (i + 1, true),
-                None => (buf.len(), false),
-            };
-            if !self.discarding && self.line.len() + take > self.max_line.saturating_add(1) {
+            self.scanned = self.pending.len();
+            if !self.discarding && self.pending.len() - self.start > self.max_line.saturating_add(1)
+            {
                 tracing::error!(
                     max_line = self.max_line,
                     "an incoming message is longer than max_frame_bytes; skipping it"
                 );
                 self.discarding = true;
-                self.line = Vec::new();
             }
-            if !self.discarding {
-                self.line.extend_from_slice(&buf[..take]);
+            if self.discarding {
+                // Only the position in the over-long line matters.
+                self.pending = Vec::new();
+                self.start = 0;
+                self.scanned = 0;
+            } else if self.start > 0 {
+                // Keep only the partial line (what arrived after the last
+                // whole one).
+                self.pending.drain(..self.start);
+                self.scanned -= self.start;
+                self.start = 0;
             }
-            self.read.consume(take);
-            if done {
-                return Some(!std::mem::replace(&mut self.discarding, false));
+            let want = self.pending.len().clamp(READ_MIN, STDIN_PIPE_BYTES);
+            self.pending.reserve(want);
+            match self.read.read_buf(&mut self.pending).await {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read stdin");
+                    return None;
+                }
             }
+        }
+    }
+
+    /// Takes `pending[start..=end]` (a line and its `\n`) out of the
+    /// buffer. A line that is most of the buffer (a whole file) becomes the
+    /// line without a copy, the few bytes after it moving to a new buffer;
+    /// a line that is not is copied out. Either way at most the smaller
+    /// part is copied.
+    fn take_line(&mut self, end: usize) -> Vec<u8> {
+        let rest = self.pending.len() - (end + 1);
+        if self.start == 0 && rest <= end + 1 {
+            let tail = self.pending[end + 1..].to_vec();
+            self.pending.truncate(end + 1);
+            self.start = 0;
+            std::mem::replace(&mut self.pending, tail)
+        } else {
+            let line = self.pending[self.start..=end].to_vec();
+            self.start = end + 1;
+            line
         }
     }
 }
@@ -265,11 +329,9 @@ impl Transport<RoleServer> for Stdio {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let whole = self.next_line().await?;
-            if !whole {
+            let Some(mut line) = self.lines.next_line().await? else {
                 continue;
-            }
-            let mut line = std::mem::take(&mut self.line);
+            };
             while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
                 line.pop();
             }
@@ -277,11 +339,6 @@ impl Transport<RoleServer> for Stdio {
                 Some(p) => p,
                 None => parse(&line),
             };
-            if line.capacity() <= 64 * 1024 {
-                // Keep a small buffer; give a big one back.
-                line.clear();
-                self.line = line;
-            }
             match parsed {
                 Line::Message(m) => return Some(*m),
                 Line::Skip => {}
@@ -385,6 +442,68 @@ mod tests {
             );
             assert_eq!(owned, raw, "a line not taken is left as it was");
         }
+    }
+
+    /// Every line of `input` read through [`Lines`] with `max_line`:
+    /// `Some(line)` or `None` (skipped), until the input ends.
+    fn frames(input: &[u8], max_line: usize) -> Vec<Option<Vec<u8>>> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let mut lines = Lines::new(input, max_line);
+                let mut out = Vec::new();
+                while let Some(l) = lines.next_line().await {
+                    out.push(l);
+                }
+                out
+            })
+    }
+
+    /// Lines come out whole and in order, however they fall across reads:
+    /// many in one read, one over many reads (a whole file), a small line
+    /// after a big one; over-long lines are skipped up to their `\n` and
+    /// the next line is read; a last line without `\n` is dropped.
+    #[test]
+    fn lines_are_framed_across_reads_and_over_long_ones_skipped() {
+        let big = vec![b'b'; 3 * READ_MIN + 7];
+        let mut input = Vec::new();
+        for l in [&b"one"[..], b"", b"two\r", &big, b"three"] {
+            input.extend_from_slice(l);
+            input.push(b'\n');
+        }
+        let want = |l: &[u8]| {
+            let mut v = l.to_vec();
+            v.push(b'\n');
+            Some(v)
+        };
+        assert_eq!(
+            frames(&input, big.len()),
+            vec![
+                want(b"one"),
+                want(b""),
+                want(b"two\r"),
+                want(&big),
+                want(b"three")
+            ]
+        );
+        // The big line is over a smaller limit: skipped, once, whether it
+        // is found too long before or at its newline.
+        for max in [big.len() - 1, READ_MIN / 2] {
+            assert_eq!(
+                frames(&input, max),
+                vec![
+                    want(b"one"),
+                    want(b""),
+                    want(b"two\r"),
+                    None,
+                    want(b"three")
+                ],
+                "max {max}"
+            );
+        }
+        input.extend_from_slice(b"no newline");
+        assert_eq!(frames(&input, big.len()).len(), 5);
     }
 
     #[test]
