@@ -279,7 +279,8 @@ fn check_expectation(
 /// Steps, all relative to the directory handle:
 /// 1. create `.<leaf>.<pid>.<12 hex>.tmp` (see [`temp_file_name`]) with
 ///    `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600;
-/// 2. write all of `bytes`;
+/// 2. write all of `bytes`, in [`WRITE_CHUNK`] pieces whose writeback
+///    starts as each is written (Linux);
 /// 3. look at the leaf (`fstatat(AT_SYMLINK_NOFOLLOW)`): a symlink ->
 ///    [`FsError::SymlinkEscape`], another kind of file ->
 ///    [`FsError::NotAFile`], a `(dev, ino)` differing from
@@ -344,12 +345,14 @@ pub fn publish_overlapping(
     )
 }
 
-/// How many bytes [`write_content`] hands the kernel per `write(2)`:
-/// 256 KiB. Measured on the 2-vCPU KVM guest (docs/performance.md, "Large
-/// writes in chunks"): one 5 MiB `write(2)` into a new ext4 file took
-/// 20-29 ms, the same bytes in 64 KiB to 1 MiB pieces 7-9 ms (the kernel
-/// then fills the page cache a small folio at a time instead of trying for
-/// large ones), and 2 MiB pieces were as slow as one write.
+/// How many bytes the publisher hands the kernel per `write(2)` of a temp
+/// file: 256 KiB; content longer than this has each piece's writeback
+/// started as it is written (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, on
+/// Linux), so the fsync waits only for the tail. Measured on the 2-vCPU
+/// KVM guest (docs/performance.md, "Writing in pieces"): one 5 MiB
+/// `write(2)` into a new ext4 file took 20-29 ms, the same bytes in 64 KiB
+/// to 1 MiB pieces 7-9 ms, and with early writeback 5.5-6.5 ms; 2 MiB
+/// pieces were as slow as one write.
 pub const WRITE_CHUNK: usize = 256 * 1024;
 
 /// Writes `bytes` to the new temp file: at most [`WRITE_CHUNK`] bytes per
