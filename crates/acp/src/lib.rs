@@ -23,7 +23,7 @@ use writegate_jsonscan as scan;
 pub mod serve;
 pub mod server;
 pub mod state;
-pub mod stdio;
+pub use writegate_stdio as stdio;
 pub mod transport;
 pub mod wire;
 

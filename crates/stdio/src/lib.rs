@@ -1,10 +1,13 @@
 //! A connection's ends on this process's stdin and stdout: how `serve
-//! --stdio` talks to the host that spawned it and how `writegate proxy`
-//! talks to its editor. A pipe or socket is read and written through
-//! duplicates of its descriptor registered with the runtime, not through
-//! tokio's `stdin()`/`stdout()`, which hand every read and write to a
-//! blocking thread; the descriptors' flags are put back afterwards. This
-//! module never reads or writes a line itself.
+//! --stdio` talks to the host that spawned it, how `writegate proxy` talks
+//! to its editor and how `writegate mcp` talks to its client. A pipe or
+//! socket is read and written through duplicates of its descriptor
+//! registered with the runtime, not through tokio's `stdin()`/`stdout()`,
+//! which hand every read and write to a blocking thread; the descriptors'
+//! flags are put back afterwards. A stdin pipe is enlarged.
+//!
+//! This crate never reads or writes a byte of a connection itself, never
+//! parses anything, and knows no protocol: the front ends frame and parse.
 
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -26,9 +29,9 @@ pub struct StdioEnds {
     pub reader: Box<dyn AsyncRead + Unpin + Send>,
     /// Writes lines to the peer.
     pub writer: Box<dyn AsyncWrite + Unpin + Send>,
-    /// A duplicate of stdout for direct, non-blocking line writes (see
-    /// [`Outbox`](crate::outbox::Outbox)); `None` when stdout is not a pipe
-    /// or socket of its own.
+    /// A duplicate of stdout for direct, non-blocking line writes (the ACP
+    /// front end's outbox writes whole lines with it when it can); `None`
+    /// when stdout is not a pipe or socket of its own.
     pub direct: Option<OwnedFd>,
     /// The file status flags to put back when the connection ends.
     pub restore: Restore,
