@@ -469,6 +469,7 @@ fn micro() {
 fn main() {
     let t = Tree::new("edit");
     print_preamble("edit", &t);
+    BareWrite::print_choice();
     let started = Instant::now();
     let medians = timings(&t);
     let get = |op| medians.iter().find(|(o, _)| *o == op).unwrap().1;

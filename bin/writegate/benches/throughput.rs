@@ -498,6 +498,7 @@ fn main() {
     // `cargo bench` passes `--bench`; cases are chosen with WG_BENCH_CASES.
     let t = Tree::new("throughput");
     print_preamble("throughput", &t);
+    BareWrite::print_choice();
     let cases = selected_cases();
     println!(
         "cases: {}",

@@ -557,14 +557,16 @@ impl<'s> Op<'s> {
                 let old = RefCell::new(None);
                 // At most one helper runs while this thread writes the temp
                 // file (two CPUs is the machine to serve well). With no old
-                // hash left to take (a new file), the new bytes' hash
-                // starts at once; else both start once the bytes are in
-                // the temp file (see `writegate_fs::publish_overlapping`)
-                // and have the CPUs while this thread waits for the disk.
-                // Measured (docs/performance.md): a new 5 MiB file through
-                // `writegate mcp` 14.3-14.4 ms against 15.1-16.9 with the
-                // hash started after the write; an overwrite 0.5-2 ms
-                // slower with two helpers racing the write.
+                // hash left to take (a new file, or an old one small enough
+                // to be hashed when read), the new bytes' hash starts at
+                // once; else (an overwrite of a large file) both start once
+                // the bytes are in the temp file (see
+                // `writegate_fs::publish_overlapping`) and have the CPUs
+                // while this thread waits for the disk. Measured
+                // (docs/performance.md): a new 5 MiB file through `writegate
+                // mcp` 14.3-14.4 ms against 15.1-16.9 with the hash started
+                // after the write; a 5 MiB overwrite 0.5-2 ms slower with
+                // two helpers racing the write.
                 let early = large && slot.is_none();
                 let new = RefCell::new(early.then(|| s.spawn(|| sha256_tagged(bytes))));
                 let mut written = || {
@@ -629,7 +631,8 @@ impl<'s> Op<'s> {
     /// the commit's intent journal: journaled before the temp file is
     /// written when it is ready, else (a large write hashed on a helper
     /// thread) just before the rename. `written` runs once the bytes are in
-    /// the temp file, before its fsync (where the hash helpers of an overwrite start). Returns
+    /// the temp file, before its fsync (where the hash helpers of a large
+    /// overwrite start). Returns
     /// whether the file was created.
     #[allow(clippy::too_many_arguments)] // the old file's and the hashes' parts; a struct would only rename them
     fn publish_bytes(

@@ -318,10 +318,10 @@ pub fn publish(
 
 /// [`publish`], calling `written()` once the bytes are in the temp file
 /// and before it is fsynced (not at all when publishing fails earlier):
-/// where work that need not come before the write (hashing a large old
-/// file, issue 12) is started on helper threads, which then
-/// have the CPUs while this thread waits for the disk, instead of taking
-/// them from the write itself.
+/// where work that need not come before the write (the hashes of a large
+/// overwrite, old and new bytes, issue 12) is started on helper threads,
+/// which then have the CPUs while this thread waits for the disk, instead
+/// of taking them from the write itself.
 ///
 /// Errors: as [`publish`].
 pub fn publish_overlapping(
@@ -355,39 +355,51 @@ pub fn publish_overlapping(
 /// pieces were as slow as one write.
 pub const WRITE_CHUNK: usize = 256 * 1024;
 
-/// Writes `bytes` to the new temp file: at most [`WRITE_CHUNK`] bytes per
-/// `write(2)`, and, on Linux, for content longer than one chunk, each
-/// written chunk is handed to the disk at once with
+/// Writes `bytes` to the new temp file: the pieces of [`pieces`], one
+/// `write(2)` each, and, on Linux, for content longer than one piece, each
+/// written piece is handed to the disk at once with
 /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`, which starts writeback and
-/// does not wait for it. The device then writes while the next chunks are
+/// does not wait for it. The device then writes while the next pieces are
 /// copied, and the fsync of step 5 waits only for the tail. This changes
 /// when the bytes start moving, never whether they are durable: the fsync
-/// still decides. A failed `sync_file_range` is ignored for the same
-/// reason (the fsync that follows reports any write error).
+/// still decides.
 ///
 /// Errors: the `write(2)` error.
 fn write_content(file: &mut File, bytes: &[u8]) -> io::Result<()> {
-    let mut offset = 0usize;
-    for chunk in bytes.chunks(WRITE_CHUNK) {
-        file.write_all(chunk)?;
+    for piece in pieces(bytes.len()) {
+        file.write_all(&bytes[piece.clone()])?;
         #[cfg(target_os = "linux")]
         if bytes.len() > WRITE_CHUNK {
-            start_writeback(file, offset, chunk.len());
+            start_writeback(file, &piece);
         }
-        offset += chunk.len();
     }
     Ok(())
 }
 
-/// `sync_file_range(fd, offset, len, SYNC_FILE_RANGE_WRITE)`: starts
-/// writeback of the range without waiting for it. rustix has no wrapper,
-/// hence libc. Its result is deliberately dropped: see [`write_content`].
+/// The byte ranges [`write_content`] writes `len` bytes in: consecutive,
+/// from 0 to `len`, each [`WRITE_CHUNK`] long but the last (none for 0).
+fn pieces(len: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..len)
+        .step_by(WRITE_CHUNK)
+        .map(move |start| start..len.min(start + WRITE_CHUNK))
+}
+
+/// `sync_file_range(fd, piece.start, piece.len(), SYNC_FILE_RANGE_WRITE)`:
+/// starts writeback of the range without waiting for it. rustix has no
+/// wrapper, hence libc.
+///
+/// Its result is deliberately dropped, and that is sound only because the
+/// flag is `SYNC_FILE_RANGE_WRITE` alone: with it the kernel records a
+/// writeback error for the fsync that follows, which reports it. With
+/// `SYNC_FILE_RANGE_WAIT_BEFORE` or `_WAIT_AFTER` the kernel would hand the
+/// error to this call instead and the fsync would return 0: never add
+/// either here without checking the result.
 #[cfg(target_os = "linux")]
-fn start_writeback(file: &File, offset: usize, len: usize) {
+fn start_writeback(file: &File, piece: &std::ops::Range<usize>) {
     use std::os::fd::AsRawFd;
     let (Ok(offset), Ok(len)) = (
-        libc::off64_t::try_from(offset),
-        libc::off64_t::try_from(len),
+        libc::off64_t::try_from(piece.start),
+        libc::off64_t::try_from(piece.len()),
     ) else {
         return;
     };
@@ -596,6 +608,30 @@ mod tests {
     use super::*;
 
     const HEX: &str = "0123456789ab";
+
+    /// The pieces a temp file is written (and its writeback started) in
+    /// cover the content exactly once, in order, none longer than a chunk.
+    #[test]
+    fn pieces_cover_the_content_in_order() {
+        for len in [
+            0,
+            1,
+            WRITE_CHUNK - 1,
+            WRITE_CHUNK,
+            WRITE_CHUNK + 1,
+            3 * WRITE_CHUNK + 17,
+        ] {
+            let p: Vec<_> = pieces(len).collect();
+            let mut at = 0;
+            for r in &p {
+                assert_eq!(r.start, at, "len {len}: {p:?}");
+                assert!(!r.is_empty() && r.len() <= WRITE_CHUNK, "len {len}: {p:?}");
+                at = r.end;
+            }
+            assert_eq!(at, len, "len {len}: {p:?}");
+            assert_eq!(p.len(), len.div_ceil(WRITE_CHUNK));
+        }
+    }
 
     #[test]
     fn temp_name_format() {

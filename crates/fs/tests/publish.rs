@@ -41,7 +41,8 @@ fn creates_new_file_0600() {
 
 /// Content of several write chunks and a ragged tail (the chunks each
 /// started to disk early, issue 12) lands byte for byte, over an existing
-/// longer file too, and no temp file stays.
+/// longer file too, and no temp file stays. (The content only: which
+/// ranges are written and started is `pieces`' unit test.)
 #[test]
 fn content_over_many_write_chunks_lands_byte_exact() {
     let (_t, dir) = tempdir();

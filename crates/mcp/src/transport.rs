@@ -18,12 +18,12 @@ use rmcp::model::{
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::transport::io::{StdioReader, StdioWriter};
 use serde::Deserialize;
 use serde_json::Value;
 use std::future::Future;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use writegate_jsonscan::{Lookup, Member};
+use writegate_stdio::{Restore, StdioEnds};
 
 /// A `tools/call` request, parsed without buffering. Any other key, method
 /// or shape fails here and goes to the general parser.
@@ -174,14 +174,18 @@ fn parse(line: &[u8]) -> Line {
     }
 }
 
-/// Size a stdin pipe is enlarged to: 1 MiB, the unprivileged maximum by
-/// default (`/proc/sys/fs/pipe-max-size`).
-const STDIN_PIPE_BYTES: usize = 1024 * 1024;
+/// A reader of one end of the connection.
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+/// A writer of one end of the connection.
+type Writer = Box<dyn AsyncWrite + Unpin + Send>;
 
-/// stdin lines in, `rmcp`'s writer out.
+/// stdin lines in, `rmcp`'s line writer out, both over the process's stdio
+/// ends as `serve --stdio` has them (`writegate-stdio`).
 pub(crate) struct Stdio {
-    lines: Lines<StdioReader>,
-    out: AsyncRwTransport<RoleServer, tokio::io::Empty, StdioWriter>,
+    lines: Lines<Reader>,
+    out: AsyncRwTransport<RoleServer, tokio::io::Empty, Writer>,
+    /// The descriptors' flags to put back when the server is done.
+    restore: Option<Restore>,
 }
 
 /// Line framing over a reader: whole lines out, a line over `max_line`
@@ -200,28 +204,36 @@ struct Lines<R> {
     discarding: bool,
 }
 
-/// Smallest read into `pending`, in bytes; reads grow with the line up to
-/// [`STDIN_PIPE_BYTES`] (a pipe-full).
+/// Smallest reservation for a read into `pending`, in bytes; reservations
+/// grow with the line up to a pipe-full (1 MiB).
 const READ_MIN: usize = 64 * 1024;
 
+/// Largest reservation for one read (`serve --stdio`'s stdin pipe size).
+const READ_MAX: usize = 1024 * 1024;
+
 impl Stdio {
-    /// The process's stdin and stdout (as `rmcp`'s pipe-aware stdio); lines
-    /// over `max_line` bytes are skipped. A stdin pipe is enlarged to
-    /// [`STDIN_PIPE_BYTES`] where the system allows (as `serve --stdio`
-    /// does): a 5 MiB `write_file` then crosses in a few pipe-fulls instead
-    /// of 80, each a wake-up of this reader and of the client. Measured
-    /// with a 5 MiB `write_file` from a Python client: 9.9 ms from the
-    /// first byte sent to the whole line read, 4.7 ms with the larger pipe.
+    /// The process's stdin and stdout; lines over `max_line` bytes are
+    /// skipped. A pipe or a socket (what Node.js clients spawn a server
+    /// with) is read and written through descriptors registered with the
+    /// runtime, not through blocking threads, and a stdin pipe is enlarged
+    /// to 1 MiB (`writegate_stdio::StdioEnds`, as for `serve --stdio`).
+    /// Measured with a 5 MiB `write_file` from a Python client over a pipe:
+    /// 9.9 ms from the first byte sent to the whole line read with a
+    /// 64 KiB pipe, 4.7 ms with the larger one.
     pub(crate) fn new(max_line: usize) -> Stdio {
-        let stdin = rustix::stdio::stdin();
-        if rustix::pipe::fcntl_getpipe_size(stdin).is_ok_and(|n| n < STDIN_PIPE_BYTES) {
-            // Not a pipe, or over the limit: the default size is as correct.
-            let _ = rustix::pipe::fcntl_setpipe_size(stdin, STDIN_PIPE_BYTES);
-        }
-        let (stdin, stdout) = rmcp::transport::stdio_pipes();
+        let ends = StdioEnds::open();
         Stdio {
-            lines: Lines::new(stdin, max_line),
-            out: AsyncRwTransport::new(tokio::io::empty(), stdout),
+            lines: Lines::new(ends.reader, max_line),
+            out: AsyncRwTransport::new(tokio::io::empty(), ends.writer),
+            restore: Some(ends.restore),
+        }
+    }
+}
+
+impl Drop for Stdio {
+    fn drop(&mut self) {
+        if let Some(r) = self.restore.take() {
+            r.put_back();
         }
     }
 }
@@ -255,7 +267,10 @@ impl<R: AsyncRead + Unpin> Lines<R> {
                 }
                 let skip = std::mem::replace(&mut self.discarding, false) || too_long;
                 let line = if skip {
-                    self.start = end + 1;
+                    // What follows the skipped line moves to a new buffer:
+                    // the over-long one's is not kept.
+                    self.pending = self.pending[end + 1..].to_vec();
+                    self.start = 0;
                     None
                 } else {
                     Some(self.take_line(end))
@@ -284,7 +299,7 @@ impl<R: AsyncRead + Unpin> Lines<R> {
                 self.scanned -= self.start;
                 self.start = 0;
             }
-            let want = self.pending.len().clamp(READ_MIN, STDIN_PIPE_BYTES);
+            let want = self.pending.len().clamp(READ_MIN, READ_MAX);
             self.pending.reserve(want);
             match self.read.read_buf(&mut self.pending).await {
                 Ok(0) => return None,
@@ -298,16 +313,16 @@ impl<R: AsyncRead + Unpin> Lines<R> {
     }
 
     /// Takes `pending[start..=end]` (a line and its `\n`) out of the
-    /// buffer. A line that is most of the buffer (a whole file) becomes the
-    /// line without a copy, the few bytes after it moving to a new buffer;
-    /// a line that is not is copied out. Either way at most the smaller
-    /// part is copied.
+    /// buffer. A line of at least [`READ_MIN`] bytes that starts the buffer
+    /// and is most of it (a whole file) becomes the line without a copy,
+    /// the few bytes after it moving to a new buffer; any other line is
+    /// copied out, so a small line never keeps a large buffer alive.
     fn take_line(&mut self, end: usize) -> Vec<u8> {
+        let len = end + 1 - self.start;
         let rest = self.pending.len() - (end + 1);
-        if self.start == 0 && rest <= end + 1 {
+        if self.start == 0 && len >= READ_MIN && rest <= len {
             let tail = self.pending[end + 1..].to_vec();
             self.pending.truncate(end + 1);
-            self.start = 0;
             std::mem::replace(&mut self.pending, tail)
         } else {
             let line = self.pending[self.start..=end].to_vec();
@@ -502,8 +517,80 @@ mod tests {
                 "max {max}"
             );
         }
-        input.extend_from_slice(b"no newline");
-        assert_eq!(frames(&input, big.len()).len(), 5);
+        let mut unfinished = input.clone();
+        unfinished.extend_from_slice(b"no newline");
+        assert_eq!(frames(&unfinished, big.len()), frames(&input, big.len()));
+    }
+
+    /// A reader that hands out a few bytes at a time (sizes cycling
+    /// through primes up to 70,000) and is not ready every third call.
+    struct Choppy {
+        data: Vec<u8>,
+        at: usize,
+        calls: usize,
+    }
+
+    impl AsyncRead for Choppy {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            self.calls += 1;
+            if self.calls.is_multiple_of(3) {
+                cx.waker().wake_by_ref();
+                return std::task::Poll::Pending;
+            }
+            let size = [1, 7, 61, 4_093, 70_001][self.calls % 5];
+            let n = size.min(buf.remaining()).min(self.data.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.data[at..at + n]);
+            self.at += n;
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// `next_line` is polled in `select!` by the service: dropped while a
+    /// read is pending, it loses no byte and repeats none. Short reads and
+    /// a competing branch that wins half the time give the same lines as
+    /// one big read.
+    #[test]
+    fn a_cancelled_next_line_loses_nothing() {
+        let mut input = Vec::new();
+        for i in 0..200usize {
+            let len = [0, 3, 100, 70_000, 200_000][i % 5] + i;
+            input.extend(std::iter::repeat_n(
+                b'a' + u8::try_from(i % 26).unwrap(),
+                len,
+            ));
+            input.push(b'\n');
+        }
+        let want = frames(&input, 1 << 20);
+        let got = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let reader = Choppy {
+                    data: input.clone(),
+                    at: 0,
+                    calls: 0,
+                };
+                let mut lines = Lines::new(reader, 1 << 20);
+                let (mut out, mut cancelled) = (Vec::new(), 0);
+                loop {
+                    tokio::select! {
+                        l = lines.next_line() => match l {
+                            Some(l) => out.push(l),
+                            None => break,
+                        },
+                        () = tokio::task::yield_now() => cancelled += 1,
+                    }
+                }
+                assert!(cancelled > 100, "only {cancelled} cancellations");
+                out
+            });
+        assert_eq!(got.len(), 200);
+        assert!(got == want, "lines differ after cancellations");
     }
 
     #[test]

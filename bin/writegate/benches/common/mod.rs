@@ -325,6 +325,15 @@ impl BareWrite {
         }
     }
 
+    /// Prints which form the bench's bare sequence uses (the benches that
+    /// follow `WG_BENCH_BARE`).
+    pub(crate) fn print_choice() {
+        println!(
+            "bare sequence: {} (WG_BENCH_BARE)",
+            BareWrite::from_env().describe()
+        );
+    }
+
     /// What the bench prints for it.
     pub(crate) fn describe(self) -> &'static str {
         match self {
@@ -457,10 +466,7 @@ pub(crate) fn print_preamble(bench: &str, t: &Tree) {
         scale()
     );
     println!("audit.flush: {} (WG_BENCH_AUDIT_FLUSH)", audit_flush());
-    println!(
-        "bare sequence: {} (WG_BENCH_BARE)",
-        BareWrite::from_env().describe()
-    );
+
     for k in ALLOCATOR_ENV {
         if let Ok(v) = std::env::var(k) {
             println!("daemon allocator setting: {k}={v}");
