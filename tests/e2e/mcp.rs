@@ -1009,6 +1009,66 @@ fn stdout_carries_only_mcp_messages_and_stdin_eof_ends_the_server() {
     assert!(log.contains("MCP connection closed"), "{log}");
 }
 
+/// A client that spawns the server on a socket pair (as Node.js clients
+/// do: Claude Code, Gemini CLI, qwen-code) is served as one on pipes: a
+/// whole-file write of 3 MiB and a read arrive whole, the answers are
+/// lines, and the end of input ends the server.
+#[test]
+fn a_client_on_a_socket_pair_is_served() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let t = Tree::new();
+    let (mut client, server) = UnixStream::pair().unwrap();
+    let mut cmd = t.command();
+    cmd.args(["mcp", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(
+            server.try_clone().unwrap(),
+        )))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(server)))
+        .stderr(Stdio::from(
+            fs::File::create(t.base.join("logs/pair.stderr")).unwrap(),
+        ));
+    let mut child = cmd.spawn().unwrap();
+    let mut out = BufReader::new(client.try_clone().unwrap());
+    let content = "0123456789abcdef\r\n".repeat(3 << 16);
+    let file = t.ws.join("pair.txt");
+    let mut answer = || {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the server closed early"
+        );
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    let mut send = |l: Value| writeln!(client, "{l}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pair", "version": "1"}}}),
+    );
+    assert_eq!(answer()["id"], 1);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": file, "content": content}}}),
+    );
+    let a = answer();
+    assert_eq!(
+        (a["id"].clone(), a["result"]["isError"].clone()),
+        (json!(2), json!(false)),
+        "{a}"
+    );
+    assert!(fs::read(&file).unwrap() == content.as_bytes());
+    send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": file, "line": 3, "limit": 1}}}),
+    );
+    let a = answer();
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert_eq!(a["result"]["structuredContent"]["totalLines"], 3 << 16);
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
 /// SIGTERM stops the server with status 0; a write already running
 /// finishes whole, one not yet begun is cancelled: the file is all new
 /// (one `fs.access` event) or absent (no event, or the call's `fs.denied`).
