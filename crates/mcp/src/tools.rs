@@ -244,7 +244,7 @@ pub(crate) fn list(f: &Facts<'_>) -> Vec<Tool> {
          this path; do not retry until they have. {roots}",
         size(f.max_edit_bytes)
     );
-    vec![
+    let tools = vec![
         Tool::new(READ_FILE, read, serde_json::Map::new())
             .with_title("Read file (writegate)")
             .with_input_schema::<ReadArgs>()
@@ -276,7 +276,45 @@ pub(crate) fn list(f: &Facts<'_>) -> Vec<Tool> {
                     .idempotent(false)
                     .open_world(false),
             ),
-    ]
+    ];
+    tools.into_iter().map(portable).collect()
+}
+
+/// `tool` with its schemas readable by every client's validator: the
+/// `format` of an integer (`uint`, `uint64`: schemars names the Rust type)
+/// is dropped. JSON Schema defines no such format, and Ajv, the validator
+/// of the TypeScript SDK that Node.js clients use, prints a warning for
+/// each one it meets ("unknown format \"uint64\" ignored"). The bounds stay:
+/// schemars gives unsigned integers `minimum: 0`.
+fn portable(mut tool: Tool) -> Tool {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(o) => {
+                let integer = match o.get("type") {
+                    Some(serde_json::Value::String(t)) => t == "integer",
+                    Some(serde_json::Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+                    _ => false,
+                };
+                if integer {
+                    o.remove("format");
+                }
+                o.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let fix = |schema: &serde_json::Map<String, serde_json::Value>| {
+        let mut v = serde_json::Value::Object(schema.clone());
+        strip(&mut v);
+        let serde_json::Value::Object(o) = v else {
+            unreachable!("an object stays an object")
+        };
+        std::sync::Arc::new(o)
+    };
+    tool.input_schema = fix(&tool.input_schema);
+    tool.output_schema = tool.output_schema.as_deref().map(fix);
+    tool
 }
 
 #[cfg(test)]
@@ -290,6 +328,44 @@ mod tests {
             max_write_bytes: 5 * 1024 * 1024,
             roots: &[],
         }
+    }
+
+    /// No integer in any schema has a `format` (clients' validators know
+    /// none of schemars' `uint*` names), and unsigned ones keep their
+    /// minimum.
+    #[test]
+    fn schemas_use_only_formats_every_validator_knows() {
+        fn walk(v: &Value, path: &str, mins: &mut usize) {
+            match v {
+                Value::Object(o) => {
+                    let integer = match o.get("type") {
+                        Some(Value::String(t)) => t == "integer",
+                        Some(Value::Array(ts)) => ts.contains(&json!("integer")),
+                        _ => false,
+                    };
+                    if integer {
+                        assert!(o.get("format").is_none(), "{path}: {v}");
+                        *mins += usize::from(o.contains_key("minimum"));
+                    }
+                    for (k, x) in o {
+                        walk(x, &format!("{path}/{k}"), mins);
+                    }
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(x, path, mins)),
+                _ => {}
+            }
+        }
+        let mut mins = 0;
+        for t in list(&facts()) {
+            walk(
+                &Value::Object(t.input_schema.as_ref().clone()),
+                &t.name,
+                &mut mins,
+            );
+            let out = t.output_schema.expect("an output schema");
+            walk(&Value::Object(out.as_ref().clone()), &t.name, &mut mins);
+        }
+        assert!(mins >= 4, "unsigned integers keep their minimum ({mins})");
     }
 
     /// Every property an input schema names is an argument the struct accepts, and the required ones are exactly the non-optional fields.
