@@ -304,14 +304,16 @@ fn portable(mut tool: Tool) -> Tool {
             _ => {}
         }
     }
-    let fix = |schema: &serde_json::Map<String, serde_json::Value>| {
+    fn fix(
+        schema: &serde_json::Map<String, serde_json::Value>,
+    ) -> std::sync::Arc<serde_json::Map<String, serde_json::Value>> {
         let mut v = serde_json::Value::Object(schema.clone());
         strip(&mut v);
         let serde_json::Value::Object(o) = v else {
             unreachable!("an object stays an object")
         };
         std::sync::Arc::new(o)
-    };
+    }
     tool.input_schema = fix(&tool.input_schema);
     tool.output_schema = tool.output_schema.as_deref().map(fix);
     tool
