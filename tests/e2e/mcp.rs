@@ -1009,30 +1009,54 @@ fn stdout_carries_only_mcp_messages_and_stdin_eof_ends_the_server() {
     assert!(log.contains("MCP connection closed"), "{log}");
 }
 
-/// A client that spawns the server on a socket pair (as Node.js clients
-/// do: Claude Code, Gemini CLI, qwen-code) is served as one on pipes: a
-/// whole-file write of 3 MiB and a read arrive whole, the answers are
-/// lines, and the end of input ends the server.
+/// `O_NONBLOCK` in `/proc/<pid>/fdinfo/<fd>`'s flags.
+fn nonblocking_in(pid: u32, fd: u32) -> bool {
+    let info = fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap();
+    let flags = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+        .unwrap();
+    flags & 0o4000 != 0
+}
+
+/// Whether our own descriptor's open file description is non-blocking.
+fn nonblocking(fd: &impl std::os::fd::AsFd) -> bool {
+    rustix::fs::fcntl_getfl(fd)
+        .unwrap()
+        .contains(rustix::fs::OFlags::NONBLOCK)
+}
+
+/// A client that spawns the server on socket pairs, one for stdin and one
+/// for stdout (as Node.js clients do: Claude Code, Gemini CLI, qwen-code),
+/// is served through descriptors registered with the runtime, as one on
+/// pipes: both are non-blocking while it runs, a whole-file write of 3 MiB
+/// and a read arrive whole, the end of input ends the server, and the
+/// descriptors' flags are put back.
 #[test]
-fn a_client_on_a_socket_pair_is_served() {
+fn a_client_on_socket_pairs_is_served_without_blocking_threads() {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixStream;
     let t = Tree::new();
-    let (mut client, server) = UnixStream::pair().unwrap();
+    let (mut to_server, server_in) = UnixStream::pair().unwrap();
+    let (from_server, server_out) = UnixStream::pair().unwrap();
+    // Our copies of the server's ends share their flags with the server's.
+    let (in_copy, out_copy) = (
+        server_in.try_clone().unwrap(),
+        server_out.try_clone().unwrap(),
+    );
     let mut cmd = t.command();
     cmd.args(["mcp", "--workspace"])
         .arg(&t.ws)
         .arg("--audit-log")
         .arg(&t.audit_log)
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(
-            server.try_clone().unwrap(),
-        )))
-        .stdout(Stdio::from(std::os::fd::OwnedFd::from(server)))
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(server_in)))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(server_out)))
         .stderr(Stdio::from(
             fs::File::create(t.base.join("logs/pair.stderr")).unwrap(),
         ));
     let mut child = cmd.spawn().unwrap();
-    let mut out = BufReader::new(client.try_clone().unwrap());
+    let mut out = BufReader::new(from_server);
     let content = "0123456789abcdef\r\n".repeat(3 << 16);
     let file = t.ws.join("pair.txt");
     let mut answer = || {
@@ -1043,11 +1067,12 @@ fn a_client_on_a_socket_pair_is_served() {
         );
         serde_json::from_str::<Value>(&line).unwrap()
     };
-    let mut send = |l: Value| writeln!(client, "{l}").unwrap();
+    let mut send = |l: Value| writeln!(to_server, "{l}").unwrap();
     send(
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pair", "version": "1"}}}),
     );
     assert_eq!(answer()["id"], 1);
+    assert!(nonblocking_in(child.id(), 0) && nonblocking_in(child.id(), 1));
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": file, "content": content}}}),
@@ -1065,8 +1090,112 @@ fn a_client_on_a_socket_pair_is_served() {
     let a = answer();
     assert_eq!(a["result"]["isError"], false, "{a}");
     assert_eq!(a["result"]["structuredContent"]["totalLines"], 3 << 16);
+    to_server.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(
+        !nonblocking(&in_copy) && !nonblocking(&out_copy),
+        "flags not put back"
+    );
+}
+
+/// stdin and stdout on one socket, stderr elsewhere: both ends are
+/// registered (the description made non-blocking twice), and at the end
+/// the flags it had before either are put back.
+#[test]
+fn one_socket_for_stdin_and_stdout_gets_its_flags_back() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let t = Tree::new();
+    let (mut client, server) = UnixStream::pair().unwrap();
+    let copy = server.try_clone().unwrap();
+    let mut cmd = t.command();
+    cmd.args(["mcp", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(
+            server.try_clone().unwrap(),
+        )))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(server)))
+        .stderr(Stdio::from(
+            fs::File::create(t.base.join("logs/one.stderr")).unwrap(),
+        ));
+    let mut child = cmd.spawn().unwrap();
+    writeln!(client, "{}", json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "one", "version": "1"}}})).unwrap();
+    let mut line = String::new();
+    BufReader::new(client.try_clone().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+    assert!(nonblocking(&copy), "the ends are registered");
     client.shutdown(std::net::Shutdown::Write).unwrap();
     assert!(child.wait().unwrap().success());
+    assert!(!nonblocking(&copy), "flags not put back");
+}
+
+/// stdin, stdout and stderr on one socket (inetd, systemd `Accept=yes`):
+/// nothing is made non-blocking (the flag is the shared description's, and
+/// a log or answer line would fail with EAGAIN), so answers larger than
+/// the socket's buffer, read late, all arrive whole; the flags stay as
+/// they were.
+#[test]
+fn stdio_on_one_socket_with_stderr_stays_blocking_and_answers_whole() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let t = Tree::new();
+    let (mut client, server) = UnixStream::pair().unwrap();
+    let copy = server.try_clone().unwrap();
+    let file = t.ws.join("big.txt");
+    fs::write(&file, "a line of text for a large answer\n".repeat(60_000)).unwrap();
+    let mut cmd = t.command();
+    cmd.args(["mcp", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .env("WRITEGATE_LOG", "error")
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(
+            server.try_clone().unwrap(),
+        )))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(
+            server.try_clone().unwrap(),
+        )))
+        .stderr(Stdio::from(std::os::fd::OwnedFd::from(server)));
+    let mut child = cmd.spawn().unwrap();
+    writeln!(client, "{}", json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "one", "version": "1"}}})).unwrap();
+    writeln!(
+        client,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    for id in 2..6 {
+        writeln!(client, "{}", json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": file}}})).unwrap();
+    }
+    // Read nothing for a while: the answers (2 MiB and more each) fill the
+    // socket's buffer and the server's writes wait.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        !nonblocking(&copy),
+        "a shared description was made non-blocking"
+    );
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    // Our copy of the server's end keeps the socket open: read the five
+    // answers, not to the end.
+    let mut ids = Vec::new();
+    let mut lines = BufReader::new(client).lines();
+    while ids.len() < 5 {
+        let line = lines.next().expect("the server closed early").unwrap();
+        let v: Value = serde_json::from_str(&line).expect("whole JSON lines only");
+        if v["id"] != 1 {
+            assert_eq!(v["result"]["isError"], false, "{}", v["id"]);
+            assert_eq!(v["result"]["structuredContent"]["totalLines"], 60_000);
+        }
+        ids.push(v["id"].as_u64().unwrap());
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2, 3, 4, 5]);
+    assert!(child.wait().unwrap().success());
+    assert!(!nonblocking(&copy));
 }
 
 /// SIGTERM stops the server with status 0; a write already running

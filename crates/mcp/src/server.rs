@@ -128,7 +128,9 @@ struct McpServer {
     opts: McpOptions,
     /// The cancel flag of each tool call whose operation is running, by
     /// request id: `notifications/cancelled` sets it. Shutdown does not: an
-    /// operation that started finishes (or the grace period ends).
+    /// operation that started finishes (or the grace period ends); a call
+    /// whose operation has not started when the signal comes is cancelled
+    /// (`rmcp` cancels its token, see [`McpServer::run`]).
     running: Mutex<HashMap<RequestId, Arc<AtomicBool>>>,
 }
 
@@ -218,7 +220,9 @@ impl McpServer {
 
     /// Runs `op` on a blocking thread. A `notifications/cancelled` for the
     /// call sets the operation's cancel flag (it stops before it begins to
-    /// commit); nothing else stops it.
+    /// commit), and so does a call's token cancelled before the operation
+    /// starts (a shutdown signal, or the end of input); nothing stops a
+    /// running operation otherwise.
     async fn run<T: Send + 'static>(
         &self,
         call: &Call,

@@ -205,18 +205,20 @@ struct Lines<R> {
 }
 
 /// Smallest reservation for a read into `pending`, in bytes; reservations
-/// grow with the line up to a pipe-full (1 MiB).
+/// grow with the line up to a pipe-full ([`READ_MAX`]).
 const READ_MIN: usize = 64 * 1024;
 
-/// Largest reservation for one read (`serve --stdio`'s stdin pipe size).
-const READ_MAX: usize = 1024 * 1024;
+/// Largest reservation for one read: what an enlarged stdin pipe holds.
+const READ_MAX: usize = writegate_stdio::STDIN_PIPE_BYTES;
 
 impl Stdio {
     /// The process's stdin and stdout; lines over `max_line` bytes are
     /// skipped. A pipe or a socket (what Node.js clients spawn a server
     /// with) is read and written through descriptors registered with the
-    /// runtime, not through blocking threads, and a stdin pipe is enlarged
-    /// to 1 MiB (`writegate_stdio::StdioEnds`, as for `serve --stdio`).
+    /// runtime, not through blocking threads, unless it is stderr's too,
+    /// and a stdin pipe is enlarged to 1 MiB (`writegate_stdio::StdioEnds`,
+    /// as for `serve --stdio`; its duplicate for direct writes is not used
+    /// here: `rmcp` writes the answers).
     /// Measured with a 5 MiB `write_file` from a Python client over a pipe:
     /// 9.9 ms from the first byte sent to the whole line read with a
     /// 64 KiB pipe, 4.7 ms with the larger one.

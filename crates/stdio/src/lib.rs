@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 /// Size the stdin pipe is enlarged to (the unprivileged maximum by
 /// default): a 5 MiB request then crosses in a few pipe-fulls instead of
 /// 80 (each one a wake-up of the reader and of the writing host).
-const STDIN_PIPE_BYTES: usize = 1024 * 1024;
+pub const STDIN_PIPE_BYTES: usize = 1024 * 1024;
 
 /// The stdio connection's ends. A pipe or socket on stdin/stdout is read
 /// and written through duplicates of its descriptor registered with the
@@ -43,9 +43,12 @@ pub struct StdioEnds {
 pub struct Restore(Vec<(OwnedFd, rustix::fs::OFlags)>);
 
 impl Restore {
-    /// Puts the flags back (call it once the connection has ended).
+    /// Puts the flags back (call it once the connection has ended), last
+    /// change first: when stdin and stdout are one socket, the flags
+    /// recorded first are the ones it had before either was changed, and
+    /// they are the ones left.
     pub fn put_back(self) {
-        for (fd, flags) in self.0 {
+        for (fd, flags) in self.0.into_iter().rev() {
             let _ = rustix::fs::fcntl_setfl(&fd, flags);
         }
     }
@@ -77,27 +80,37 @@ impl StdioEnds {
     /// fails: whatever cannot be registered keeps tokio's handles.
     pub fn open() -> StdioEnds {
         let mut restore = Vec::new();
-        let reader: Box<dyn AsyncRead + Unpin + Send> =
-            match registered_reader(rustix::stdio::stdin(), &mut restore) {
-                Ok(Some(r)) => r,
-                Ok(None) => Box::new(tokio::io::stdin()),
+        // O_NONBLOCK is a flag of the open file description, which a
+        // descriptor shares with every duplicate: one that is stderr's
+        // pipe or socket too (inetd, systemd `Accept=yes`, `socat` with
+        // stderr) stays blocking, or log lines would fail with EAGAIN.
+        let stderr = identity(rustix::stdio::stderr());
+        let shares_stderr = |fd: BorrowedFd<'_>| stderr.is_some() && identity(fd) == stderr;
+        let stdin = rustix::stdio::stdin();
+        let reader = if shares_stderr(stdin) {
+            None
+        } else {
+            let mark = restore.len();
+            match registered_reader(stdin, &mut restore) {
+                Ok(r) => r,
                 Err(e) => {
+                    Restore(restore.split_off(mark)).put_back();
                     tracing::debug!(error = %e, "stdin read through tokio's stdin");
-                    Box::new(tokio::io::stdin())
+                    None
                 }
-            };
+            }
+        };
+        let reader = reader.unwrap_or_else(|| Box::new(tokio::io::stdin()));
         let stdout = rustix::stdio::stdout();
-        // Never make stdout non-blocking when stderr is the same pipe or
-        // socket: log lines would then fail with EAGAIN.
-        let shared_with_stderr =
-            identity(stdout).is_some() && identity(stdout) == identity(rustix::stdio::stderr());
-        let (writer, direct) = if shared_with_stderr {
+        let (writer, direct) = if shares_stderr(stdout) {
             (None, None)
         } else {
+            let mark = restore.len();
             match registered_writer(stdout, &mut restore) {
                 Ok(Some((w, d))) => (Some(w), d),
                 Ok(None) => (None, None),
                 Err(e) => {
+                    Restore(restore.split_off(mark)).put_back();
                     tracing::debug!(error = %e, "stdout written through tokio's stdout");
                     (None, None)
                 }
