@@ -364,9 +364,17 @@ impl Transport<RoleServer> for Stdio {
                         ErrorData::invalid_request("Invalid request", None),
                         id,
                     );
-                    if self.out.send(answer).await.is_err() {
-                        return None;
-                    }
+                    // Written by a task of its own: `rmcp` polls `receive`
+                    // inside `select!`, and a send dropped there could lose
+                    // the answer after its line was consumed, or leave half
+                    // a line on stdout. The writer's lock keeps the answer
+                    // whole and in turn with the service's own sends.
+                    let send = self.out.send(answer);
+                    tokio::spawn(async move {
+                        if let Err(e) = send.await {
+                            tracing::warn!(error = %e, "cannot answer an invalid request");
+                        }
+                    });
                 }
             }
         }
