@@ -572,9 +572,9 @@ impl<'s> Op<'s> {
                 let mut written = || {
                     if slot.is_some() {
                         *old.borrow_mut() = Some(s.spawn(hash_old));
-                    }
-                    if large && !early {
-                        *new.borrow_mut() = Some(s.spawn(|| sha256_tagged(bytes)));
+                        if large {
+                            *new.borrow_mut() = Some(s.spawn(|| sha256_tagged(bytes)));
+                        }
                     }
                 };
                 let mut hash = if large {
