@@ -287,36 +287,40 @@ pub(crate) fn list(f: &Facts<'_>) -> Vec<Tool> {
 /// each one it meets ("unknown format \"uint64\" ignored"). The bounds stay:
 /// schemars gives unsigned integers `minimum: 0`.
 fn portable(mut tool: Tool) -> Tool {
-    fn strip(v: &mut serde_json::Value) {
+    fn strip(o: &mut serde_json::Map<String, serde_json::Value>) {
+        if is_integer(o) {
+            o.remove("format");
+        }
+        for v in o.values_mut() {
+            strip_value(v);
+        }
+    }
+    fn strip_value(v: &mut serde_json::Value) {
         match v {
-            serde_json::Value::Object(o) => {
-                let integer = match o.get("type") {
-                    Some(serde_json::Value::String(t)) => t == "integer",
-                    Some(serde_json::Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
-                    _ => false,
-                };
-                if integer {
-                    o.remove("format");
-                }
-                o.values_mut().for_each(strip);
-            }
-            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            serde_json::Value::Object(o) => strip(o),
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip_value),
             _ => {}
         }
     }
-    fn fix(
-        schema: &serde_json::Map<String, serde_json::Value>,
-    ) -> std::sync::Arc<serde_json::Map<String, serde_json::Value>> {
-        let mut v = serde_json::Value::Object(schema.clone());
-        strip(&mut v);
-        let serde_json::Value::Object(o) = v else {
-            unreachable!("an object stays an object")
-        };
+    let mut input = (*tool.input_schema).clone();
+    strip(&mut input);
+    tool.input_schema = std::sync::Arc::new(input);
+    tool.output_schema = tool.output_schema.as_deref().map(|o| {
+        let mut o = o.clone();
+        strip(&mut o);
         std::sync::Arc::new(o)
-    }
-    tool.input_schema = fix(&tool.input_schema);
-    tool.output_schema = tool.output_schema.as_deref().map(fix);
+    });
     tool
+}
+
+/// Whether a schema object describes an integer (`"type": "integer"`, or a
+/// list of types holding it, as schemars writes an `Option<u64>`).
+fn is_integer(o: &serde_json::Map<String, serde_json::Value>) -> bool {
+    match o.get("type") {
+        Some(serde_json::Value::String(t)) => t == "integer",
+        Some(serde_json::Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -340,12 +344,7 @@ mod tests {
         fn walk(v: &Value, path: &str, mins: &mut usize) {
             match v {
                 Value::Object(o) => {
-                    let integer = match o.get("type") {
-                        Some(Value::String(t)) => t == "integer",
-                        Some(Value::Array(ts)) => ts.contains(&json!("integer")),
-                        _ => false,
-                    };
-                    if integer {
+                    if is_integer(o) {
                         assert!(o.get("format").is_none(), "{path}: {v}");
                         *mins += usize::from(o.contains_key("minimum"));
                     }
