@@ -259,6 +259,17 @@ fn one_event(audit: &mut Audit, kind: &str, tool: &str) -> Value {
     e
 }
 
+/// `writegate mcp --workspace <ws> --audit-log <log>` in the tree, for the
+/// tests that set up its stdio themselves.
+fn mcp_command(t: &Tree) -> std::process::Command {
+    let mut cmd = t.command();
+    cmd.args(["mcp", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log);
+    cmd
+}
+
 fn ws_arg(t: &Tree) -> String {
     t.ws.display().to_string()
 }
@@ -952,12 +963,8 @@ fn stdout_carries_only_mcp_messages_and_stdin_eof_ends_the_server() {
     use std::io::{BufRead, BufReader, Write};
     let t = Tree::new();
     fs::write(t.ws.join("a.txt"), "a\n").unwrap();
-    let mut cmd = t.command();
-    cmd.args(["mcp", "--workspace"])
-        .arg(&t.ws)
-        .arg("--audit-log")
-        .arg(&t.audit_log)
-        .env("WRITEGATE_LOG", "debug")
+    let mut cmd = mcp_command(&t);
+    cmd.env("WRITEGATE_LOG", "debug")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(
@@ -1045,12 +1052,8 @@ fn a_client_on_socket_pairs_is_served_without_blocking_threads() {
         server_in.try_clone().unwrap(),
         server_out.try_clone().unwrap(),
     );
-    let mut cmd = t.command();
-    cmd.args(["mcp", "--workspace"])
-        .arg(&t.ws)
-        .arg("--audit-log")
-        .arg(&t.audit_log)
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(server_in)))
+    let mut cmd = mcp_command(&t);
+    cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(server_in)))
         .stdout(Stdio::from(std::os::fd::OwnedFd::from(server_out)))
         .stderr(Stdio::from(
             fs::File::create(t.base.join("logs/pair.stderr")).unwrap(),
@@ -1108,18 +1111,14 @@ fn one_socket_for_stdin_and_stdout_gets_its_flags_back() {
     let t = Tree::new();
     let (mut client, server) = UnixStream::pair().unwrap();
     let copy = server.try_clone().unwrap();
-    let mut cmd = t.command();
-    cmd.args(["mcp", "--workspace"])
-        .arg(&t.ws)
-        .arg("--audit-log")
-        .arg(&t.audit_log)
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(
-            server.try_clone().unwrap(),
-        )))
-        .stdout(Stdio::from(std::os::fd::OwnedFd::from(server)))
-        .stderr(Stdio::from(
-            fs::File::create(t.base.join("logs/one.stderr")).unwrap(),
-        ));
+    let mut cmd = mcp_command(&t);
+    cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(
+        server.try_clone().unwrap(),
+    )))
+    .stdout(Stdio::from(std::os::fd::OwnedFd::from(server)))
+    .stderr(Stdio::from(
+        fs::File::create(t.base.join("logs/one.stderr")).unwrap(),
+    ));
     let mut child = cmd.spawn().unwrap();
     writeln!(client, "{}", json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "one", "version": "1"}}})).unwrap();
     let mut line = String::new();
@@ -1147,12 +1146,8 @@ fn stdio_on_one_socket_with_stderr_stays_blocking_and_answers_whole() {
     let copy = server.try_clone().unwrap();
     let file = t.ws.join("big.txt");
     fs::write(&file, "a line of text for a large answer\n".repeat(60_000)).unwrap();
-    let mut cmd = t.command();
-    cmd.args(["mcp", "--workspace"])
-        .arg(&t.ws)
-        .arg("--audit-log")
-        .arg(&t.audit_log)
-        .env("WRITEGATE_LOG", "error")
+    let mut cmd = mcp_command(&t);
+    cmd.env("WRITEGATE_LOG", "error")
         .stdin(Stdio::from(std::os::fd::OwnedFd::from(
             server.try_clone().unwrap(),
         )))
@@ -1204,12 +1199,7 @@ fn stdio_on_one_socket_with_stderr_stays_blocking_and_answers_whole() {
 #[test]
 fn sigterm_stops_the_server_and_a_running_write_lands_whole() {
     let t = Tree::new();
-    let mut cmd = t.command();
-    cmd.args(["mcp", "--workspace"])
-        .arg(&t.ws)
-        .arg("--audit-log")
-        .arg(&t.audit_log);
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(mcp_command(&t), true, false);
     let mut c = d.stdio_client();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
     c.send(&init);
@@ -1244,12 +1234,7 @@ fn sigterm_stops_the_server_and_a_running_write_lands_whole() {
 #[test]
 fn a_cancelled_call_waiting_for_approval_writes_nothing() {
     let t = Tree::new();
-    let mut cmd = t.command();
-    cmd.args(["mcp", "--workspace"])
-        .arg(&t.ws)
-        .arg("--audit-log")
-        .arg(&t.audit_log);
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(mcp_command(&t), true, false);
     let mut c = d.stdio_client();
     c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "raw", "version": "1"}}}));
     assert_eq!(c.recv()["id"], 1);
@@ -1284,12 +1269,8 @@ fn a_cancelled_call_waiting_for_approval_writes_nothing() {
 #[test]
 fn an_over_long_or_invalid_line_does_not_stop_the_server() {
     let t = Tree::new();
-    let mut cmd = t.command();
-    cmd.args(["mcp", "--workspace"])
-        .arg(&t.ws)
-        .arg("--audit-log")
-        .arg(&t.audit_log)
-        .env("WRITEGATE_MAX_FRAME_BYTES", "4096");
+    let mut cmd = mcp_command(&t);
+    cmd.env("WRITEGATE_MAX_FRAME_BYTES", "4096");
     let mut d = t.spawn(cmd, true, false);
     let mut c = d.stdio_client();
     c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
