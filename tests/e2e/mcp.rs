@@ -1035,7 +1035,7 @@ fn nonblocking(fd: &impl std::os::fd::AsFd) -> bool {
 }
 
 /// A client that spawns the server on socket pairs, one for stdin and one
-/// for stdout (as Node.js clients do: Claude Code, Gemini CLI, qwen-code),
+/// for stdout (as Node.js clients do; the TypeScript SDK's stdio transport does),
 /// is served through descriptors registered with the runtime, as one on
 /// pipes: both are non-blocking while it runs, a whole-file write of 3 MiB
 /// and a read arrive whole, the end of input ends the server, and the
