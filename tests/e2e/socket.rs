@@ -200,3 +200,100 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
         false,
     );
 }
+
+/// The descriptors a process has registered with its epoll instances, with
+/// their event masks (`tfd:` lines of `/proc/<pid>/fdinfo/<epoll fd>`), and
+/// what each descriptor is (`socket:[…]`, `pipe:[…]`).
+fn epoll_registrations(pid: u32) -> Vec<(u32, u32, String)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(info) = fs::read_to_string(e.path()) else {
+            continue;
+        };
+        for line in info.lines().filter(|l| l.starts_with("tfd:")) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let fd: u32 = words[1].parse().unwrap();
+            let events = u32::from_str_radix(words[3], 16).unwrap();
+            let target = fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+                .map(|t| t.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push((fd, events, target));
+        }
+    }
+    out
+}
+
+const EPOLLIN: u32 = 0x1;
+const EPOLLOUT: u32 = 0x4;
+
+/// Issue 12: a connection's socket and a stdio daemon's pipes are polled
+/// only for what the daemon waits for. Registered for writing as well
+/// (tokio's stream halves, its pipe sender), they woke a worker every time
+/// the peer read an answer; answers are written directly, so nothing waits
+/// to write while the peer keeps up.
+#[test]
+fn regression_issue_12_idle_connections_are_not_polled_for_writing() {
+    let s = Tree::new();
+    let mut d = s.socket_daemon(&[]);
+    // What is registered before the connection (the listener, the
+    // runtime's own signal and wake-up descriptors) is not looked at.
+    let before = epoll_registrations(d.child.id());
+    let mut c = d.connect();
+    for k in 0..3 {
+        let r = c.call_id(
+            k,
+            "fs/write_text_file",
+            write_params(&s.ws.join("p.txt"), &format!("answer {k}\n")),
+        );
+        assert_eq!(r["result"], json!({}), "{r}");
+    }
+    let regs = epoll_registrations(d.child.id());
+    let sockets: Vec<_> = regs
+        .iter()
+        .filter(|r| r.2.starts_with("socket:") && !before.contains(r))
+        .collect();
+    assert!(
+        !sockets.is_empty(),
+        "the connection is registered: {regs:?}"
+    );
+    assert!(
+        sockets.iter().all(|(_, ev, _)| ev & EPOLLOUT == 0),
+        "a socket is polled for writing: {regs:?}"
+    );
+    assert!(
+        sockets.iter().all(|(_, ev, _)| ev & EPOLLIN != 0),
+        "{regs:?}"
+    );
+    d.signal(Signal::TERM);
+    assert!(d.wait_exit().success());
+
+    let mut d = s.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+    let spawned = d.child.id();
+    let r = c.call_id(
+        1,
+        "fs/write_text_file",
+        write_params(&s.ws.join("q.txt"), "stdio\n"),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    let regs = epoll_registrations(spawned);
+    let pipes: Vec<_> = regs
+        .iter()
+        .filter(|(_, _, t)| t.starts_with("pipe:"))
+        .collect();
+    // stdin's pipe is registered; stdout's is not (its flags, if any,
+    // would say EPOLLOUT).
+    assert!(
+        pipes.iter().any(|(_, ev, _)| ev & EPOLLIN != 0),
+        "stdin's pipe is registered for reading: {regs:?}"
+    );
+    assert!(
+        pipes.iter().all(|(_, ev, _)| ev & EPOLLOUT == 0),
+        "a pipe is polled for writing: {regs:?}"
+    );
+    drop(c);
+    assert!(d.wait_exit().success());
+}

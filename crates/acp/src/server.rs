@@ -363,16 +363,39 @@ async fn accept_loop(
                 continue;
             }
         }
-        // A duplicate descriptor for direct, non-blocking response writes.
-        let direct = {
-            use std::os::fd::AsFd;
-            stream.as_fd().try_clone_to_owned().ok()
+        // The socket's ends, each registered only for what it waits for
+        // (see `writegate_stdio::WriteEnd`), and a duplicate descriptor for
+        // direct, non-blocking response writes.
+        let (r, w, direct) = match socket_ends(stream) {
+            Ok(ends) => ends,
+            Err(e) => {
+                tracing::warn!(error = %e, "refused socket peer: cannot register the connection");
+                continue;
+            }
         };
-        let (r, w) = stream.into_split();
         let shared = shared.clone();
         let primary = primary.clone();
         conns.spawn(async move {
             serve_connection(shared, primary, r, w, Transport::Socket, direct).await;
         });
     }
+}
+
+/// An accepted connection's ends: a reader registered for reading only, a
+/// writer registered only while a write would block, and a duplicate for
+/// direct writes. Registering the stream for both (tokio's halves) would
+/// wake a worker each time the peer reads an answer.
+fn socket_ends(
+    stream: tokio::net::UnixStream,
+) -> io::Result<(
+    crate::stdio::ReadEnd,
+    crate::stdio::WriteEnd,
+    Option<OwnedFd>,
+)> {
+    use std::os::fd::AsFd;
+    // Still non-blocking: tokio made it so at accept.
+    let fd = OwnedFd::from(stream.into_std()?);
+    let direct = fd.as_fd().try_clone_to_owned().ok();
+    let reader = crate::stdio::ReadEnd::new(fd.as_fd().try_clone_to_owned()?)?;
+    Ok((reader, crate::stdio::WriteEnd::new(fd, true), direct))
 }

@@ -1,17 +1,23 @@
-//! A connection's ends on this process's stdin and stdout: how `serve
-//! --stdio` talks to the host that spawned it, how `writegate proxy` talks
-//! to its editor and how `writegate mcp` talks to its client. A pipe or
-//! socket is read and written through duplicates of its descriptor
-//! registered with the runtime, not through tokio's `stdin()`/`stdout()`,
-//! which hand every read and write to a blocking thread; the descriptors'
-//! flags are put back afterwards. A stdin pipe is enlarged.
+//! A connection's ends over descriptors: how `serve --stdio` talks to the
+//! host that spawned it, how `writegate proxy` talks to its editor, how
+//! `writegate mcp` talks to its client, and how the daemon reads and
+//! writes an accepted socket. A pipe or socket is read and written through
+//! duplicates of its descriptor registered with the runtime, not through
+//! tokio's `stdin()`/`stdout()`, which hand every read and write to a
+//! blocking thread; the descriptors' flags are put back afterwards. A stdin
+//! pipe is enlarged. Each end is registered only for what it waits for
+//! ([`ReadEnd`], [`WriteEnd`]).
 //!
-//! This crate never reads or writes a byte of a connection itself, never
-//! parses anything, and knows no protocol: the front ends frame and parse.
+//! This crate moves bytes it is given and hands over the bytes it reads;
+//! it never decides what to read or write, never parses anything, and
+//! knows no protocol: the front ends frame and parse.
 
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use tokio::io::{AsyncRead, AsyncWrite};
+
+mod ends;
+pub use ends::{ReadEnd, WriteEnd};
 
 /// Size the stdin pipe is enlarged to (the unprivileged maximum by
 /// default): a 5 MiB request then crosses in a few pipe-fulls instead of
@@ -139,17 +145,13 @@ fn registered_reader(
     let flags = rustix::fs::fcntl_getfl(fd)?;
     let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
     restore.push((rustix::io::fcntl_dupfd_cloexec(fd, 0)?, flags));
-    if kind == StdKind::Socket {
-        let s = std::os::unix::net::UnixStream::from(dup);
-        s.set_nonblocking(true)?;
-        return Ok(Some(Box::new(tokio::net::UnixStream::from_std(s)?)));
-    }
-    if rustix::pipe::fcntl_getpipe_size(&dup).is_ok_and(|n| n < STDIN_PIPE_BYTES) {
+    rustix::fs::fcntl_setfl(&dup, flags | rustix::fs::OFlags::NONBLOCK)?;
+    if kind == StdKind::Pipe
+        && rustix::pipe::fcntl_getpipe_size(&dup).is_ok_and(|n| n < STDIN_PIPE_BYTES)
+    {
         let _ = rustix::pipe::fcntl_setpipe_size(&dup, STDIN_PIPE_BYTES);
     }
-    Ok(Some(Box::new(
-        tokio::net::unix::pipe::Receiver::from_owned_fd(dup)?,
-    )))
+    Ok(Some(Box::new(ReadEnd::new(dup)?)))
 }
 
 /// A writer over a duplicate of `fd` when it is a pipe or a socket, and
@@ -167,12 +169,7 @@ fn registered_writer(
     let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
     let direct = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
     restore.push((rustix::io::fcntl_dupfd_cloexec(fd, 0)?, flags));
-    let writer: Box<dyn AsyncWrite + Unpin + Send> = if kind == StdKind::Socket {
-        let s = std::os::unix::net::UnixStream::from(dup);
-        s.set_nonblocking(true)?;
-        Box::new(tokio::net::UnixStream::from_std(s)?)
-    } else {
-        Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(dup)?)
-    };
-    Ok(Some((writer, Some(direct))))
+    rustix::fs::fcntl_setfl(&dup, flags | rustix::fs::OFlags::NONBLOCK)?;
+    let writer = WriteEnd::new(dup, kind == StdKind::Socket);
+    Ok(Some((Box::new(writer), Some(direct))))
 }
