@@ -29,8 +29,8 @@
 mod common;
 
 use common::{
-    BareWrite, Client, Daemon, KIB, MIB, Tree, audit_flush, bare_write_as, fmt_size, load_average,
-    median, print_preamble, scaled, stats, text_of, write_params_prefix,
+    BareWrite, Client, Daemon, KIB, MIB, Tree, audit_flush, bare_write, bare_write_as, fmt_size,
+    load_average, median, print_preamble, scaled, stats, text_of, write_params_prefix,
 };
 use std::fs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -139,6 +139,9 @@ struct Outcome {
     bare_wait_us: f64,
     daemon_cpu_us: f64,
     daemon_wait_us: f64,
+    /// CPU µs per write of this process while the in-process pipeline ran
+    /// (its thread, release thread and audit flusher), when measured.
+    inproc_cpu_us: Option<f64>,
 }
 
 fn side(per_round: &[f64]) -> Side {
@@ -309,7 +312,7 @@ fn run_case(
     let with_inproc = case.conns == 1 && !case.stdio;
     BARE_CPU.store(0, Ordering::Relaxed);
     BARE_WAIT.store(0, Ordering::Relaxed);
-    let (mut d_cpu, mut d_wait) = (0u64, 0u64);
+    let (mut d_cpu, mut d_wait, mut i_cpu) = (0u64, 0u64, 0u64);
     for round in 0..case.rounds {
         let mut b = || {
             let d = run_bare(t, content.as_bytes(), case.conns, per_thread, round);
@@ -336,9 +339,12 @@ fn run_case(
             b();
         }
         if with_inproc {
+            let (c0, _) = process_sched(std::process::id());
             let d = run_inproc(&inproc.0, &inproc.1, t, &content, writes);
             service.push(d.as_secs_f64() * 1e6 / writes as f64);
             wait_released(std::process::id(), &t.ws);
+            let (c1, _) = process_sched(std::process::id());
+            i_cpu += c1.saturating_sub(c0);
         }
     }
     let total = (writes * case.rounds) as f64 * 1e3;
@@ -362,6 +368,7 @@ fn run_case(
         bare_wait_us: BARE_WAIT.load(Ordering::Relaxed) as f64 / total,
         daemon_cpu_us: d_cpu as f64 / total,
         daemon_wait_us: d_wait as f64 / total,
+        inproc_cpu_us: with_inproc.then(|| i_cpu as f64 / total),
     }
 }
 
@@ -369,13 +376,13 @@ fn run_case(
 /// against the bare sequence, and the daemon against that pipeline.
 fn print_inproc(outcomes: &[Outcome]) {
     println!(
-        "| size | bare µs/write | in-process Service::write_text_file µs/write | daemon µs/write | in-process/bare | daemon/in-process |"
+        "| size | bare µs/write | in-process Service::write_text_file µs/write | daemon µs/write | in-process/bare | daemon/in-process | in-process CPU µs/write | in-process CPU / bare CPU |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for o in outcomes {
         let Some(ip) = &o.inproc else { continue };
         println!(
-            "| {} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.0} | {:.3} | {:.3} |",
+            "| {} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.0} | {:.3} | {:.3} | {:.0} | {:.2} |",
             fmt_size(o.case_size),
             o.bare.us_per_write,
             ip.us_per_write,
@@ -383,11 +390,13 @@ fn print_inproc(outcomes: &[Outcome]) {
             ip.max_us,
             o.daemon.us_per_write,
             ip.us_per_write / o.bare.us_per_write,
-            o.daemon.us_per_write / ip.us_per_write
+            o.daemon.us_per_write / ip.us_per_write,
+            o.inproc_cpu_us.unwrap_or(f64::NAN),
+            o.inproc_cpu_us.unwrap_or(f64::NAN) / o.bare_cpu_us
         );
     }
     println!(
-        "(in-process: the same pipeline, config and audit log without the socket, JSON or thread hand-off; one round after each bare/daemon pair)"
+        "(in-process: the same pipeline, config and audit log without the socket, JSON or thread hand-off; one round after each bare/daemon pair; its CPU is this process's, all threads, while it ran)"
     );
 }
 
@@ -457,6 +466,61 @@ fn round_trips(t: &Tree, pid: u32, client: &mut Client) {
             (w1 - w0) as f64 / n as f64 / 1e3
         );
     }
+    cold_round_trips(t, pid, client, &receipt);
+}
+
+/// Round trips in the state a durable write leaves the machine in: each
+/// one right after a bare 1 KiB write (untimed) whose fsyncs left both
+/// CPUs idle. Two rows: `_writegate/receipt`, and a one-byte ping-pong
+/// with an echo thread of this process over a Unix socket pair, which is
+/// what any process boundary costs here (the kernel's and the machine's
+/// wake-ups, no writegate code). A daemon's write pays at least the second
+/// on top of the in-process pipeline.
+fn cold_round_trips(t: &Tree, pid: u32, client: &mut Client, receipt: &[u8]) {
+    use std::io::{Read, Write};
+    let n = scaled(300);
+    let content = text_of(KIB, "cold");
+    let (mut near, mut far) = std::os::unix::net::UnixStream::pair().unwrap();
+    let echo = std::thread::spawn(move || {
+        let (c0, _) = schedstat("/proc/thread-self/schedstat");
+        let mut b = [0u8; 1];
+        while far.read_exact(&mut b).is_ok() {
+            if far.write_all(&b).is_err() {
+                break;
+            }
+        }
+        schedstat("/proc/thread-self/schedstat").0 - c0
+    });
+    let mut seq = 0u64;
+    let (mut daemon, mut pair) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut daemon_cpu = 0;
+    for k in 0..n {
+        let leaf = format!("cold-{}.txt", k % 8);
+        bare_write(&t.ws, &leaf, content.as_bytes(), "cold", &mut seq);
+        let (c0, _) = process_sched(pid);
+        let s = Instant::now();
+        client.call("_writegate/receipt", &[receipt]);
+        daemon.push(s.elapsed().as_secs_f64() * 1e6);
+        daemon_cpu += process_sched(pid).0 - c0;
+        bare_write(&t.ws, &leaf, content.as_bytes(), "cold", &mut seq);
+        let s = Instant::now();
+        near.write_all(b"x").unwrap();
+        let mut b = [0u8; 1];
+        near.read_exact(&mut b).unwrap();
+        pair.push(s.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(near);
+    let echo_cpu = echo.join().unwrap();
+    println!(
+        "| _writegate/receipt right after a bare 1 KiB write (CPUs idle through its fsync) | {:.0} | {:.0} | |",
+        median(&mut daemon),
+        daemon_cpu as f64 / n as f64 / 1e3
+    );
+    println!(
+        "| one-byte ping-pong with a thread over a socket pair, same state (no writegate; CPU: the echo thread's) | {:.0} | {:.0} | |",
+        median(&mut pair),
+        echo_cpu as f64 / n as f64 / 1e3
+    );
 }
 
 fn print_header() {
