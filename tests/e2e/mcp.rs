@@ -1016,15 +1016,32 @@ fn stdout_carries_only_mcp_messages_and_stdin_eof_ends_the_server() {
     assert!(log.contains("MCP connection closed"), "{log}");
 }
 
-/// `O_NONBLOCK` in `/proc/<pid>/fdinfo/<fd>`'s flags.
-fn nonblocking_in(pid: u32, fd: u32) -> bool {
-    let info = fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap();
-    let flags = info
-        .lines()
-        .find_map(|l| l.strip_prefix("flags:"))
-        .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
-        .unwrap();
-    flags & 0o4000 != 0
+/// Whether process `pid` has a descriptor for the same socket or pipe as
+/// our `fd` registered with an epoll instance for reading: the server
+/// reads it through the runtime, not through a blocking thread.
+fn registered_for_reading(pid: u32, fd: &impl std::os::fd::AsFd) -> bool {
+    let ours = fs::read_link(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&fd.as_fd())
+    ))
+    .unwrap();
+    fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| fs::read_to_string(e.path()).ok())
+        .flat_map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("tfd:"))
+                .map(|l| {
+                    let w: Vec<&str> = l.split_whitespace().collect();
+                    (w[1].to_string(), u32::from_str_radix(w[3], 16).unwrap())
+                })
+                .collect::<Vec<_>>()
+        })
+        .any(|(target, events)| {
+            events & 1 != 0
+                && fs::read_link(format!("/proc/{pid}/fd/{target}")).is_ok_and(|t| t == ours)
+        })
 }
 
 /// Whether our own descriptor's open file description is non-blocking.
@@ -1037,9 +1054,9 @@ fn nonblocking(fd: &impl std::os::fd::AsFd) -> bool {
 /// A client that spawns the server on socket pairs, one for stdin and one
 /// for stdout (as Node.js clients do; the TypeScript SDK's stdio transport does),
 /// is served through descriptors registered with the runtime, as one on
-/// pipes: both are non-blocking while it runs, a whole-file write of 3 MiB
-/// and a read arrive whole, the end of input ends the server, and the
-/// descriptors' flags are put back.
+/// pipes, without a flag of the shared sockets changed (each call passes
+/// `MSG_DONTWAIT`): a whole-file write of 3 MiB and a read arrive whole,
+/// and the end of input ends the server.
 #[test]
 fn a_client_on_socket_pairs_is_served_without_blocking_threads() {
     use std::io::{BufRead, BufReader, Write};
@@ -1075,7 +1092,14 @@ fn a_client_on_socket_pairs_is_served_without_blocking_threads() {
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pair", "version": "1"}}}),
     );
     assert_eq!(answer()["id"], 1);
-    assert!(nonblocking_in(child.id(), 0) && nonblocking_in(child.id(), 1));
+    assert!(
+        registered_for_reading(child.id(), &in_copy),
+        "stdin is read through the runtime"
+    );
+    assert!(
+        !nonblocking(&in_copy) && !nonblocking(&out_copy),
+        "a shared description was made non-blocking"
+    );
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": file, "content": content}}}),
@@ -1095,17 +1119,13 @@ fn a_client_on_socket_pairs_is_served_without_blocking_threads() {
     assert_eq!(a["result"]["structuredContent"]["totalLines"], 3 << 16);
     to_server.shutdown(std::net::Shutdown::Write).unwrap();
     assert!(child.wait().unwrap().success());
-    assert!(
-        !nonblocking(&in_copy) && !nonblocking(&out_copy),
-        "flags not put back"
-    );
+    assert!(!nonblocking(&in_copy) && !nonblocking(&out_copy));
 }
 
-/// stdin and stdout on one socket, stderr elsewhere: both ends are
-/// registered (the description made non-blocking twice), and at the end
-/// the flags it had before either are put back.
+/// stdin and stdout on one socket, stderr elsewhere: it is read through the
+/// runtime, and its flags never change.
 #[test]
-fn one_socket_for_stdin_and_stdout_gets_its_flags_back() {
+fn one_socket_for_stdin_and_stdout_keeps_its_flags() {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixStream;
     let t = Tree::new();
@@ -1126,17 +1146,24 @@ fn one_socket_for_stdin_and_stdout_gets_its_flags_back() {
         .read_line(&mut line)
         .unwrap();
     assert!(line.contains("\"id\":1"), "{line}");
-    assert!(nonblocking(&copy), "the ends are registered");
+    assert!(
+        registered_for_reading(child.id(), &copy),
+        "the socket is read through the runtime"
+    );
+    assert!(
+        !nonblocking(&copy),
+        "a shared description was made non-blocking"
+    );
     client.shutdown(std::net::Shutdown::Write).unwrap();
     assert!(child.wait().unwrap().success());
-    assert!(!nonblocking(&copy), "flags not put back");
+    assert!(!nonblocking(&copy));
 }
 
 /// stdin, stdout and stderr on one socket (inetd, systemd `Accept=yes`):
 /// nothing is made non-blocking (the flag is the shared description's, and
-/// a log or answer line would fail with EAGAIN), so answers larger than
-/// the socket's buffer, read late, all arrive whole; the flags stay as
-/// they were.
+/// a log line would fail with EAGAIN), yet the socket is read through the
+/// runtime, and answers larger than the socket's buffer, read late, all
+/// arrive whole; the flags stay as they were.
 #[test]
 fn stdio_on_one_socket_with_stderr_stays_blocking_and_answers_whole() {
     use std::io::{BufRead, BufReader, Write};
@@ -1173,6 +1200,7 @@ fn stdio_on_one_socket_with_stderr_stays_blocking_and_answers_whole() {
         !nonblocking(&copy),
         "a shared description was made non-blocking"
     );
+    assert!(registered_for_reading(child.id(), &copy));
     client.shutdown(std::net::Shutdown::Write).unwrap();
     // Our copy of the server's end keeps the socket open: read the five
     // answers, not to the end.

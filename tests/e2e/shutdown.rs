@@ -270,3 +270,62 @@ fn startup_removes_temp_files_of_dead_processes_only() {
     }
     assert!(d.stderr_text().contains(".a.txt."), "the removal is logged");
 }
+
+/// Whether the open file description behind `fd` is non-blocking.
+fn nonblocking(fd: &impl std::os::fd::AsFd) -> bool {
+    rustix::fs::fcntl_getfl(fd)
+        .unwrap()
+        .contains(rustix::fs::OFlags::NONBLOCK)
+}
+
+/// A host that hands the daemon pipe descriptions it keeps using itself (a
+/// shell pipeline, an editor passing its own descriptors on) finds them as
+/// it left them: blocking while the daemon runs and after the daemon is
+/// killed with SIGKILL, when nothing runs to put a flag back. The daemon
+/// used to make them `O_NONBLOCK` (the flag belongs to the shared
+/// description) and put the flag back only on a clean exit; now it reads
+/// and writes pipes reopened through `/proc/self/fd`, descriptions of its
+/// own.
+#[test]
+fn regression_shared_stdio_pipes_keep_their_flags_even_after_sigkill() {
+    let t = Tree::new();
+    let (in_r, in_w) = rustix::pipe::pipe().unwrap();
+    let (out_r, out_w) = rustix::pipe::pipe().unwrap();
+    // Our copies keep the daemon's ends' descriptions shared with us.
+    let (in_copy, out_copy) = (in_r.try_clone().unwrap(), out_w.try_clone().unwrap());
+    let mut cmd = t.command();
+    cmd.args(["serve", "--stdio", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .stdin(std::process::Stdio::from(in_r))
+        .stdout(std::process::Stdio::from(out_w))
+        .stderr(std::process::Stdio::from(
+            fs::File::create(t.base.join("logs/shared.stderr")).unwrap(),
+        ));
+    let mut child = cmd.spawn().unwrap();
+    let mut to = fs::File::from(in_w);
+    let mut from = BufReader::new(fs::File::from(out_r));
+    let mut call = |id: i64, method: &str, params: Value| {
+        writeln!(to, "{}", req(id, method, params)).unwrap();
+        let mut line = String::new();
+        assert!(from.read_line(&mut line).unwrap() > 0, "the daemon closed");
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    let r = call(1, "initialize", json!({"protocolVersion": 1}));
+    assert!(r.get("result").is_some(), "{r}");
+    let file = t.ws.join("shared.txt");
+    let r = call(2, "fs/write_text_file", write_params(&file, "kept\n"));
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(
+        !nonblocking(&in_copy) && !nonblocking(&out_copy),
+        "a shared description was made non-blocking"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !nonblocking(&in_copy) && !nonblocking(&out_copy),
+        "a flag was left changed after SIGKILL"
+    );
+    assert_eq!(fs::read_to_string(&file).unwrap(), "kept\n");
+}

@@ -18,13 +18,13 @@ use crate::outbox::{MAX_OUTSTANDING, OutState, Outbox, Queued, drained};
 use crate::outgoing::Outgoing;
 use agent_client_protocol::v1::schema::RequestId;
 use serde::Serialize;
-use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use writegate_core::Service;
+use writegate_stdio::NonBlockingFd;
 
 /// State every connection shares: the service, the daemon-wide shutdown
 /// token, the in-flight byte budget and the worker slots.
@@ -209,7 +209,7 @@ pub async fn run_connection<H, R, W>(
     handler: Arc<H>,
     reader: R,
     writer: W,
-    direct: Option<OwnedFd>,
+    direct: Option<NonBlockingFd>,
 ) where
     H: Handler,
     R: AsyncRead + Unpin + Send + 'static,

@@ -1,9 +1,9 @@
 //! The write side of a connection: whole lines, written directly when the
 //! peer keeps up, else through the connection's writer task.
 
-use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use writegate_stdio::NonBlockingFd;
 
 /// The write side of a connection. A response is written straight from the
 /// thread that produced it with one non-blocking `write(2)` on a duplicate
@@ -23,7 +23,7 @@ pub struct Outbox {
 pub(crate) struct OutState {
     /// The descriptor for direct writes (dropped at [`Outbox::close`], so
     /// the peer sees end of input once the writer task is done).
-    direct: Option<OwnedFd>,
+    direct: Option<NonBlockingFd>,
     /// True while the writer task holds queued bytes: direct writes wait
     /// their turn in the queue.
     backlog: bool,
@@ -36,7 +36,7 @@ impl OutState {
     /// The state of a new connection: `direct` is a duplicate of its
     /// (non-blocking) descriptor for direct writes, `None` when there is
     /// none.
-    pub(crate) fn new(direct: Option<OwnedFd>) -> OutState {
+    pub(crate) fn new(direct: Option<NonBlockingFd>) -> OutState {
         OutState {
             direct,
             ..OutState::default()
@@ -125,9 +125,8 @@ impl Outbox {
         {
             let mut written = 0;
             while written < line.len() {
-                match rustix::io::write(fd, &line[written..]) {
+                match fd.write(&line[written..]) {
                     Ok(n) => written += n,
-                    Err(rustix::io::Errno::INTR) => {}
                     Err(_) => break, // EAGAIN (full) or a broken peer: the task takes over
                 }
             }

@@ -9,10 +9,10 @@ use crate::state::ConnState;
 use crate::transport::Transport;
 use agent_client_protocol::v1::schema::RequestId;
 use serde_json::Value;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use writegate_core::Runtime;
+use writegate_stdio::NonBlockingFd;
 
 /// Longest request line that may run directly on a runtime worker instead
 /// of a blocking thread.
@@ -161,7 +161,7 @@ pub async fn serve_connection<R, W>(
     reader: R,
     writer: W,
     transport: Transport,
-    direct: Option<OwnedFd>,
+    direct: Option<NonBlockingFd>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,

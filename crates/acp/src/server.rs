@@ -7,7 +7,7 @@
 use crate::budget::Budget;
 use crate::conn::Shared;
 use crate::serve::serve_connection;
-use crate::stdio::StdioEnds;
+use crate::stdio::{NonBlockingFd, StdioEnds};
 use crate::transport::Transport;
 use std::io;
 use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -390,12 +390,10 @@ fn socket_ends(
 ) -> io::Result<(
     crate::stdio::ReadEnd,
     crate::stdio::WriteEnd,
-    Option<OwnedFd>,
+    Option<NonBlockingFd>,
 )> {
-    use std::os::fd::AsFd;
-    // Still non-blocking: tokio made it so at accept.
-    let fd = OwnedFd::from(stream.into_std()?);
-    let direct = fd.as_fd().try_clone_to_owned().ok();
-    let reader = crate::stdio::ReadEnd::new(fd.as_fd().try_clone_to_owned()?)?;
-    Ok((reader, crate::stdio::WriteEnd::new(fd, true), direct))
+    let fd = NonBlockingFd::new(OwnedFd::from(stream.into_std()?))?;
+    let direct = fd.try_clone().ok();
+    let reader = crate::stdio::ReadEnd::new(fd.try_clone()?)?;
+    Ok((reader, crate::stdio::WriteEnd::new(fd), direct))
 }

@@ -2,13 +2,13 @@
 //! tied to the proxy's life, signalled, and its exit status reported the
 //! way a shell would.
 
-use rustix::fs::OFlags;
 use rustix::process::{Pid, Signal};
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::process::{ExitStatus, Stdio};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use writegate_acp::stdio::NonBlockingFd;
 
 /// A started agent and its two pipes.
 pub(crate) struct Spawned {
@@ -17,7 +17,7 @@ pub(crate) struct Spawned {
     pub(crate) stdout: ChildStdout,
     /// A duplicate of the stdin pipe's (non-blocking) write end for direct
     /// line writes; `None` if it could not be made or would block.
-    pub(crate) direct: Option<OwnedFd>,
+    pub(crate) direct: Option<NonBlockingFd>,
 }
 
 /// Starts `program args`: stdin and stdout are pipes to the proxy, stderr
@@ -49,7 +49,7 @@ pub(crate) fn spawn(program: &OsStr, args: &[OsString]) -> io::Result<Spawned> {
         .as_fd()
         .try_clone_to_owned()
         .ok()
-        .filter(|fd| rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f.contains(OFlags::NONBLOCK)));
+        .and_then(|fd| NonBlockingFd::new(fd).ok());
     Ok(Spawned {
         child,
         stdin,

@@ -12,30 +12,142 @@
 //! same: the host reading it wakes its writer's poller.
 //!
 //! [`ReadEnd`] is registered for reading only. [`WriteEnd`] writes with
-//! plain non-blocking `write(2)` calls and is registered for writing only
-//! while a write would block, until the next flush: a peer that keeps up
-//! never makes it register at all.
+//! plain non-blocking calls and is registered for writing only while a
+//! write would block, until the next flush: a peer that keeps up never
+//! makes it register at all.
+//!
+//! Both work on a [`NonBlockingFd`], which never blocks whatever the flags
+//! of the open file description it refers to: a socket is read and written
+//! with `MSG_DONTWAIT`, so a description shared with the process that
+//! spawned us (stdin, stdout) never has its flags changed.
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
-/// The reading end: a non-blocking descriptor (socket or pipe) registered
-/// for readability only. `read(2)` returning 0 is end of input.
+/// A descriptor read and written without ever blocking: a socket, whose
+/// every `recv`/`send` passes `MSG_DONTWAIT` (and `MSG_NOSIGNAL`), whatever
+/// its description's flags; or anything else whose open file description
+/// is `O_NONBLOCK` (a pipe reopened through `/proc/self/fd`, a pipe this
+/// process created).
+#[derive(Debug)]
+pub struct NonBlockingFd {
+    fd: OwnedFd,
+    socket: bool,
+}
+
+impl NonBlockingFd {
+    /// Wraps `fd`: a socket as it is, anything else only when its
+    /// description is already `O_NONBLOCK`.
+    ///
+    /// # Errors
+    /// `fstat` or `fcntl` failed, or `fd` is not a socket and would block
+    /// (`InvalidInput`): set `O_NONBLOCK` on a description of your own
+    /// first.
+    pub fn new(fd: OwnedFd) -> io::Result<NonBlockingFd> {
+        let st = rustix::fs::fstat(&fd)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Socket {
+            return Ok(NonBlockingFd { fd, socket: true });
+        }
+        if !rustix::fs::fcntl_getfl(&fd)?.contains(rustix::fs::OFlags::NONBLOCK) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "descriptor would block: not a socket and not O_NONBLOCK",
+            ));
+        }
+        Ok(NonBlockingFd { fd, socket: false })
+    }
+
+    /// Whether it is a socket.
+    pub fn is_socket(&self) -> bool {
+        self.socket
+    }
+
+    /// One `read(2)` (`recv` with `MSG_DONTWAIT` for a socket) into `buf`;
+    /// returns how many bytes it initialised. `EINTR` is retried;
+    /// `WouldBlock` when nothing is there.
+    ///
+    /// # Errors
+    /// The system call's error.
+    pub fn read(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        loop {
+            let r = if self.socket {
+                rustix::net::recv(&self.fd, &mut *buf, rustix::net::RecvFlags::DONTWAIT)
+                    .map(|((read, _), _)| read.len())
+            } else {
+                rustix::io::read(&self.fd, &mut *buf).map(|(read, _)| read.len())
+            };
+            match r {
+                Err(rustix::io::Errno::INTR) => {}
+                r => return r.map_err(io::Error::from),
+            }
+        }
+    }
+
+    /// One `write(2)` (`send` with `MSG_DONTWAIT | MSG_NOSIGNAL` for a
+    /// socket) of `buf`; returns how many bytes went. `EINTR` is retried;
+    /// `WouldBlock` when there is no room.
+    ///
+    /// # Errors
+    /// The system call's error (`BrokenPipe` once the peer is gone).
+    pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            let r = if self.socket {
+                rustix::net::send(
+                    &self.fd,
+                    buf,
+                    rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+                )
+            } else {
+                rustix::io::write(&self.fd, buf)
+            };
+            match r {
+                Err(rustix::io::Errno::INTR) => {}
+                r => return r.map_err(io::Error::from),
+            }
+        }
+    }
+
+    /// A duplicate (close-on-exec) that behaves the same.
+    ///
+    /// # Errors
+    /// `dup` failed (out of descriptors).
+    pub fn try_clone(&self) -> io::Result<NonBlockingFd> {
+        Ok(NonBlockingFd {
+            fd: rustix::io::fcntl_dupfd_cloexec(&self.fd, 0)?,
+            socket: self.socket,
+        })
+    }
+}
+
+impl AsFd for NonBlockingFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for NonBlockingFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// The reading end: a [`NonBlockingFd`] (socket or pipe) registered for
+/// readability only. A read of 0 bytes is end of input.
 pub struct ReadEnd {
-    fd: AsyncFd<OwnedFd>,
+    fd: AsyncFd<NonBlockingFd>,
 }
 
 impl ReadEnd {
-    /// Registers `fd`, which must already be non-blocking, for reading.
+    /// Registers `fd` for reading.
     ///
     /// # Errors
     /// The runtime could not register it (no reactor, `epoll_ctl` failed).
-    pub fn new(fd: OwnedFd) -> io::Result<ReadEnd> {
+    pub fn new(fd: NonBlockingFd) -> io::Result<ReadEnd> {
         Ok(ReadEnd {
             fd: register(fd, Interest::READABLE)?,
         })
@@ -55,11 +167,7 @@ impl AsyncRead for ReadEnd {
             // so below.
             let spare: &mut [MaybeUninit<u8>] = unsafe { buf.unfilled_mut() };
             let asked = spare.len();
-            match guard.try_io(|fd| {
-                rustix::io::read(fd.get_ref(), spare)
-                    .map(|(read, _)| read.len())
-                    .map_err(io::Error::from)
-            }) {
+            match guard.try_io(|fd| fd.get_ref().read(spare)) {
                 Ok(Ok(n)) => {
                     // A short read emptied the descriptor: the next read
                     // waits for the next edge instead of asking the kernel
@@ -72,7 +180,6 @@ impl AsyncRead for ReadEnd {
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
-                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Ok(Err(e)) => return Poll::Ready(Err(e)),
                 // Not readable after all: readiness cleared, poll again.
                 Err(_would_block) => {}
@@ -81,28 +188,21 @@ impl AsyncRead for ReadEnd {
     }
 }
 
-/// The writing end: `write(2)` on a non-blocking descriptor (socket or
+/// The writing end: non-blocking writes on a [`NonBlockingFd`] (socket or
 /// pipe), with a registration for writability (on a duplicate) made only
-/// when a write would block and dropped at the next flush.
+/// when a write would block and dropped at the next flush. Shutting it
+/// down ends a socket's write direction; a pipe has none (its peer sees
+/// end of input once every write descriptor is closed).
 pub struct WriteEnd {
-    fd: OwnedFd,
+    fd: NonBlockingFd,
     /// Present while a write has blocked since the last flush.
-    waiting: Option<AsyncFd<OwnedFd>>,
-    /// A socket: shutdown ends its write direction. A pipe has none (its
-    /// peer sees end of input once every write descriptor is closed).
-    socket: bool,
+    waiting: Option<AsyncFd<NonBlockingFd>>,
 }
 
 impl WriteEnd {
-    /// A writer over `fd`, which must already be non-blocking; `socket`
-    /// says whether [`AsyncWrite::poll_shutdown`] shuts its write direction
-    /// down (for a pipe it does nothing).
-    pub fn new(fd: OwnedFd, socket: bool) -> WriteEnd {
-        WriteEnd {
-            fd,
-            waiting: None,
-            socket,
-        }
+    /// A writer over `fd`.
+    pub fn new(fd: NonBlockingFd) -> WriteEnd {
+        WriteEnd { fd, waiting: None }
     }
 
     /// Whether the writer is registered for writability now (a write
@@ -113,20 +213,11 @@ impl WriteEnd {
 }
 
 /// Registers `fd` with the runtime's reactor for `interest` only.
-fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: an `OwnedFd` is an open descriptor that stays open, and whose
-    // `as_raw_fd` stays the same number, until the `AsyncFd` drops it.
+fn register(fd: NonBlockingFd, interest: Interest) -> io::Result<AsyncFd<NonBlockingFd>> {
+    // SAFETY: a `NonBlockingFd` owns an open descriptor that stays open,
+    // and whose `as_raw_fd` stays the same number, until the `AsyncFd`
+    // drops it.
     Ok(unsafe { AsyncFd::register_with_interest(fd, interest) }?)
-}
-
-/// One `write(2)`, retried on `EINTR`.
-fn write_once(fd: &OwnedFd, buf: &[u8]) -> io::Result<usize> {
-    loop {
-        match rustix::io::write(fd, buf) {
-            Err(rustix::io::Errno::INTR) => {}
-            r => return r.map_err(io::Error::from),
-        }
-    }
 }
 
 impl AsyncWrite for WriteEnd {
@@ -137,12 +228,11 @@ impl AsyncWrite for WriteEnd {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         if this.waiting.is_none() {
-            match write_once(&this.fd, buf) {
+            match this.fd.write(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Registering polls the descriptor's state at once, so
                     // space freed since the write above is not missed.
-                    let dup = this.fd.as_fd().try_clone_to_owned()?;
-                    this.waiting = Some(register(dup, Interest::WRITABLE)?);
+                    this.waiting = Some(register(this.fd.try_clone()?, Interest::WRITABLE)?);
                 }
                 r => return Poll::Ready(r),
             }
@@ -152,7 +242,7 @@ impl AsyncWrite for WriteEnd {
         };
         loop {
             let mut guard = ready!(waiting.poll_write_ready(cx))?;
-            match guard.try_io(|fd| write_once(fd.get_ref(), buf)) {
+            match guard.try_io(|fd| fd.get_ref().write(buf)) {
                 Ok(r) => return Poll::Ready(r),
                 Err(_would_block) => {}
             }
@@ -169,7 +259,7 @@ impl AsyncWrite for WriteEnd {
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         this.waiting = None;
-        if this.socket {
+        if this.fd.is_socket() {
             rustix::net::shutdown(&this.fd, rustix::net::Shutdown::Write)?;
         }
         Poll::Ready(Ok(()))
@@ -182,18 +272,26 @@ mod tests {
     use std::os::unix::net::UnixStream;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    fn nonblocking_pair() -> (UnixStream, UnixStream) {
+    /// A socket pair left blocking: the ends must not block anyway.
+    fn blocking_pair() -> (NonBlockingFd, NonBlockingFd) {
         let (a, b) = UnixStream::pair().unwrap();
-        a.set_nonblocking(true).unwrap();
-        b.set_nonblocking(true).unwrap();
-        (a, b)
+        (
+            NonBlockingFd::new(OwnedFd::from(a)).unwrap(),
+            NonBlockingFd::new(OwnedFd::from(b)).unwrap(),
+        )
+    }
+
+    fn is_nonblocking(fd: &impl AsFd) -> bool {
+        rustix::fs::fcntl_getfl(fd)
+            .unwrap()
+            .contains(rustix::fs::OFlags::NONBLOCK)
     }
 
     #[tokio::test]
     async fn lines_cross_both_ways_and_a_peer_that_keeps_up_never_registers_the_writer() {
-        let (a, b) = nonblocking_pair();
-        let mut w = WriteEnd::new(OwnedFd::from(a.try_clone().unwrap()), true);
-        let mut r = ReadEnd::new(OwnedFd::from(b)).unwrap();
+        let (a, b) = blocking_pair();
+        let mut w = WriteEnd::new(a);
+        let mut r = ReadEnd::new(b).unwrap();
         for k in 0..100u32 {
             let line = format!("line {k}\n");
             w.write_all(line.as_bytes()).await.unwrap();
@@ -211,9 +309,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_larger_than_the_socket_buffer_waits_for_the_reader_and_loses_nothing() {
-        let (a, b) = nonblocking_pair();
-        let mut w = WriteEnd::new(OwnedFd::from(a), true);
-        let mut r = ReadEnd::new(OwnedFd::from(b)).unwrap();
+        let (a, b) = blocking_pair();
+        let watch = a.try_clone().unwrap();
+        let mut w = WriteEnd::new(a);
+        let mut r = ReadEnd::new(b).unwrap();
         let big: Vec<u8> = (0..8 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
         let expect = big.clone();
         let reader = tokio::spawn(async move {
@@ -225,6 +324,7 @@ mod tests {
         });
         w.write_all(&big).await.unwrap();
         assert!(w.is_registered(), "the write blocked, so it registered");
+        assert!(!is_nonblocking(&watch), "the socket's flags are untouched");
         w.flush().await.unwrap();
         assert!(!w.is_registered(), "flush drops the registration");
         w.shutdown().await.unwrap();
@@ -235,13 +335,20 @@ mod tests {
     #[tokio::test]
     async fn pipes_work_too_and_the_write_end_closing_is_end_of_input() {
         let (rx, tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::NONBLOCK).unwrap();
-        let mut w = WriteEnd::new(tx, false);
-        let mut r = ReadEnd::new(rx).unwrap();
+        let mut w = WriteEnd::new(NonBlockingFd::new(tx).unwrap());
+        let mut r = ReadEnd::new(NonBlockingFd::new(rx).unwrap()).unwrap();
         w.write_all(b"hello\n").await.unwrap();
         w.shutdown().await.unwrap();
         drop(w);
         let mut got = String::new();
         r.read_to_string(&mut got).await.unwrap();
         assert_eq!(got, "hello\n");
+    }
+
+    #[test]
+    fn a_blocking_pipe_is_refused() {
+        let (rx, _tx) = rustix::pipe::pipe().unwrap();
+        let e = NonBlockingFd::new(rx).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 }

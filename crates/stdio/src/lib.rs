@@ -13,11 +13,11 @@
 //! knows no protocol: the front ends frame and parse.
 
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 mod ends;
-pub use ends::{ReadEnd, WriteEnd};
+pub use ends::{NonBlockingFd, ReadEnd, WriteEnd};
 
 /// Size the stdin pipe is enlarged to (the unprivileged maximum by
 /// default): a 5 MiB request then crosses in a few pipe-fulls instead of
@@ -25,21 +25,34 @@ pub use ends::{ReadEnd, WriteEnd};
 pub const STDIN_PIPE_BYTES: usize = 1024 * 1024;
 
 /// The stdio connection's ends. A pipe or socket on stdin/stdout is read
-/// and written through duplicates of its descriptor registered with the
-/// runtime (non-blocking), not through tokio's `stdin()`/`stdout()`, which
-/// hand every read and write to a blocking thread (one thread hand-off per
-/// pipe-full: thousands for a 5 MiB write, issue 12). Anything else (a
-/// file, a terminal, `/dev/null`) keeps tokio's.
+/// and written through descriptors registered with the runtime, not
+/// through tokio's `stdin()`/`stdout()`, which hand every read and write
+/// to a blocking thread (one thread hand-off per pipe-full: thousands for a
+/// 5 MiB write, issue 12). Anything else (a file, a terminal, `/dev/null`)
+/// keeps tokio's.
+///
+/// The open file descriptions behind stdin and stdout are shared with the
+/// process that spawned us, and `O_NONBLOCK` is a flag of the description:
+/// set on it, the parent (a shell, an editor) would find its own reads and
+/// writes failing with `EAGAIN`, for as long as we run and for good if we
+/// are killed. So no flag of a shared description is changed: a socket is
+/// read and written with `MSG_DONTWAIT` ([`NonBlockingFd`]), and a pipe is
+/// reopened through `/proc/self/fd/N`, which gives a description of its own
+/// that is made non-blocking. Only when a pipe cannot be reopened (no
+/// `/proc`, a pipe of another user) is the shared description made
+/// non-blocking, recorded in [`StdioEnds::restore`] to be put back, and
+/// then never for a pipe that is also stderr's (log lines would fail).
 pub struct StdioEnds {
     /// Reads the peer's lines.
     pub reader: Box<dyn AsyncRead + Unpin + Send>,
     /// Writes lines to the peer.
     pub writer: Box<dyn AsyncWrite + Unpin + Send>,
-    /// A duplicate of stdout for direct, non-blocking line writes (the ACP
-    /// front end's outbox writes whole lines with it when it can); `None`
-    /// when stdout is not a pipe or socket of its own.
-    pub direct: Option<OwnedFd>,
-    /// The file status flags to put back when the connection ends.
+    /// A duplicate of stdout's end for direct, non-blocking line writes
+    /// (the ACP front end's outbox writes whole lines with it when it
+    /// can); `None` when stdout is not a pipe or socket.
+    pub direct: Option<NonBlockingFd>,
+    /// The file status flags to put back when the connection ends (empty
+    /// unless a pipe could not be reopened).
     pub restore: Restore,
 }
 
@@ -86,43 +99,45 @@ impl StdioEnds {
     /// fails: whatever cannot be registered keeps tokio's handles.
     pub fn open() -> StdioEnds {
         let mut restore = Vec::new();
-        // O_NONBLOCK is a flag of the open file description, which a
-        // descriptor shares with every duplicate: one that is stderr's
-        // pipe or socket too (inetd, systemd `Accept=yes`, `socat` with
-        // stderr) stays blocking, or log lines would fail with EAGAIN.
-        let stderr = identity(rustix::stdio::stderr());
-        let shares_stderr = |fd: BorrowedFd<'_>| stderr.is_some() && identity(fd) == stderr;
-        let stdin = rustix::stdio::stdin();
-        let reader = if shares_stderr(stdin) {
-            None
-        } else {
-            let mark = restore.len();
-            match registered_reader(stdin, &mut restore) {
-                Ok(r) => r,
-                Err(e) => {
-                    Restore(restore.split_off(mark)).put_back();
-                    tracing::debug!(error = %e, "stdin read through tokio's stdin");
-                    None
+        let reader = match nonblocking_end(rustix::stdio::stdin(), Side::Read, &mut restore) {
+            Ok(Some(fd)) => {
+                if !fd.is_socket()
+                    && rustix::pipe::fcntl_getpipe_size(&fd).is_ok_and(|n| n < STDIN_PIPE_BYTES)
+                {
+                    let _ = rustix::pipe::fcntl_setpipe_size(&fd, STDIN_PIPE_BYTES);
                 }
+                ReadEnd::new(fd)
+                    .map_err(|e| {
+                        tracing::debug!(error = %e, "stdin read through tokio's stdin");
+                    })
+                    .ok()
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::debug!(error = %e, "stdin read through tokio's stdin");
+                None
             }
         };
-        let reader = reader.unwrap_or_else(|| Box::new(tokio::io::stdin()));
-        let stdout = rustix::stdio::stdout();
-        let (writer, direct) = if shares_stderr(stdout) {
-            (None, None)
-        } else {
-            let mark = restore.len();
-            match registered_writer(stdout, &mut restore) {
-                Ok(Some((w, d))) => (Some(w), d),
-                Ok(None) => (None, None),
+        let reader: Box<dyn AsyncRead + Unpin + Send> = match reader {
+            Some(r) => Box::new(r),
+            None => Box::new(tokio::io::stdin()),
+        };
+        let (writer, direct) =
+            match nonblocking_end(rustix::stdio::stdout(), Side::Write, &mut restore) {
+                Ok(Some(fd)) => {
+                    let direct = fd.try_clone().ok();
+                    let writer: Box<dyn AsyncWrite + Unpin + Send> = Box::new(WriteEnd::new(fd));
+                    (writer, direct)
+                }
+                Ok(None) => (
+                    Box::new(tokio::io::stdout()) as Box<dyn AsyncWrite + Unpin + Send>,
+                    None,
+                ),
                 Err(e) => {
-                    Restore(restore.split_off(mark)).put_back();
                     tracing::debug!(error = %e, "stdout written through tokio's stdout");
-                    (None, None)
+                    (Box::new(tokio::io::stdout()) as _, None)
                 }
-            }
-        };
-        let writer = writer.unwrap_or_else(|| Box::new(tokio::io::stdout()));
+            };
         StdioEnds {
             reader,
             writer,
@@ -132,44 +147,116 @@ impl StdioEnds {
     }
 }
 
-/// A reader over a duplicate of `fd` when it is a pipe (enlarged to
-/// [`STDIN_PIPE_BYTES`] where allowed) or a socket; `None` otherwise.
-fn registered_reader(
-    fd: BorrowedFd<'_>,
-    restore: &mut Vec<(OwnedFd, rustix::fs::OFlags)>,
-) -> io::Result<Option<Box<dyn AsyncRead + Unpin + Send>>> {
-    let kind = std_kind(fd);
-    if kind == StdKind::Other {
-        return Ok(None);
-    }
-    let flags = rustix::fs::fcntl_getfl(fd)?;
-    let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
-    restore.push((rustix::io::fcntl_dupfd_cloexec(fd, 0)?, flags));
-    rustix::fs::fcntl_setfl(&dup, flags | rustix::fs::OFlags::NONBLOCK)?;
-    if kind == StdKind::Pipe
-        && rustix::pipe::fcntl_getpipe_size(&dup).is_ok_and(|n| n < STDIN_PIPE_BYTES)
-    {
-        let _ = rustix::pipe::fcntl_setpipe_size(&dup, STDIN_PIPE_BYTES);
-    }
-    Ok(Some(Box::new(ReadEnd::new(dup)?)))
+/// Which way a standard descriptor carries the connection.
+#[derive(Clone, Copy)]
+enum Side {
+    Read,
+    Write,
 }
 
-/// A writer over a duplicate of `fd` when it is a pipe or a socket, and
-/// another duplicate for direct writes; `None` otherwise.
-#[allow(clippy::type_complexity)] // a writer and a descriptor, once
-fn registered_writer(
+/// A non-blocking end over standard descriptor `fd` when it is a pipe or a
+/// socket (`None` otherwise), changing no flag of a shared description if
+/// it can help it (see [`StdioEnds`]). A flag it did change is recorded in
+/// `restore`.
+fn nonblocking_end(
+    fd: BorrowedFd<'_>,
+    side: Side,
+    restore: &mut Vec<(OwnedFd, rustix::fs::OFlags)>,
+) -> io::Result<Option<NonBlockingFd>> {
+    match std_kind(fd) {
+        StdKind::Other => Ok(None),
+        StdKind::Socket => Ok(Some(NonBlockingFd::new(rustix::io::fcntl_dupfd_cloexec(
+            fd, 0,
+        )?)?)),
+        StdKind::Pipe => match reopen(fd, side) {
+            Ok(own) => Ok(Some(NonBlockingFd::new(own)?)),
+            Err(e) => {
+                tracing::debug!(error = %e, "pipe not reopened; its shared description is made non-blocking");
+                shared_nonblocking(fd, restore).map(Some)
+            }
+        },
+    }
+}
+
+/// Opens the pipe `fd` refers to anew through `/proc/self/fd`, with a
+/// description of its own (non-blocking, close-on-exec), and checks it is
+/// the same pipe.
+fn reopen(fd: BorrowedFd<'_>, side: Side) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let access = match side {
+        Side::Read => OFlags::RDONLY,
+        Side::Write => OFlags::WRONLY,
+    };
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    let own = rustix::fs::open(
+        path.as_str(),
+        access | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )?;
+    if identity(own.as_fd()) != identity(fd) {
+        return Err(io::Error::other("reopened something else"));
+    }
+    Ok(own)
+}
+
+/// The fallback for a pipe that cannot be reopened: its shared
+/// description is made non-blocking (recorded in `restore`), unless it is
+/// stderr's too: then log lines would fail with `EAGAIN`, so it keeps
+/// tokio's handles.
+fn shared_nonblocking(
     fd: BorrowedFd<'_>,
     restore: &mut Vec<(OwnedFd, rustix::fs::OFlags)>,
-) -> io::Result<Option<(Box<dyn AsyncWrite + Unpin + Send>, Option<OwnedFd>)>> {
-    let kind = std_kind(fd);
-    if kind == StdKind::Other {
-        return Ok(None);
+) -> io::Result<NonBlockingFd> {
+    let stderr = identity(rustix::stdio::stderr());
+    if stderr.is_some() && identity(fd) == stderr {
+        return Err(io::Error::other("the pipe is stderr's too"));
     }
     let flags = rustix::fs::fcntl_getfl(fd)?;
     let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
-    let direct = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
     restore.push((rustix::io::fcntl_dupfd_cloexec(fd, 0)?, flags));
-    rustix::fs::fcntl_setfl(&dup, flags | rustix::fs::OFlags::NONBLOCK)?;
-    let writer = WriteEnd::new(dup, kind == StdKind::Socket);
-    Ok(Some((Box::new(writer), Some(direct))))
+    if let Err(e) = rustix::fs::fcntl_setfl(&dup, flags | rustix::fs::OFlags::NONBLOCK) {
+        if let Some((fd, flags)) = restore.pop() {
+            let _ = rustix::fs::fcntl_setfl(&fd, flags);
+        }
+        return Err(e.into());
+    }
+    NonBlockingFd::new(dup)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn nonblocking(fd: &impl AsFd) -> bool {
+        rustix::fs::fcntl_getfl(fd)
+            .unwrap()
+            .contains(rustix::fs::OFlags::NONBLOCK)
+    }
+
+    #[test]
+    fn a_reopened_pipe_is_the_same_pipe_with_a_description_of_its_own() {
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let own = reopen(r.as_fd(), Side::Read).unwrap();
+        assert_eq!(identity(own.as_fd()), identity(r.as_fd()));
+        assert!(nonblocking(&own) && !nonblocking(&r));
+        std::fs::File::from(w).write_all(b"through\n").unwrap();
+        let mut got = [0u8; 8];
+        std::fs::File::from(own).read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"through\n");
+        let (_r, w) = rustix::pipe::pipe().unwrap();
+        let own = reopen(w.as_fd(), Side::Write).unwrap();
+        assert!(nonblocking(&own) && !nonblocking(&w));
+    }
+
+    #[test]
+    fn the_fallback_records_the_flags_it_changed_and_puts_them_back() {
+        let (r, _w) = rustix::pipe::pipe().unwrap();
+        let mut restore = Vec::new();
+        let nb = shared_nonblocking(r.as_fd(), &mut restore).unwrap();
+        assert!(!nb.is_socket());
+        assert!(nonblocking(&r), "the shared description changed");
+        Restore(restore).put_back();
+        assert!(!nonblocking(&r), "and got its flags back");
+    }
 }
