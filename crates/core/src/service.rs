@@ -202,6 +202,7 @@ impl Service {
         let mut op = Op::begin(self, ctx, Intent::Edit, Some(p.mode.name()), &p.path);
         op.note_request(p.content.len() as u64, p.dry_run);
         let result = (|| {
+            let want = p.expected_hash.as_deref().map(expected_hash).transpose()?;
             op.admit_write(p.content.len() as u64)?;
             let target = op.resolve_write(&p.path, p.marker)?;
             op.approve(&target, p.mode.name())?;
@@ -213,7 +214,7 @@ impl Service {
                 ReadMode::Whole(max)
             };
             let loaded = op.read(&target, read)?;
-            let mut out = plan_edit(p, &target, &ctx.runtime.root, &loaded, max)?;
+            let mut out = plan_edit(p, want.as_deref(), &target, &ctx.runtime.root, &loaded, max)?;
             // The new bytes move out of the outcome (no second copy of the file).
             let bytes = std::mem::take(&mut out.bytes);
             let done = op.commit(&target, loaded, &bytes, p.dry_run)?;
@@ -340,12 +341,31 @@ pub(crate) fn audit_failing() -> Failure {
 /// Every edit mode's name (receipts keep a `&'static str`).
 const EDIT_MODE_NAMES: [&str; 5] = ["write", "append", "replace", "insert", "delete"];
 
+/// `expectedHash` as the daemon gives hashes (`sha256:` and 64 hex
+/// digits, SPEC 8), lower-cased for the comparison (hex case is ignored).
+/// Anything else is `invalid_params` before anything is resolved: a hash
+/// in another form can never match, and answering `hash_mismatch` would
+/// say the file changed when it did not.
+fn expected_hash(want: &str) -> Result<String, Failure> {
+    let hex = want.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(format!("sha256:{}", hex.to_ascii_lowercase()));
+    }
+    let shown: String = want.chars().take(80).collect();
+    let more = if shown.len() < want.len() { "…" } else { "" };
+    Err(Failure::InvalidParams(format!(
+        "expectedHash must be \"sha256:\" followed by 64 hex digits, the form read_lines and every receipt give (got {shown:?}{more}); read the file again to get its hash"
+    )))
+}
+
 /// The edit's own preconditions, checked inside the lock on the file as
 /// read, then the new bytes from the text core (SPEC 8): an edit that loads
 /// the file refuses one over `max_edit_bytes`; only `write` and `append`
-/// create a file; `expectedHash` must match.
+/// create a file; `want` (the request's `expectedHash`, checked by
+/// [`expected_hash`]) must match.
 fn plan_edit(
     p: &EditParams,
+    want: Option<&str>,
     target: &Target,
     root: &Path,
     loaded: &Loaded,
@@ -376,18 +396,18 @@ fn plan_edit(
         })
         .into());
     }
-    if let Some(want) = &p.expected_hash {
+    if let Some(want) = want {
         // The old file's hash is computed once, for this check and the event.
         let have = loaded
             .hash_before()
             .unwrap_or_else(|| "missing".to_string());
-        if have != *want {
+        if have != want {
             return Err(Refusal::new(
                 ErrorKind::HashMismatch,
                 format!("{display} changed since it was read (expected {want}, now {have}); read it again"),
             )
             .with_detail(Detail::HashMismatch {
-                expected: want.clone(),
+                expected: want.to_string(),
                 current: have,
             })
             .into());

@@ -196,7 +196,7 @@ fn stale_expected_hash_names_the_current_hash() {
     let ctx = w.ctx(Allowances::NONE);
     let mut p = edit(&f, EditMode::Replace, "B");
     p.line = Some(2);
-    p.expected_hash = Some("sha256:00".into());
+    p.expected_hash = Some(format!("sha256:{}", "0".repeat(64)));
     let Err(Failure::Refused(r)) = w.svc.edit_text_file(&ctx, &p) else {
         panic!("expected hash_mismatch")
     };
@@ -208,6 +208,45 @@ fn stale_expected_hash_names_the_current_hash() {
     assert_eq!(std::fs::read(&f).unwrap(), b"a\nb\n");
     assert_eq!(w.names(), ["a.txt"]);
     assert_eq!(w.events()[0]["errorKind"], "hash_mismatch");
+}
+
+/// An `expectedHash` not in the form the daemon gives hashes (no
+/// `sha256:`, too short, not hex) is `invalid_params`, not `hash_mismatch`
+/// (the file did not change); upper-case hex of the right hash matches.
+#[test]
+fn a_malformed_expected_hash_is_invalid_params_and_hex_case_is_ignored() {
+    let w = world(true);
+    let f = w.root.join("a.txt");
+    std::fs::write(&f, b"a\nb\n").unwrap();
+    let ctx = w.ctx(Allowances::NONE);
+    let right = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(b"a\nb\n"));
+    for bad in [
+        right.clone(),
+        format!("sha256:{}", &right[..63]),
+        format!("sha256:{}z", &right[..63]),
+        format!("md5:{right}"),
+        "sha256:00".to_string(),
+    ] {
+        let mut p = edit(&f, EditMode::Replace, "B");
+        p.line = Some(2);
+        p.expected_hash = Some(bad.clone());
+        match w.svc.edit_text_file(&ctx, &p) {
+            Err(Failure::InvalidParams(m)) => {
+                assert!(m.contains("sha256:") && m.contains("64 hex digits"), "{m}");
+            }
+            other => panic!("{bad}: expected invalid_params, got {other:?}"),
+        }
+        assert_eq!(std::fs::read(&f).unwrap(), b"a\nb\n");
+    }
+    assert_eq!(w.events().len(), 5, "one event each");
+    let mut p = edit(&f, EditMode::Replace, "B");
+    p.line = Some(2);
+    p.expected_hash = Some(format!("sha256:{}", right.to_uppercase()));
+    w.svc
+        .edit_text_file(&ctx, &p)
+        .expect("upper-case hex matches");
+    assert_eq!(std::fs::read(&f).unwrap(), b"a\nB\n");
+    assert_eq!(w.names(), ["a.txt"]);
 }
 
 /// SPEC 8.6: a dry run reports a diff and writes nothing; its event says so.

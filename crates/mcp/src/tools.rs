@@ -84,7 +84,7 @@ pub(crate) struct EditArgs {
     pub(crate) end_line: Option<u64>,
     /// The new text: the replacement for `find`, the complete new text of the line(s) for a line replace, the lines to insert, or the text to append. Not needed for delete.
     pub(crate) content: Option<String>,
-    /// The `hash` `read_file` (or the last edit) returned, "sha256:<hex>": the edit is refused if the file changed since.
+    /// The `hash` `read_file` (or the last edit) returned, "sha256:" and 64 hex digits, copied whole: the edit is refused if the file changed since.
     pub(crate) expected_hash: Option<String>,
     /// true: return the diff the edit would make and write nothing.
     pub(crate) dry_run: Option<bool>,
