@@ -5,18 +5,19 @@
 use rustix::process::{Pid, Signal};
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::AsFd;
 use std::process::{ExitStatus, Stdio};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use writegate_acp::stdio::NonBlockingFd;
+use tokio::process::{Child, Command};
+use writegate_acp::stdio::{NonBlockingFd, ReadEnd, WriteEnd};
 
-/// A started agent and its two pipes.
+/// A started agent and its two pipes: its stdout registered for reading
+/// only, its stdin written directly and registered for writing only while
+/// a write blocks (so the agent reading its input never wakes the proxy).
 pub(crate) struct Spawned {
     pub(crate) child: Child,
-    pub(crate) stdin: ChildStdin,
-    pub(crate) stdout: ChildStdout,
+    pub(crate) stdin: WriteEnd,
+    pub(crate) stdout: ReadEnd,
     /// A duplicate of the stdin pipe's (non-blocking) write end for direct
-    /// line writes; `None` if it could not be made or would block.
+    /// line writes; `None` if it could not be made.
     pub(crate) direct: Option<NonBlockingFd>,
 }
 
@@ -43,16 +44,15 @@ pub(crate) fn spawn(program: &OsStr, args: &[OsString]) -> io::Result<Spawned> {
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(io::Error::other("the agent's pipes were not set up"));
     };
-    // The runtime made the pipe non-blocking; a direct write must never
-    // block the thread, so a blocking one gets no duplicate.
-    let direct = stdin
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| NonBlockingFd::new(fd).ok());
+    // Our ends of the two pipes are descriptions of ours alone (the agent
+    // has the other ends): made non-blocking again (tokio hands them over
+    // blocking).
+    let stdin = NonBlockingFd::own(stdin.into_owned_fd()?)?;
+    let stdout = ReadEnd::new(NonBlockingFd::own(stdout.into_owned_fd()?)?)?;
+    let direct = stdin.try_clone().ok();
     Ok(Spawned {
         child,
-        stdin,
+        stdin: WriteEnd::new(stdin),
         stdout,
         direct,
     })

@@ -62,6 +62,18 @@ impl NonBlockingFd {
         Ok(NonBlockingFd { fd, socket: false })
     }
 
+    /// Wraps `fd` after making its description `O_NONBLOCK`: only for a
+    /// description no other process uses (a pipe this process created and
+    /// whose other end it gave away), since the flag is the description's.
+    ///
+    /// # Errors
+    /// `fcntl` failed.
+    pub fn own(fd: OwnedFd) -> io::Result<NonBlockingFd> {
+        let flags = rustix::fs::fcntl_getfl(&fd)?;
+        rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK)?;
+        NonBlockingFd::new(fd)
+    }
+
     /// Whether it is a socket.
     pub fn is_socket(&self) -> bool {
         self.socket
