@@ -808,3 +808,39 @@ pub(crate) fn initialize_in(c: &mut Client, workspace: &Value) -> Value {
 pub(crate) fn workspace_of(r: &Value) -> &Value {
     &r["result"]["_meta"]["writegate"]["workspace"]
 }
+
+/// The descriptors a process has registered with its epoll instances, with
+/// their event masks (`tfd:` lines of `/proc/<pid>/fdinfo/<epoll fd>`), and
+/// what each descriptor is (`socket:[…]`, `pipe:[…]`).
+pub(crate) fn epoll_registrations(pid: u32) -> Vec<(u32, u32, String)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(info) = fs::read_to_string(e.path()) else {
+            continue;
+        };
+        for line in info.lines().filter(|l| l.starts_with("tfd:")) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let fd: u32 = words[1].parse().unwrap();
+            let events = u32::from_str_radix(words[3], 16).unwrap();
+            let target = fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+                .map(|t| t.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push((fd, events, target));
+        }
+    }
+    out
+}
+
+/// `EPOLLIN` and `EPOLLOUT` in an [`epoll_registrations`] event mask.
+pub(crate) const EPOLLIN: u32 = 0x1;
+pub(crate) const EPOLLOUT: u32 = 0x4;
+
+/// Whether the open file description behind `fd` is non-blocking.
+pub(crate) fn nonblocking(fd: &impl std::os::fd::AsFd) -> bool {
+    rustix::fs::fcntl_getfl(fd)
+        .unwrap()
+        .contains(rustix::fs::OFlags::NONBLOCK)
+}

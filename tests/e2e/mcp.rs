@@ -8,7 +8,7 @@
 
 #![allow(deprecated)] // MCP roots are deprecated by the 2026 protocol; clients of today use them
 
-use crate::common::{Audit, TIMEOUT, Tree, temps};
+use crate::common::{Audit, EPOLLIN, TIMEOUT, Tree, epoll_registrations, nonblocking, temps};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
     ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult,
@@ -1025,30 +1025,9 @@ fn registered_for_reading(pid: u32, fd: &impl std::os::fd::AsFd) -> bool {
         std::os::fd::AsRawFd::as_raw_fd(&fd.as_fd())
     ))
     .unwrap();
-    fs::read_dir(format!("/proc/{pid}/fdinfo"))
-        .unwrap()
-        .flatten()
-        .filter_map(|e| fs::read_to_string(e.path()).ok())
-        .flat_map(|info| {
-            info.lines()
-                .filter(|l| l.starts_with("tfd:"))
-                .map(|l| {
-                    let w: Vec<&str> = l.split_whitespace().collect();
-                    (w[1].to_string(), u32::from_str_radix(w[3], 16).unwrap())
-                })
-                .collect::<Vec<_>>()
-        })
-        .any(|(target, events)| {
-            events & 1 != 0
-                && fs::read_link(format!("/proc/{pid}/fd/{target}")).is_ok_and(|t| t == ours)
-        })
-}
-
-/// Whether our own descriptor's open file description is non-blocking.
-fn nonblocking(fd: &impl std::os::fd::AsFd) -> bool {
-    rustix::fs::fcntl_getfl(fd)
-        .unwrap()
-        .contains(rustix::fs::OFlags::NONBLOCK)
+    epoll_registrations(pid)
+        .iter()
+        .any(|(_, events, target)| events & EPOLLIN != 0 && Path::new(target) == ours)
 }
 
 /// A client that spawns the server on socket pairs, one for stdin and one

@@ -2,7 +2,9 @@
 //! EOF answers everything first, SIGTERM and SIGINT exit 0 and remove the
 //! socket; start-up removes the temp files of dead processes only.
 
-use crate::common::{Opts, TIMEOUT, Tree, big_content, by_id, req, small_content, write_params};
+use crate::common::{
+    Opts, TIMEOUT, Tree, big_content, by_id, nonblocking, req, small_content, write_params,
+};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -269,13 +271,6 @@ fn startup_removes_temp_files_of_dead_processes_only() {
         assert!(p.exists(), "{p:?} must be kept");
     }
     assert!(d.stderr_text().contains(".a.txt."), "the removal is logged");
-}
-
-/// Whether the open file description behind `fd` is non-blocking.
-fn nonblocking(fd: &impl std::os::fd::AsFd) -> bool {
-    rustix::fs::fcntl_getfl(fd)
-        .unwrap()
-        .contains(rustix::fs::OFlags::NONBLOCK)
 }
 
 /// A host that hands the daemon pipe descriptions it keeps using itself (a

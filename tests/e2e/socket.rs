@@ -3,8 +3,8 @@
 //! of another UID closed without an answer.
 
 use crate::common::{
-    Opts, Tree, check_initialize, find_program, mode_of, nobody_reachable_binary, run_with_stdin,
-    running_as_root, write_params,
+    EPOLLIN, EPOLLOUT, Opts, Tree, check_initialize, epoll_registrations, find_program, mode_of,
+    nobody_reachable_binary, run_with_stdin, running_as_root, write_params,
 };
 use rustix::process::Signal;
 use serde_json::json;
@@ -200,34 +200,6 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
         false,
     );
 }
-
-/// The descriptors a process has registered with its epoll instances, with
-/// their event masks (`tfd:` lines of `/proc/<pid>/fdinfo/<epoll fd>`), and
-/// what each descriptor is (`socket:[…]`, `pipe:[…]`).
-fn epoll_registrations(pid: u32) -> Vec<(u32, u32, String)> {
-    let mut out = Vec::new();
-    for e in fs::read_dir(format!("/proc/{pid}/fdinfo"))
-        .unwrap()
-        .flatten()
-    {
-        let Ok(info) = fs::read_to_string(e.path()) else {
-            continue;
-        };
-        for line in info.lines().filter(|l| l.starts_with("tfd:")) {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let fd: u32 = words[1].parse().unwrap();
-            let events = u32::from_str_radix(words[3], 16).unwrap();
-            let target = fs::read_link(format!("/proc/{pid}/fd/{fd}"))
-                .map(|t| t.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            out.push((fd, events, target));
-        }
-    }
-    out
-}
-
-const EPOLLIN: u32 = 0x1;
-const EPOLLOUT: u32 = 0x4;
 
 /// Issue 12: a connection's socket and a stdio daemon's pipes are polled
 /// only for what the daemon waits for. Registered for writing as well
