@@ -324,3 +324,53 @@ fn regression_shared_stdio_pipes_keep_their_flags_even_after_sigkill() {
     );
     assert_eq!(fs::read_to_string(&file).unwrap(), "kept\n");
 }
+
+/// A named FIFO on stdin whose writers are gone before the daemon starts
+/// still ends the stdio connection at end of input: the daemon answers
+/// what was written and exits 0. (A FIFO reopened through `/proc/self/fd`
+/// while it has no writer never reports their hang-up, so it is not
+/// reopened; found in review of the change that reopens pipes.)
+#[test]
+fn regression_a_named_fifo_on_stdin_still_reaches_end_of_input() {
+    use rustix::fs::{Mode, OFlags};
+    let t = Tree::new();
+    let fifo = t.base.join("requests.fifo");
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::RUSR | Mode::WUSR).unwrap();
+    let read_end =
+        rustix::fs::open(&fifo, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()).unwrap();
+    rustix::fs::fcntl_setfl(&read_end, OFlags::empty()).unwrap();
+    {
+        let mut w = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        writeln!(w, "{}", req(1, "initialize", json!({"protocolVersion": 1}))).unwrap();
+    }
+    let mut cmd = t.command();
+    cmd.args(["serve", "--stdio", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .stdin(std::process::Stdio::from(read_end))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(
+            fs::File::create(t.base.join("logs/fifo.stderr")).unwrap(),
+        ));
+    let mut child = cmd.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("\"id\":1") && line.contains("result"),
+        "{line}"
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the daemon did not see end of input on a named FIFO");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}

@@ -203,7 +203,8 @@ pub trait Handler: Send + Sync + 'static {
 /// one holds its [`Link`] any more (the writer ends with the last one).
 ///
 /// `direct`: a duplicate of the connection's (non-blocking) descriptor for
-/// direct response writes (see [`Outbox`]); `None` for stdio.
+/// direct response writes (see [`Outbox`]); `None` when there is none
+/// (stdout a terminal or a file).
 pub async fn run_connection<H, R, W>(
     shared: Arc<Shared>,
     handler: Arc<H>,

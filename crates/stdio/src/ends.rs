@@ -12,8 +12,8 @@
 //! same: the host reading it wakes its writer's poller.
 //!
 //! [`ReadEnd`] is registered for reading only. [`WriteEnd`] writes with
-//! plain non-blocking calls and is registered for writing only while a
-//! write would block, until the next flush: a peer that keeps up never
+//! plain non-blocking calls and is registered for writing only from a
+//! write that would block until the next flush: a peer that keeps up never
 //! makes it register at all.
 //!
 //! Both work on a [`NonBlockingFd`], which never blocks whatever the flags
@@ -201,35 +201,69 @@ impl AsyncRead for ReadEnd {
 }
 
 /// The writing end: non-blocking writes on a [`NonBlockingFd`] (socket or
-/// pipe), with a registration for writability (on a duplicate) made only
-/// when a write would block and dropped at the next flush. Shutting it
-/// down ends a socket's write direction; a pipe has none (its peer sees
-/// end of input once every write descriptor is closed).
+/// pipe), registered for writability only from a write that would block
+/// until the next flush. The descriptor itself is registered (no
+/// duplicate), so waiting needs no new descriptor and cannot fail for want
+/// of one. Shutting it down ends a socket's write direction; a pipe has
+/// none (its peer sees end of input once every write descriptor is
+/// closed).
 pub struct WriteEnd {
-    fd: NonBlockingFd,
-    /// Present while a write has blocked since the last flush.
-    waiting: Option<AsyncFd<NonBlockingFd>>,
+    state: WriteState,
+}
+
+enum WriteState {
+    /// Written directly; not registered.
+    Plain(NonBlockingFd),
+    /// A write blocked since the last flush: registered for writability.
+    Waiting(AsyncFd<NonBlockingFd>),
+    /// Only while moving between the two (a registration that fails hands
+    /// the descriptor back).
+    Moving,
 }
 
 impl WriteEnd {
     /// A writer over `fd`.
     pub fn new(fd: NonBlockingFd) -> WriteEnd {
-        WriteEnd { fd, waiting: None }
+        WriteEnd {
+            state: WriteState::Plain(fd),
+        }
     }
 
     /// Whether the writer is registered for writability now (a write
     /// blocked since the last flush); for tests.
     pub fn is_registered(&self) -> bool {
-        self.waiting.is_some()
+        matches!(self.state, WriteState::Waiting(_))
     }
+
+    /// Back to direct writes, deregistered.
+    fn settle(&mut self) {
+        if let WriteState::Waiting(_) = self.state {
+            let WriteState::Waiting(a) = std::mem::replace(&mut self.state, WriteState::Moving)
+            else {
+                unreachable!("matched above")
+            };
+            self.state = WriteState::Plain(a.into_inner());
+        }
+    }
+}
+
+/// Registers `fd` with the runtime's reactor for `interest` only; on
+/// failure the descriptor comes back with the error.
+#[allow(clippy::result_large_err)] // the descriptor must come back
+fn register_or_return(
+    fd: NonBlockingFd,
+    interest: Interest,
+) -> Result<AsyncFd<NonBlockingFd>, (NonBlockingFd, io::Error)> {
+    // SAFETY: a `NonBlockingFd` owns an open descriptor that stays open,
+    // and whose `as_raw_fd` stays the same number, until the `AsyncFd`
+    // drops it or gives it back.
+    unsafe { AsyncFd::register_with_interest(fd, interest) }
+        .map_err(tokio::io::unix::AsyncFdRegisterError::into_parts)
 }
 
 /// Registers `fd` with the runtime's reactor for `interest` only.
 fn register(fd: NonBlockingFd, interest: Interest) -> io::Result<AsyncFd<NonBlockingFd>> {
-    // SAFETY: a `NonBlockingFd` owns an open descriptor that stays open,
-    // and whose `as_raw_fd` stays the same number, until the `AsyncFd`
-    // drops it.
-    Ok(unsafe { AsyncFd::register_with_interest(fd, interest) }?)
+    register_or_return(fd, interest).map_err(|(_, e)| e)
 }
 
 impl AsyncWrite for WriteEnd {
@@ -239,24 +273,37 @@ impl AsyncWrite for WriteEnd {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.waiting.is_none() {
-            match this.fd.write(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // Registering polls the descriptor's state at once, so
-                    // space freed since the write above is not missed.
-                    this.waiting = Some(register(this.fd.try_clone()?, Interest::WRITABLE)?);
-                }
-                r => return Poll::Ready(r),
-            }
-        }
-        let Some(waiting) = &this.waiting else {
-            unreachable!("registered above")
-        };
         loop {
-            let mut guard = ready!(waiting.poll_write_ready(cx))?;
-            match guard.try_io(|fd| fd.get_ref().write(buf)) {
-                Ok(r) => return Poll::Ready(r),
-                Err(_would_block) => {}
+            match &this.state {
+                WriteState::Plain(fd) => match fd.write(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        let WriteState::Plain(fd) =
+                            std::mem::replace(&mut this.state, WriteState::Moving)
+                        else {
+                            unreachable!("matched above")
+                        };
+                        // Registering polls the descriptor's state at
+                        // once, so space freed since the write above is
+                        // not missed.
+                        match register_or_return(fd, Interest::WRITABLE) {
+                            Ok(a) => this.state = WriteState::Waiting(a),
+                            Err((fd, e)) => {
+                                this.state = WriteState::Plain(fd);
+                                return Poll::Ready(Err(e));
+                            }
+                        }
+                    }
+                    r => return Poll::Ready(r),
+                },
+                WriteState::Waiting(a) => {
+                    let mut guard = ready!(a.poll_write_ready(cx))?;
+                    if let Ok(r) = guard.try_io(|fd| fd.get_ref().write(buf)) {
+                        return Poll::Ready(r);
+                    }
+                }
+                WriteState::Moving => {
+                    return Poll::Ready(Err(io::Error::other("writer without its descriptor")));
+                }
             }
         }
     }
@@ -264,15 +311,17 @@ impl AsyncWrite for WriteEnd {
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         // Every byte accepted went out with its write(2): nothing is
         // buffered here. The peer keeps up again: stop polling for space.
-        self.get_mut().waiting = None;
+        self.get_mut().settle();
         Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        this.waiting = None;
-        if this.fd.is_socket() {
-            rustix::net::shutdown(&this.fd, rustix::net::Shutdown::Write)?;
+        this.settle();
+        if let WriteState::Plain(fd) = &this.state
+            && fd.is_socket()
+        {
+            rustix::net::shutdown(fd, rustix::net::Shutdown::Write)?;
         }
         Poll::Ready(Ok(()))
     }
@@ -307,8 +356,8 @@ mod tests {
         for k in 0..100u32 {
             let line = format!("line {k}\n");
             w.write_all(line.as_bytes()).await.unwrap();
+            assert!(!w.is_registered(), "a write that did not block registered");
             w.flush().await.unwrap();
-            assert!(!w.is_registered());
             let mut got = vec![0u8; line.len()];
             r.read_exact(&mut got).await.unwrap();
             assert_eq!(got, line.as_bytes());

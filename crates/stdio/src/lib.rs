@@ -2,11 +2,11 @@
 //! host that spawned it, how `writegate proxy` talks to its editor, how
 //! `writegate mcp` talks to its client, and how the daemon reads and
 //! writes an accepted socket. A pipe or socket is read and written through
-//! duplicates of its descriptor registered with the runtime, not through
-//! tokio's `stdin()`/`stdout()`, which hand every read and write to a
-//! blocking thread; the descriptors' flags are put back afterwards. A stdin
-//! pipe is enlarged. Each end is registered only for what it waits for
-//! ([`ReadEnd`], [`WriteEnd`]).
+//! descriptors registered with the runtime, not through tokio's
+//! `stdin()`/`stdout()`, which hand every read and write to a blocking
+//! thread, and without changing a flag of a description the host shares
+//! ([`NonBlockingFd`], [`StdioEnds`]). A stdin pipe is enlarged. Each end
+//! is registered only for what it waits for ([`ReadEnd`], [`WriteEnd`]).
 //!
 //! This crate moves bytes it is given and hands over the bytes it reads;
 //! it never decides what to read or write, never parses anything, and
@@ -63,9 +63,9 @@ pub struct Restore(Vec<(OwnedFd, rustix::fs::OFlags)>);
 
 impl Restore {
     /// Puts the flags back (call it once the connection has ended), last
-    /// change first: when stdin and stdout are one socket, the flags
-    /// recorded first are the ones it had before either was changed, and
-    /// they are the ones left.
+    /// change first: when stdin and stdout are one pipe description, the
+    /// flags recorded first are the ones it had before either was changed,
+    /// and they are the ones left.
     pub fn put_back(self) {
         for (fd, flags) in self.0.into_iter().rev() {
             let _ = rustix::fs::fcntl_setfl(&fd, flags);
@@ -178,16 +178,27 @@ fn nonblocking_end(
     }
 }
 
-/// Opens the pipe `fd` refers to anew through `/proc/self/fd`, with a
-/// description of its own (non-blocking, close-on-exec), and checks it is
-/// the same pipe.
+/// Opens the anonymous pipe `fd` refers to anew through `/proc/self/fd`,
+/// with a description of its own (non-blocking, close-on-exec), and checks
+/// it is the same pipe. Not a named FIFO: a FIFO opened while it has no
+/// writer never reports their hang-up on the new description, so end of
+/// input would never come. Not a descriptor open the other way (that
+/// would open the pipe's other side).
 fn reopen(fd: BorrowedFd<'_>, side: Side) -> io::Result<OwnedFd> {
     use rustix::fs::{Mode, OFlags};
-    let access = match side {
-        Side::Read => OFlags::RDONLY,
-        Side::Write => OFlags::WRONLY,
+    let (access, usable) = match side {
+        Side::Read => (OFlags::RDONLY, [OFlags::RDONLY, OFlags::RDWR]),
+        Side::Write => (OFlags::WRONLY, [OFlags::WRONLY, OFlags::RDWR]),
     };
+    let mode = rustix::fs::fcntl_getfl(fd)? & OFlags::ACCMODE;
+    if !usable.contains(&mode) {
+        return Err(io::Error::other("open the other way"));
+    }
     let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    let target = std::fs::read_link(&path)?;
+    if !target.as_os_str().as_encoded_bytes().starts_with(b"pipe:") {
+        return Err(io::Error::other("a named FIFO, not an anonymous pipe"));
+    }
     let own = rustix::fs::open(
         path.as_str(),
         access | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
@@ -247,6 +258,32 @@ mod tests {
         let (_r, w) = rustix::pipe::pipe().unwrap();
         let own = reopen(w.as_fd(), Side::Write).unwrap();
         assert!(nonblocking(&own) && !nonblocking(&w));
+    }
+
+    #[test]
+    fn a_named_fifo_or_a_pipe_open_the_other_way_is_not_reopened() {
+        let d = std::env::temp_dir().join(format!("wg-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&d);
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &d,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        )
+        .unwrap();
+        let r = rustix::fs::open(
+            &d,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        assert!(reopen(r.as_fd(), Side::Read).is_err(), "a named FIFO");
+        std::fs::remove_file(&d).unwrap();
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        assert!(reopen(w.as_fd(), Side::Read).is_err(), "a write end read");
+        assert!(
+            reopen(r.as_fd(), Side::Write).is_err(),
+            "a read end written"
+        );
     }
 
     #[test]
