@@ -327,9 +327,11 @@ fn regression_shared_stdio_pipes_keep_their_flags_even_after_sigkill() {
 
 /// A named FIFO on stdin whose writers are gone before the daemon starts
 /// still ends the stdio connection at end of input: the daemon answers
-/// what was written and exits 0. (A FIFO reopened through `/proc/self/fd`
-/// while it has no writer never reports their hang-up, so it is not
-/// reopened; found in review of the change that reopens pipes.)
+/// what was written and exits 0, and the FIFO's description has its flags
+/// back. (A FIFO reopened through `/proc/self/fd` while it has no writer
+/// never reports their hang-up, so it is not reopened but made
+/// non-blocking until the daemon ends; found in review of the change that
+/// reopens pipes.)
 #[test]
 fn regression_a_named_fifo_on_stdin_still_reaches_end_of_input() {
     use rustix::fs::{Mode, OFlags};
@@ -339,6 +341,7 @@ fn regression_a_named_fifo_on_stdin_still_reaches_end_of_input() {
     let read_end =
         rustix::fs::open(&fifo, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()).unwrap();
     rustix::fs::fcntl_setfl(&read_end, OFlags::empty()).unwrap();
+    let copy = read_end.try_clone().unwrap();
     {
         let mut w = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
         writeln!(w, "{}", req(1, "initialize", json!({"protocolVersion": 1}))).unwrap();
@@ -373,4 +376,5 @@ fn regression_a_named_fifo_on_stdin_still_reaches_end_of_input() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");
+    assert!(!nonblocking(&copy), "the FIFO's flags were not put back");
 }

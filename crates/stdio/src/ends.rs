@@ -41,16 +41,25 @@ pub struct NonBlockingFd {
 }
 
 impl NonBlockingFd {
-    /// Wraps `fd`: a socket as it is, anything else only when its
+    /// Wraps `fd`: a stream socket as it is, anything else only when its
     /// description is already `O_NONBLOCK`.
     ///
     /// # Errors
-    /// `fstat` or `fcntl` failed, or `fd` is not a socket and would block
-    /// (`InvalidInput`): set `O_NONBLOCK` on a description of your own
-    /// first.
+    /// `fstat`, `getsockopt` or `fcntl` failed; `fd` is a socket but not a
+    /// stream (`InvalidInput`: a datagram or packet socket is read a
+    /// message at a time, so a short read does not mean it is empty, and
+    /// [`ReadEnd`] would wait with messages queued); or it is not a socket
+    /// and would block (`InvalidInput`: set `O_NONBLOCK` on a description
+    /// of your own first).
     pub fn new(fd: OwnedFd) -> io::Result<NonBlockingFd> {
         let st = rustix::fs::fstat(&fd)?;
         if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Socket {
+            if rustix::net::sockopt::socket_type(&fd)? != rustix::net::SocketType::STREAM {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a socket that is not a stream",
+                ));
+            }
             return Ok(NonBlockingFd { fd, socket: true });
         }
         if !rustix::fs::fcntl_getfl(&fd)?.contains(rustix::fs::OFlags::NONBLOCK) {
@@ -318,10 +327,14 @@ impl AsyncWrite for WriteEnd {
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         this.settle();
-        if let WriteState::Plain(fd) = &this.state
-            && fd.is_socket()
-        {
-            rustix::net::shutdown(fd, rustix::net::Shutdown::Write)?;
+        match &this.state {
+            WriteState::Plain(fd) if fd.is_socket() => {
+                rustix::net::shutdown(fd, rustix::net::Shutdown::Write)?;
+            }
+            WriteState::Plain(_) => {}
+            WriteState::Waiting(_) | WriteState::Moving => {
+                return Poll::Ready(Err(io::Error::other("writer without its descriptor")));
+            }
         }
         Poll::Ready(Ok(()))
     }
@@ -330,7 +343,7 @@ impl AsyncWrite for WriteEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::net::UnixStream;
+    use std::os::unix::net::{UnixDatagram, UnixStream};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A socket pair left blocking: the ends must not block anyway.
@@ -404,6 +417,13 @@ mod tests {
         let mut got = String::new();
         r.read_to_string(&mut got).await.unwrap();
         assert_eq!(got, "hello\n");
+    }
+
+    #[test]
+    fn a_socket_that_is_not_a_stream_is_refused() {
+        let (a, _b) = UnixDatagram::pair().unwrap();
+        let e = NonBlockingFd::new(OwnedFd::from(a)).unwrap_err();
+        assert_eq!(e.to_string(), "a socket that is not a stream");
     }
 
     #[test]

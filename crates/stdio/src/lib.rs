@@ -38,10 +38,11 @@ pub const STDIN_PIPE_BYTES: usize = 1024 * 1024;
 /// are killed. So no flag of a shared description is changed: a socket is
 /// read and written with `MSG_DONTWAIT` ([`NonBlockingFd`]), and a pipe is
 /// reopened through `/proc/self/fd/N`, which gives a description of its own
-/// that is made non-blocking. Only when a pipe cannot be reopened (no
-/// `/proc`, a pipe of another user) is the shared description made
-/// non-blocking, recorded in [`StdioEnds::restore`] to be put back, and
-/// then never for a pipe that is also stderr's (log lines would fail).
+/// that is made non-blocking. Only when a pipe cannot be reopened (a named
+/// FIFO on stdin, no `/proc`, a pipe of another user) is the shared
+/// description made non-blocking, recorded in [`StdioEnds::restore`] to be
+/// put back (not after SIGKILL), and then never for a pipe that is also
+/// stderr's (log lines would fail).
 pub struct StdioEnds {
     /// Reads the peer's lines.
     pub reader: Box<dyn AsyncRead + Unpin + Send>,
@@ -108,6 +109,8 @@ impl StdioEnds {
                 }
                 ReadEnd::new(fd)
                     .map_err(|e| {
+                        // tokio's blocking stdin needs the flags it had.
+                        Restore(std::mem::take(&mut restore)).put_back();
                         tracing::debug!(error = %e, "stdin read through tokio's stdin");
                     })
                     .ok()
@@ -178,12 +181,13 @@ fn nonblocking_end(
     }
 }
 
-/// Opens the anonymous pipe `fd` refers to anew through `/proc/self/fd`,
-/// with a description of its own (non-blocking, close-on-exec), and checks
-/// it is the same pipe. Not a named FIFO: a FIFO opened while it has no
-/// writer never reports their hang-up on the new description, so end of
-/// input would never come. Not a descriptor open the other way (that
-/// would open the pipe's other side).
+/// Opens the pipe `fd` refers to anew through `/proc/self/fd`, with a
+/// description of its own (non-blocking, close-on-exec), and checks it is
+/// the same pipe. Not a named FIFO to read: a FIFO opened for reading
+/// while it has no writer never reports their hang-up on the new
+/// description, so end of input would never come (a FIFO's write side is
+/// fine: it still learns that the reader left). Not a descriptor open the
+/// other way (that would open the pipe's other side).
 fn reopen(fd: BorrowedFd<'_>, side: Side) -> io::Result<OwnedFd> {
     use rustix::fs::{Mode, OFlags};
     let (access, usable) = match side {
@@ -196,8 +200,9 @@ fn reopen(fd: BorrowedFd<'_>, side: Side) -> io::Result<OwnedFd> {
     }
     let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
     let target = std::fs::read_link(&path)?;
-    if !target.as_os_str().as_encoded_bytes().starts_with(b"pipe:") {
-        return Err(io::Error::other("a named FIFO, not an anonymous pipe"));
+    let anonymous = target.as_os_str().as_encoded_bytes().starts_with(b"pipe:");
+    if !anonymous && matches!(side, Side::Read) {
+        return Err(io::Error::other("a named FIFO to read"));
     }
     let own = rustix::fs::open(
         path.as_str(),
@@ -276,14 +281,17 @@ mod tests {
             rustix::fs::Mode::empty(),
         )
         .unwrap();
-        assert!(reopen(r.as_fd(), Side::Read).is_err(), "a named FIFO");
+        let why = |r: io::Result<OwnedFd>| r.unwrap_err().to_string();
+        assert_eq!(why(reopen(r.as_fd(), Side::Read)), "a named FIFO to read");
+        // Its write side is reopened (the reader's leaving still shows).
+        let w =
+            rustix::fs::open(&d, rustix::fs::OFlags::WRONLY, rustix::fs::Mode::empty()).unwrap();
+        let own = reopen(w.as_fd(), Side::Write).unwrap();
+        assert!(nonblocking(&own) && !nonblocking(&w));
         std::fs::remove_file(&d).unwrap();
         let (r, w) = rustix::pipe::pipe().unwrap();
-        assert!(reopen(w.as_fd(), Side::Read).is_err(), "a write end read");
-        assert!(
-            reopen(r.as_fd(), Side::Write).is_err(),
-            "a read end written"
-        );
+        assert_eq!(why(reopen(w.as_fd(), Side::Read)), "open the other way");
+        assert_eq!(why(reopen(r.as_fd(), Side::Write)), "open the other way");
     }
 
     #[test]
