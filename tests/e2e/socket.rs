@@ -231,6 +231,15 @@ fn regression_issue_12_idle_connections_are_not_polled_for_writing() {
         !sockets.is_empty(),
         "the connection is registered: {regs:?}"
     );
+    // The connection costs two descriptors: the reader's, and the writer's,
+    // which direct writes share.
+    let conn_target = &sockets[0].2;
+    let held = fs::read_dir(format!("/proc/{}/fd", d.child.id()))
+        .unwrap()
+        .flatten()
+        .filter(|e| fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == conn_target.as_str()))
+        .count();
+    assert_eq!(held, 2, "descriptors for the connection");
     assert!(
         sockets.iter().all(|(_, ev, _)| ev & EPOLLOUT == 0),
         "a socket is polled for writing: {regs:?}"

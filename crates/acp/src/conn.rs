@@ -202,8 +202,8 @@ pub trait Handler: Send + Sync + 'static {
 /// when everything it owed has been written (or the peer is gone) and no
 /// one holds its [`Link`] any more (the writer ends with the last one).
 ///
-/// `direct`: a duplicate of the connection's (non-blocking) descriptor for
-/// direct response writes (see [`Outbox`]); `None` when there is none
+/// `direct`: a handle on the connection's (non-blocking) write descriptor
+/// for direct response writes (see [`Outbox`]); `None` when there is none
 /// (stdout a terminal or a file).
 pub async fn run_connection<H, R, W>(
     shared: Arc<Shared>,

@@ -6,8 +6,8 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use writegate_stdio::NonBlockingFd;
 
 /// The write side of a connection. A response is written straight from the
-/// thread that produced it with one non-blocking `write(2)` on a duplicate
-/// of the socket's descriptor when nothing is queued (no hop back to the
+/// thread that produced it with one non-blocking `write(2)` on the
+/// connection's write descriptor when nothing is queued (no hop back to the
 /// async runtime, which is most of a small write's overhead); whatever does
 /// not fit, and every later response until the queue drains, goes through
 /// the connection's async writer task. Each line is written whole by one of
@@ -33,9 +33,9 @@ pub(crate) struct OutState {
 }
 
 impl OutState {
-    /// The state of a new connection: `direct` is a duplicate of its
-    /// (non-blocking) descriptor for direct writes, `None` when there is
-    /// none.
+    /// The state of a new connection: `direct` is a handle on its
+    /// (non-blocking) write descriptor for direct writes, `None` when there
+    /// is none.
     pub(crate) fn new(direct: Option<NonBlockingFd>) -> OutState {
         OutState {
             direct,

@@ -364,8 +364,8 @@ async fn accept_loop(
             }
         }
         // The socket's ends, each registered only for what it waits for
-        // (see `writegate_stdio::WriteEnd`), and a duplicate descriptor for
-        // direct, non-blocking response writes.
+        // (see `writegate_stdio::WriteEnd`), and a handle on the writer's
+        // descriptor for direct, non-blocking response writes.
         let (r, w, direct) = match socket_ends(stream) {
             Ok(ends) => ends,
             Err(e) => {
@@ -382,9 +382,10 @@ async fn accept_loop(
 }
 
 /// An accepted connection's ends: a reader registered for reading only, a
-/// writer registered only while a write would block, and a duplicate for
-/// direct writes. Registering the stream for both (tokio's halves) would
-/// wake a worker each time the peer reads an answer.
+/// writer registered only while a write would block, and a handle on the
+/// writer's descriptor for direct writes: two descriptors in all.
+/// Registering the stream for both (tokio's halves) would wake a worker
+/// each time the peer reads an answer.
 fn socket_ends(
     stream: tokio::net::UnixStream,
 ) -> io::Result<(
@@ -393,7 +394,7 @@ fn socket_ends(
     Option<NonBlockingFd>,
 )> {
     let fd = NonBlockingFd::new(OwnedFd::from(stream.into_std()?))?;
-    let direct = fd.try_clone().ok();
+    let direct = Some(fd.share());
     let reader = crate::stdio::ReadEnd::new(fd.try_clone()?)?;
     Ok((reader, crate::stdio::WriteEnd::new(fd), direct))
 }

@@ -16,7 +16,7 @@ pub(crate) struct Spawned {
     pub(crate) child: Child,
     pub(crate) stdin: WriteEnd,
     pub(crate) stdout: ReadEnd,
-    /// A duplicate of the stdin pipe's (non-blocking) write end for direct
+    /// A handle on the stdin pipe's (non-blocking) write end for direct
     /// line writes; `None` if it could not be made.
     pub(crate) direct: Option<NonBlockingFd>,
 }
@@ -49,7 +49,7 @@ pub(crate) fn spawn(program: &OsStr, args: &[OsString]) -> io::Result<Spawned> {
     // blocking).
     let stdin = NonBlockingFd::own(stdin.into_owned_fd()?)?;
     let stdout = ReadEnd::new(NonBlockingFd::own(stdout.into_owned_fd()?)?)?;
-    let direct = stdin.try_clone().ok();
+    let direct = Some(stdin.share());
     Ok(Spawned {
         child,
         stdin: WriteEnd::new(stdin),

@@ -34,9 +34,13 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 /// its description's flags; or anything else whose open file description
 /// is `O_NONBLOCK` (a pipe reopened through `/proc/self/fd`, a pipe this
 /// process created).
+///
+/// [`NonBlockingFd::share`] gives another handle on the same descriptor
+/// (no `dup`): a connection's writer and its direct writes use one
+/// descriptor, closed when the last handle goes.
 #[derive(Debug)]
 pub struct NonBlockingFd {
-    fd: OwnedFd,
+    fd: std::sync::Arc<OwnedFd>,
     socket: bool,
 }
 
@@ -60,7 +64,10 @@ impl NonBlockingFd {
                     "a socket that is not a stream",
                 ));
             }
-            return Ok(NonBlockingFd { fd, socket: true });
+            return Ok(NonBlockingFd {
+                fd: fd.into(),
+                socket: true,
+            });
         }
         if !rustix::fs::fcntl_getfl(&fd)?.contains(rustix::fs::OFlags::NONBLOCK) {
             return Err(io::Error::new(
@@ -68,7 +75,10 @@ impl NonBlockingFd {
                 "descriptor would block: not a socket and not O_NONBLOCK",
             ));
         }
-        Ok(NonBlockingFd { fd, socket: false })
+        Ok(NonBlockingFd {
+            fd: fd.into(),
+            socket: false,
+        })
     }
 
     /// Wraps `fd` after making its description `O_NONBLOCK`: only for a
@@ -97,10 +107,10 @@ impl NonBlockingFd {
     pub fn read(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         loop {
             let r = if self.socket {
-                rustix::net::recv(&self.fd, &mut *buf, rustix::net::RecvFlags::DONTWAIT)
+                rustix::net::recv(&*self.fd, &mut *buf, rustix::net::RecvFlags::DONTWAIT)
                     .map(|((read, _), _)| read.len())
             } else {
-                rustix::io::read(&self.fd, &mut *buf).map(|(read, _)| read.len())
+                rustix::io::read(&*self.fd, &mut *buf).map(|(read, _)| read.len())
             };
             match r {
                 Err(rustix::io::Errno::INTR) => {}
@@ -119,12 +129,12 @@ impl NonBlockingFd {
         loop {
             let r = if self.socket {
                 rustix::net::send(
-                    &self.fd,
+                    &*self.fd,
                     buf,
                     rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
                 )
             } else {
-                rustix::io::write(&self.fd, buf)
+                rustix::io::write(&*self.fd, buf)
             };
             match r {
                 Err(rustix::io::Errno::INTR) => {}
@@ -133,15 +143,27 @@ impl NonBlockingFd {
         }
     }
 
-    /// A duplicate (close-on-exec) that behaves the same.
+    /// A duplicate (close-on-exec) that behaves the same: another
+    /// descriptor number, as a second registration with the same epoll
+    /// instance needs (a reader and a writer of one socket).
     ///
     /// # Errors
     /// `dup` failed (out of descriptors).
     pub fn try_clone(&self) -> io::Result<NonBlockingFd> {
         Ok(NonBlockingFd {
-            fd: rustix::io::fcntl_dupfd_cloexec(&self.fd, 0)?,
+            fd: rustix::io::fcntl_dupfd_cloexec(&*self.fd, 0)?.into(),
             socket: self.socket,
         })
+    }
+
+    /// Another handle on this very descriptor (no new descriptor): for
+    /// direct writes beside a [`WriteEnd`] that owns it.
+    #[must_use]
+    pub fn share(&self) -> NonBlockingFd {
+        NonBlockingFd {
+            fd: self.fd.clone(),
+            socket: self.socket,
+        }
     }
 }
 
@@ -263,9 +285,9 @@ fn register_or_return(
     fd: NonBlockingFd,
     interest: Interest,
 ) -> Result<AsyncFd<NonBlockingFd>, (NonBlockingFd, io::Error)> {
-    // SAFETY: a `NonBlockingFd` owns an open descriptor that stays open,
-    // and whose `as_raw_fd` stays the same number, until the `AsyncFd`
-    // drops it or gives it back.
+    // SAFETY: a `NonBlockingFd` holds its descriptor open (it and every
+    // handle `share` gave keep it), and its `as_raw_fd` stays the same
+    // number, until the `AsyncFd` drops it or gives it back.
     unsafe { AsyncFd::register_with_interest(fd, interest) }
         .map_err(tokio::io::unix::AsyncFdRegisterError::into_parts)
 }

@@ -48,9 +48,10 @@ pub struct StdioEnds {
     pub reader: Box<dyn AsyncRead + Unpin + Send>,
     /// Writes lines to the peer.
     pub writer: Box<dyn AsyncWrite + Unpin + Send>,
-    /// A duplicate of stdout's end for direct, non-blocking line writes
-    /// (the ACP front end's outbox writes whole lines with it when it
-    /// can); `None` when stdout is not a pipe or socket.
+    /// Another handle on the writer's descriptor
+    /// ([`NonBlockingFd::share`]) for direct, non-blocking line writes (the
+    /// ACP front end's outbox writes whole lines with it when it can);
+    /// `None` when stdout is not a pipe or socket.
     pub direct: Option<NonBlockingFd>,
     /// The file status flags to put back when the connection ends (empty
     /// unless a pipe could not be reopened).
@@ -128,7 +129,7 @@ impl StdioEnds {
         let (writer, direct) =
             match nonblocking_end(rustix::stdio::stdout(), Side::Write, &mut restore) {
                 Ok(Some(fd)) => {
-                    let direct = fd.try_clone().ok();
+                    let direct = Some(fd.share());
                     let writer: Box<dyn AsyncWrite + Unpin + Send> = Box::new(WriteEnd::new(fd));
                     (writer, direct)
                 }
