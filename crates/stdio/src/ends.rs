@@ -428,6 +428,92 @@ mod tests {
         assert_eq!(reader.await.unwrap(), expect);
     }
 
+    /// A write that blocks while the process has no descriptor left still
+    /// waits and delivers every byte: waiting registers the writer's own
+    /// descriptor, never a new one (found in review: a duplicate made
+    /// then failed with EMFILE and ended the connection's output). Runs in
+    /// a child process of this test binary, since it uses up the process's
+    /// descriptors.
+    #[test]
+    fn a_blocked_write_needs_no_new_descriptor() {
+        if std::env::var_os("WG_STDIO_EMFILE_CHILD").is_some() {
+            return emfile_child();
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "ends::tests::a_blocked_write_needs_no_new_descriptor",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("WG_STDIO_EMFILE_CHILD", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("EMFILE-CHILD-OK"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[allow(clippy::print_stdout)] // the parent looks for the marker
+    fn emfile_child() {
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        // A low soft limit, so using it up is quick.
+        let max = getrlimit(Resource::Nofile).maximum;
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(256),
+                maximum: max,
+            },
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (a, b) = blocking_pair();
+            let mut w = WriteEnd::new(a);
+            let mut r = ReadEnd::new(b).unwrap();
+            let mut hog = Vec::new();
+            loop {
+                match rustix::fs::open(
+                    "/dev/null",
+                    rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                ) {
+                    Ok(fd) => hog.push(fd),
+                    Err(rustix::io::Errno::MFILE) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            assert!(
+                rustix::io::fcntl_dupfd_cloexec(&hog[0], 0).is_err(),
+                "no descriptor left"
+            );
+            let big: Vec<u8> = (0..8 * 1024 * 1024u32).map(|i| (i % 253) as u8).collect();
+            let writer = async {
+                w.write_all(&big).await.unwrap();
+                assert!(w.is_registered(), "the write blocked");
+                w.flush().await.unwrap();
+                w.shutdown().await.unwrap();
+            };
+            let reader = async {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let mut got = Vec::new();
+                r.read_to_end(&mut got).await.unwrap();
+                got
+            };
+            let ((), got) = tokio::join!(writer, reader);
+            assert!(got == big, "{} of {} bytes", got.len(), big.len());
+            drop(hog);
+        });
+        println!("EMFILE-CHILD-OK");
+    }
+
     #[tokio::test]
     async fn pipes_work_too_and_the_write_end_closing_is_end_of_input() {
         let (rx, tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::NONBLOCK).unwrap();
