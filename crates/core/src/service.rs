@@ -354,7 +354,7 @@ fn expected_hash(want: &str) -> Result<String, Failure> {
     let shown: String = want.chars().take(80).collect();
     let more = if shown.len() < want.len() { "…" } else { "" };
     Err(Failure::InvalidParams(format!(
-        "expectedHash must be \"sha256:\" followed by 64 hex digits, the form read_lines and every receipt give (got {shown:?}{more}); read the file again to get its hash"
+        "expectedHash must be \"sha256:\" followed by 64 hex digits, copied whole from the hash a read of the file returned (got {shown:?}{more}); read the file again to get its hash"
     )))
 }
 
