@@ -41,5 +41,5 @@ pub use publish::{
     NewFileMode, PublishOptions, Published, WRITE_CHUNK, publish, publish_overlapping,
     temp_file_name, write_private_file,
 };
-pub use release::{RELEASE_QUEUE, Releaser};
+pub use release::{RELEASE_LINGER, RELEASE_QUEUE, Releaser};
 pub use socket::{current_uid, prepare_private_dir, remove_socket_file, set_socket_mode};

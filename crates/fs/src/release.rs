@@ -9,8 +9,8 @@
 //! its format and `hashBefore`), so it keeps that read descriptor open across
 //! the rename: the rename then only unlinks (about 25 µs) and the blocks are
 //! freed when the last descriptor closes. [`Releaser`] closes those
-//! descriptors on its own thread, after the request has been answered or
-//! while it is being answered.
+//! descriptors on its own thread, a batch at a time, within about
+//! [`RELEASE_LINGER`] of their hand-over.
 //!
 //! Nothing about durability changes: the new content, its metadata and the
 //! new name are fsynced before the descriptor is handed over. What moves is
@@ -20,19 +20,29 @@
 //! while open.
 
 use std::os::fd::OwnedFd;
-use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Descriptors queued for closing at most. When the queue is full the
 /// caller closes its descriptor itself. So replaced files held open number
-/// at most this many queued, plus the one being closed, plus one per request
-/// in flight (between its rename and its hand-over).
+/// at most this many queued, plus the ones being closed, plus one per
+/// request in flight (between its rename and its hand-over).
 pub const RELEASE_QUEUE: usize = 64;
 
+/// How long the release thread, once woken, lets descriptors gather before
+/// it closes them: a stream of writes wakes it once per this interval, not
+/// once per replaced file (each wake of an idle thread is a context switch
+/// and, on a VM, an inter-processor interrupt; measured in
+/// docs/performance.md). Blocks are freed this much later at most.
+pub const RELEASE_LINGER: Duration = Duration::from_millis(5);
+
 /// Closes descriptors of replaced files on a background thread (see the
-/// module docs). The thread starts with the first [`Releaser::release`], so
-/// an idle daemon has no extra thread.
+/// module docs), a batch at a time: the first descriptor after a quiet
+/// spell wakes the thread, which waits [`RELEASE_LINGER`] (or until half
+/// the queue is full) and closes everything queued by then. The thread
+/// starts with the first [`Releaser::release`], so an idle daemon has no
+/// extra thread.
 ///
 /// Dropping the `Releaser` does not wait: the thread closes what is queued
 /// and ends, or, if a close hangs (a dead network mount), the process exit
@@ -47,13 +57,67 @@ enum State {
     /// No thread yet.
     #[default]
     Idle,
-    /// The thread runs and takes descriptors from `tx`.
+    /// The thread runs and takes descriptors from `queue`.
     Running {
-        tx: SyncSender<OwnedFd>,
+        queue: Arc<Queue>,
         thread: JoinHandle<()>,
     },
     /// The thread could not be started (logged once): callers close inline.
     Failed,
+}
+
+/// What the callers and the release thread share.
+#[derive(Default)]
+struct Queue {
+    inner: Mutex<Inner>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Inner {
+    fds: Vec<OwnedFd>,
+    /// The thread waits for a first descriptor (not lingering): the next
+    /// one must wake it.
+    asleep: bool,
+    /// Close what is queued and end.
+    stop: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The release thread: sleeps until a descriptor comes, lingers, closes
+    /// the batch; ends once stopped and empty.
+    fn run(&self) {
+        let mut q = self.lock();
+        loop {
+            while q.fds.is_empty() && !q.stop {
+                q.asleep = true;
+                q = self.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+                q.asleep = false;
+            }
+            if !q.stop && q.fds.len() < RELEASE_QUEUE / 2 {
+                // Let a stream of writes add to the batch (callers do not
+                // wake a lingering thread until half the queue is full).
+                q = self
+                    .wake
+                    .wait_timeout(q, RELEASE_LINGER)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+            let batch = std::mem::take(&mut q.fds);
+            let stop = q.stop;
+            drop(q);
+            // Each close frees a replaced file's blocks.
+            drop(batch);
+            q = self.lock();
+            if stop && q.fds.is_empty() {
+                return;
+            }
+        }
+    }
 }
 
 impl Releaser {
@@ -62,21 +126,31 @@ impl Releaser {
         Releaser::default()
     }
 
-    /// Hands `fd` over to be closed soon on the releaser's thread. Never
-    /// blocks on the queue: when it is full, or the thread could not be
-    /// started, `fd` is closed here and now.
+    /// Hands `fd` over to be closed soon on the releaser's thread (within
+    /// about [`RELEASE_LINGER`]). Never blocks on the queue: when it is
+    /// full, or the thread could not be started, `fd` is closed here and
+    /// now.
     pub fn release(&self, fd: OwnedFd) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if matches!(*state, State::Idle) {
-            *state = start();
-        }
-        let State::Running { tx, .. } = &*state else {
-            return; // Failed: `fd` closes as it drops here
+        let queue = {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if matches!(*state, State::Idle) {
+                *state = start();
+            }
+            match &*state {
+                State::Running { queue, .. } => queue.clone(),
+                // Failed: `fd` closes as it drops here.
+                _ => return,
+            }
         };
-        match tx.try_send(fd) {
-            Ok(()) => {}
-            // Full or gone: close it here (it drops with the error).
-            Err(TrySendError::Full(fd) | TrySendError::Disconnected(fd)) => drop(fd),
+        let mut q = queue.lock();
+        if q.fds.len() >= RELEASE_QUEUE {
+            drop(q);
+            return; // full: `fd` closes here
+        }
+        q.fds.push(fd);
+        if q.asleep || q.fds.len() == RELEASE_QUEUE / 2 {
+            q.asleep = false;
+            queue.wake.notify_one();
         }
     }
 
@@ -84,34 +158,41 @@ impl Releaser {
     /// and benches that must know the replaced files are freed; the daemon
     /// never calls it.
     pub fn drain(self) {
-        let state = self
-            .state
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let State::Running { tx, thread } = state {
-            drop(tx);
+        let state = std::mem::take(&mut *self.state.lock().unwrap_or_else(PoisonError::into_inner));
+        if let State::Running { queue, thread } = state {
+            stop(&queue);
             let _ = thread.join();
         }
     }
 }
 
+impl Drop for Releaser {
+    /// The thread closes what is queued and ends; nobody waits for it.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let State::Running { queue, .. } = state {
+            stop(queue);
+        }
+    }
+}
+
+fn stop(queue: &Queue) {
+    queue.lock().stop = true;
+    queue.wake.notify_all();
+}
+
 /// Starts the release thread: `Running`, or `Failed` (logged) when the
 /// system cannot give us a thread.
 fn start() -> State {
-    let (tx, rx) = sync_channel::<OwnedFd>(RELEASE_QUEUE);
+    let queue = Arc::new(Queue::default());
+    let theirs = queue.clone();
     let spawned = std::thread::Builder::new()
         .name("writegate-release".into())
         // Nothing on this thread's stack but a loop.
         .stack_size(64 * 1024)
-        .spawn(move || {
-            // Each descriptor is closed as it arrives; the loop ends when
-            // the releaser is dropped or drained.
-            for fd in rx {
-                drop(fd);
-            }
-        });
+        .spawn(move || theirs.run());
     match spawned {
-        Ok(thread) => State::Running { tx, thread },
+        Ok(thread) => State::Running { queue, thread },
         Err(e) => {
             tracing::warn!(error = %e,
                 "could not start the release thread; replaced files are closed inline from now on");
@@ -127,6 +208,7 @@ mod tests {
     use std::io::Write;
     use std::os::unix::fs::MetadataExt;
     use std::path::{Path, PathBuf};
+    use std::time::Duration;
 
     /// A canonical temp dir, so the links in `/proc/self/fd` start with it.
     fn canonical_tempdir() -> (tempfile::TempDir, PathBuf) {
@@ -163,6 +245,48 @@ mod tests {
         r.release(held.into());
         r.drain();
         assert_eq!(deleted_open_in(&dir), 0);
+    }
+
+    /// Issue 12: a stream of releases, now closed in batches, is closed
+    /// whole soon after the last one; and a releaser dropped with
+    /// descriptors queued still closes them.
+    #[test]
+    fn a_stream_of_releases_is_closed_in_batches_and_none_is_kept() {
+        let (_keep, dir) = canonical_tempdir();
+        let r = Releaser::new();
+        let n = 40;
+        for i in 0..n {
+            let p = dir.join(format!("s{i}"));
+            std::fs::write(&p, b"x").unwrap();
+            let held = File::open(&p).unwrap();
+            std::fs::remove_file(&p).unwrap();
+            r.release(held.into());
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // Within a few lingers of the last one, all are closed.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while deleted_open_in(&dir) > 0 {
+            assert!(std::time::Instant::now() < deadline, "descriptors kept");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(matches!(*r.state.lock().unwrap(), State::Running { .. }));
+        // Dropped with some queued: they are closed all the same.
+        for i in 0..5 {
+            let p = dir.join(format!("d{i}"));
+            std::fs::write(&p, b"x").unwrap();
+            let held = File::open(&p).unwrap();
+            std::fs::remove_file(&p).unwrap();
+            r.release(held.into());
+        }
+        drop(r);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while deleted_open_in(&dir) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a dropped releaser kept descriptors"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Four times more descriptors than the queue holds: release never
