@@ -26,8 +26,8 @@ use std::time::Duration;
 
 /// Descriptors queued for closing at most. When the queue is full the
 /// caller closes its descriptor itself. So replaced files held open number
-/// at most this many queued, plus the ones being closed, plus one per
-/// request in flight (between its rename and its hand-over).
+/// at most this many queued, plus as many in the batch being closed, plus
+/// one per request in flight (between its rename and its hand-over).
 pub const RELEASE_QUEUE: usize = 64;
 
 /// How long the release thread, once woken, lets descriptors gather before
@@ -107,7 +107,7 @@ impl Queue {
                     .unwrap_or_else(PoisonError::into_inner)
                     .0;
             }
-            let batch = std::mem::take(&mut q.fds);
+            let batch = std::mem::replace(&mut q.fds, Vec::with_capacity(RELEASE_QUEUE));
             let stop = q.stop;
             drop(q);
             // Each close frees a replaced file's blocks.
@@ -150,6 +150,8 @@ impl Releaser {
         q.fds.push(fd);
         if q.asleep || q.fds.len() == RELEASE_QUEUE / 2 {
             q.asleep = false;
+            // Woken after the lock is let go, so it does not wait for it.
+            drop(q);
             queue.wake.notify_one();
         }
     }
@@ -284,6 +286,52 @@ mod tests {
             assert!(
                 std::time::Instant::now() < deadline,
                 "a dropped releaser kept descriptors"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Stopping wakes a thread asleep on an empty queue: `drain` after a
+    /// quiet spell returns at once, and a dropped releaser's thread ends
+    /// (its share of the queue goes with it).
+    #[test]
+    fn stopping_wakes_a_sleeping_thread_and_it_ends() {
+        let (_keep, dir) = canonical_tempdir();
+        let one = |r: &Releaser, name: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, b"x").unwrap();
+            let held = File::open(&p).unwrap();
+            std::fs::remove_file(&p).unwrap();
+            r.release(held.into());
+        };
+        let quiet = || {
+            // Closed, and the thread asleep again (several lingers).
+            std::thread::sleep(RELEASE_LINGER * 6);
+            assert_eq!(deleted_open_in(&dir), 0);
+        };
+        let r = Releaser::new();
+        one(&r, "a");
+        quiet();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            r.drain();
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("drain of a sleeping releaser returns");
+        let r = Releaser::new();
+        one(&r, "b");
+        quiet();
+        let queue = match &*r.state.lock().unwrap() {
+            State::Running { queue, .. } => Arc::downgrade(queue),
+            _ => panic!("the thread runs"),
+        };
+        drop(r);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while queue.upgrade().is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a dropped releaser's thread still runs"
             );
             std::thread::sleep(Duration::from_millis(1));
         }
