@@ -273,6 +273,20 @@ fn startup_removes_temp_files_of_dead_processes_only() {
     assert!(d.stderr_text().contains(".a.txt."), "the removal is logged");
 }
 
+/// `writegate serve --stdio` on `t`'s workspace and audit log, its stderr
+/// in `logs/<name>.stderr`; the caller sets stdin and stdout.
+fn serve_stdio_command(t: &Tree, name: &str) -> Command {
+    let mut cmd = t.command();
+    cmd.args(["serve", "--stdio", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .stderr(std::process::Stdio::from(
+            fs::File::create(t.base.join(format!("logs/{name}.stderr"))).unwrap(),
+        ));
+    cmd
+}
+
 /// A host that hands the daemon pipe descriptions it keeps using itself (a
 /// shell pipeline, an editor passing its own descriptors on) finds them as
 /// it left them: blocking while the daemon runs and after the daemon is
@@ -288,16 +302,9 @@ fn regression_shared_stdio_pipes_keep_their_flags_even_after_sigkill() {
     let (out_r, out_w) = rustix::pipe::pipe().unwrap();
     // Our copies keep the daemon's ends' descriptions shared with us.
     let (in_copy, out_copy) = (in_r.try_clone().unwrap(), out_w.try_clone().unwrap());
-    let mut cmd = t.command();
-    cmd.args(["serve", "--stdio", "--workspace"])
-        .arg(&t.ws)
-        .arg("--audit-log")
-        .arg(&t.audit_log)
-        .stdin(std::process::Stdio::from(in_r))
-        .stdout(std::process::Stdio::from(out_w))
-        .stderr(std::process::Stdio::from(
-            fs::File::create(t.base.join("logs/shared.stderr")).unwrap(),
-        ));
+    let mut cmd = serve_stdio_command(&t, "shared");
+    cmd.stdin(std::process::Stdio::from(in_r))
+        .stdout(std::process::Stdio::from(out_w));
     let mut child = cmd.spawn().unwrap();
     let mut to = fs::File::from(in_w);
     let mut from = BufReader::new(fs::File::from(out_r));
@@ -346,16 +353,9 @@ fn regression_a_named_fifo_on_stdin_still_reaches_end_of_input() {
         let mut w = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
         writeln!(w, "{}", req(1, "initialize", json!({"protocolVersion": 1}))).unwrap();
     }
-    let mut cmd = t.command();
-    cmd.args(["serve", "--stdio", "--workspace"])
-        .arg(&t.ws)
-        .arg("--audit-log")
-        .arg(&t.audit_log)
-        .stdin(std::process::Stdio::from(read_end))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::from(
-            fs::File::create(t.base.join("logs/fifo.stderr")).unwrap(),
-        ));
+    let mut cmd = serve_stdio_command(&t, "fifo");
+    cmd.stdin(std::process::Stdio::from(read_end))
+        .stdout(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
