@@ -81,9 +81,11 @@ impl NonBlockingFd {
         })
     }
 
-    /// Wraps `fd` after making its description `O_NONBLOCK`: only for a
+    /// Wraps `fd` after making its description `O_NONBLOCK`. The flag is
+    /// the description's, so every holder sees it: use this on a
     /// description no other process uses (a pipe this process created and
-    /// whose other end it gave away), since the flag is the description's.
+    /// whose other end it gave away), or record its old flags to put back
+    /// ([`crate::Restore`], the stdio fallback).
     ///
     /// # Errors
     /// `fcntl` failed.
@@ -261,8 +263,9 @@ impl WriteEnd {
     }
 
     /// Whether the writer is registered for writability now (a write
-    /// blocked since the last flush); for tests.
-    pub fn is_registered(&self) -> bool {
+    /// blocked since the last flush).
+    #[cfg(test)]
+    fn is_registered(&self) -> bool {
         matches!(self.state, WriteState::Waiting(_))
     }
 

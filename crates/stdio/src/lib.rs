@@ -231,13 +231,11 @@ fn shared_nonblocking(
     let flags = rustix::fs::fcntl_getfl(fd)?;
     let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
     restore.push((rustix::io::fcntl_dupfd_cloexec(fd, 0)?, flags));
-    if let Err(e) = rustix::fs::fcntl_setfl(&dup, flags | rustix::fs::OFlags::NONBLOCK) {
+    NonBlockingFd::own(dup).inspect_err(|_| {
         if let Some((fd, flags)) = restore.pop() {
             let _ = rustix::fs::fcntl_setfl(&fd, flags);
         }
-        return Err(e.into());
-    }
-    NonBlockingFd::new(dup)
+    })
 }
 
 #[cfg(test)]
