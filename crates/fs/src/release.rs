@@ -249,6 +249,26 @@ mod tests {
         assert_eq!(deleted_open_in(&dir), 0);
     }
 
+    /// A descriptor of the file `name` in `dir`, which has no name any more
+    /// (as a replaced file has after the rename).
+    fn deleted_but_open(dir: &Path, name: &str) -> OwnedFd {
+        let p = dir.join(name);
+        std::fs::write(&p, b"x").unwrap();
+        let held = File::open(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        held.into()
+    }
+
+    /// Waits (at most 5 s, else fails with `why`) until no descriptor of a
+    /// deleted file in `dir` is open.
+    fn all_closed_soon(dir: &Path, why: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while deleted_open_in(dir) > 0 {
+            assert!(std::time::Instant::now() < deadline, "{why}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Issue 12: a stream of releases, now closed in batches, is closed
     /// whole soon after the last one; and a releaser dropped with
     /// descriptors queued still closes them.
@@ -258,37 +278,18 @@ mod tests {
         let r = Releaser::new();
         let n = 40;
         for i in 0..n {
-            let p = dir.join(format!("s{i}"));
-            std::fs::write(&p, b"x").unwrap();
-            let held = File::open(&p).unwrap();
-            std::fs::remove_file(&p).unwrap();
-            r.release(held.into());
+            r.release(deleted_but_open(&dir, &format!("s{i}")));
             std::thread::sleep(Duration::from_micros(200));
         }
         // Within a few lingers of the last one, all are closed.
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while deleted_open_in(&dir) > 0 {
-            assert!(std::time::Instant::now() < deadline, "descriptors kept");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        all_closed_soon(&dir, "descriptors kept");
         assert!(matches!(*r.state.lock().unwrap(), State::Running { .. }));
         // Dropped with some queued: they are closed all the same.
         for i in 0..5 {
-            let p = dir.join(format!("d{i}"));
-            std::fs::write(&p, b"x").unwrap();
-            let held = File::open(&p).unwrap();
-            std::fs::remove_file(&p).unwrap();
-            r.release(held.into());
+            r.release(deleted_but_open(&dir, &format!("d{i}")));
         }
         drop(r);
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while deleted_open_in(&dir) > 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "a dropped releaser kept descriptors"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        all_closed_soon(&dir, "a dropped releaser kept descriptors");
     }
 
     /// Stopping wakes a thread asleep on an empty queue: `drain` after a
@@ -297,13 +298,7 @@ mod tests {
     #[test]
     fn stopping_wakes_a_sleeping_thread_and_it_ends() {
         let (_keep, dir) = canonical_tempdir();
-        let one = |r: &Releaser, name: &str| {
-            let p = dir.join(name);
-            std::fs::write(&p, b"x").unwrap();
-            let held = File::open(&p).unwrap();
-            std::fs::remove_file(&p).unwrap();
-            r.release(held.into());
-        };
+        let one = |r: &Releaser, name: &str| r.release(deleted_but_open(&dir, name));
         let quiet = || {
             // Closed, and the thread asleep again (several lingers).
             std::thread::sleep(RELEASE_LINGER * 6);
@@ -345,15 +340,12 @@ mod tests {
         let n = RELEASE_QUEUE * 4;
         let mut held = Vec::new();
         for i in 0..n {
-            let p = dir.join(format!("f{i}"));
-            std::fs::write(&p, b"x").unwrap();
-            held.push(File::open(&p).unwrap());
-            std::fs::remove_file(&p).unwrap();
+            held.push(deleted_but_open(&dir, &format!("f{i}")));
         }
         assert_eq!(deleted_open_in(&dir), n);
         let r = Releaser::new();
-        for f in held {
-            r.release(f.into());
+        for fd in held {
+            r.release(fd);
         }
         r.drain();
         assert_eq!(deleted_open_in(&dir), 0);
