@@ -3,12 +3,39 @@
 //! changes nothing.
 
 use crate::common::{
-    Tree, find_program, nobody_reachable_binary, running_as_root, snapshot, temps, write_params,
+    Daemon, Tree, find_program, nobody_reachable_binary, running_as_root, snapshot, temps,
+    write_params,
 };
 use serde_json::json;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
 use std::process::Command;
+
+/// A tree whose workspace, home, state, config and runtime directories
+/// belong to nobody (uid and gid 65534), reachable by nobody.
+fn nobody_tree() -> Tree {
+    let s = Tree::new();
+    fs::set_permissions(&s.base, fs::Permissions::from_mode(0o755)).unwrap();
+    for d in ["ws", "home", "state", "config", "run"] {
+        std::os::unix::fs::chown(s.base.join(d), Some(65534), Some(65534)).unwrap();
+    }
+    s
+}
+
+/// `writegate serve --stdio` on `s`'s workspace, run as nobody by `setpriv`.
+fn nobody_daemon(s: &Tree, setpriv: &Path) -> Daemon {
+    let bin = nobody_reachable_binary(&s.base);
+    let mut cmd = Command::new(setpriv);
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["serve", "--stdio", "--workspace"])
+        .arg(&s.ws)
+        .arg("--audit-log")
+        .arg(&s.audit_log);
+    s.set_env(&mut cmd);
+    s.spawn(cmd, true, false)
+}
 
 #[test]
 fn permission_denied_when_the_daemon_runs_as_nobody() {
@@ -19,12 +46,7 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
         eprintln!("note: setpriv is missing; skipping the permission test");
         return;
     };
-    let s = Tree::new();
-    // Make the tree reachable by nobody and give it its own dirs.
-    fs::set_permissions(&s.base, fs::Permissions::from_mode(0o755)).unwrap();
-    for d in ["ws", "home", "state", "config", "run"] {
-        std::os::unix::fs::chown(s.base.join(d), Some(65534), Some(65534)).unwrap();
-    }
+    let s = nobody_tree();
     // A root-owned directory nobody cannot write into, with a file in it.
     let locked = s.ws.join("locked");
     fs::create_dir(&locked).unwrap();
@@ -35,17 +57,7 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
     let secret = s.ws.join("secret.txt");
     fs::write(&secret, "top secret\n").unwrap();
     fs::set_permissions(&secret, fs::Permissions::from_mode(0o400)).unwrap();
-    let bin = nobody_reachable_binary(&s.base);
-
-    let mut cmd = Command::new(&setpriv);
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(&bin)
-        .args(["serve", "--stdio", "--workspace"])
-        .arg(&s.ws)
-        .arg("--audit-log")
-        .arg(&s.audit_log);
-    s.set_env(&mut cmd);
-    let mut d = s.spawn(cmd, true, false);
+    let mut d = nobody_daemon(&s, &setpriv);
     let mut c = d.stdio_client();
 
     // The daemon really runs as nobody: what it creates belongs to nobody.
@@ -98,4 +110,46 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
         denied.iter().all(|e| e["errorKind"] == "permission_denied"),
         "{a:?}"
     );
+}
+
+/// The read a write or an edit makes of the file it replaces asks for
+/// `O_NOATIME`, which the kernel refuses (`EPERM`) to anyone but the
+/// file's owner. A file of another owner in a directory the daemon may
+/// write is still replaced, and still edited, as before the flag.
+#[test]
+fn regression_issue_12_a_file_of_another_owner_is_replaced_without_o_noatime() {
+    if !running_as_root("regression_issue_12_a_file_of_another_owner_is_replaced_without_o_noatime")
+    {
+        return;
+    }
+    let Some(setpriv) = find_program("setpriv") else {
+        eprintln!("note: setpriv is missing; skipping the permission test");
+        return;
+    };
+    let s = nobody_tree();
+    // Root's files, readable by all, in nobody's own directory.
+    let (whole, edited) = (s.ws.join("root-whole.txt"), s.ws.join("root-edit.txt"));
+    for f in [&whole, &edited] {
+        fs::write(f, "one\r\ntwo\r\n").unwrap();
+        fs::set_permissions(f, fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let mut d = nobody_daemon(&s, &setpriv);
+    let mut c = d.stdio_client();
+
+    let r = c.call_id(1, "fs/write_text_file", write_params(&whole, "uno\ndos\n"));
+    assert_eq!(r["result"], json!({}), "{r}\n{}", d.stderr_text());
+    let r = c.call_id(
+        2,
+        "_writegate/edit_text_file",
+        json!({"sessionId": "s", "path": edited, "mode": "replace", "line": 2, "content": "2"}),
+    );
+    assert!(r["result"].is_object(), "{r}\n{}", d.stderr_text());
+    // The line endings were read from the old files: they were read.
+    assert_eq!(fs::read(&whole).unwrap(), b"uno\r\ndos\r\n");
+    assert_eq!(fs::read(&edited).unwrap(), b"one\r\n2\r\n");
+    for f in [&whole, &edited] {
+        let m = fs::metadata(f).unwrap();
+        assert_eq!((m.uid(), m.mode() & 0o777), (65534, 0o644), "{f:?}");
+    }
+    assert!(temps(&s.ws).is_empty(), "no temp file left");
 }

@@ -517,7 +517,9 @@ fn raw_head(line: &[u8]) -> Option<RawHead> {
 /// The common shapes are read directly; anything else goes to serde.
 fn request_id(text: &[u8]) -> Option<RequestId> {
     match text.first()? {
-        b'"' => serde_json::from_slice::<String>(text).ok().map(RequestId::Str),
+        b'"' => serde_json::from_slice::<String>(text)
+            .ok()
+            .map(RequestId::Str),
         b'-' | b'0'..=b'9' => serde_json::from_slice::<i64>(text)
             .ok()
             .map(RequestId::Number)

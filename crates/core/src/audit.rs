@@ -1433,7 +1433,7 @@ fn inspect(r: &IntentRecord) -> Recovered {
         return Recovered::Unconfirmed;
     };
     let max = r.event.bytes_after.unwrap_or(0);
-    match writegate_fs::read_existing(&dir, leaf, Some(max)) {
+    match writegate_fs::read_existing(&dir, leaf, Some(max), writegate_fs::Atime::Keep) {
         Ok(None) if r.before.is_none() => Recovered::NotCommitted,
         Ok(Some(e)) if Some((e.dev, e.ino)) == r.before => Recovered::NotCommitted,
         Ok(Some(e))

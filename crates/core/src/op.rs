@@ -31,7 +31,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-use writegate_fs::{Dir, Existing, LockKey, PathGuard, PublishOptions};
+use writegate_fs::{Atime, Dir, Existing, LockKey, PathGuard, PublishOptions};
 use writegate_paths::{OsView, ResolveError};
 
 /// How much of the existing file is read inside the lock.
@@ -458,8 +458,8 @@ impl<'s> Op<'s> {
         // that committed while this one waited is simply the current
         // content (SPEC 7.4: writes serialise, not fail).
         let existing = match mode {
-            ReadMode::Whole(max) => writegate_fs::read_existing(&dir, leaf, Some(max)),
-            ReadMode::Prefix(max) => writegate_fs::read_prefix(&dir, leaf, max),
+            ReadMode::Whole(max) => writegate_fs::read_existing(&dir, leaf, Some(max), Atime::Keep),
+            ReadMode::Prefix(max) => writegate_fs::read_prefix(&dir, leaf, max, Atime::Keep),
         }
         .map_err(Refusal::from)?;
         let mut later = None;
@@ -498,7 +498,9 @@ impl<'s> Op<'s> {
         let (parent, leaf) = target.split()?;
         let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
         let max = self.cfg.max_edit_bytes;
-        match writegate_fs::read_existing(&dir, leaf, Some(max)).map_err(Refusal::from)? {
+        match writegate_fs::read_existing(&dir, leaf, Some(max), Atime::Update)
+            .map_err(Refusal::from)?
+        {
             None => Err(Refusal::new(
                 ErrorKind::PathNotFound,
                 format!("{} does not exist", raw.display()),

@@ -404,11 +404,30 @@ pub fn stat_leaf(dir: &Dir, leaf: &OsStr) -> Result<Option<LeafStat>, FsError> {
 /// it the buffer grows as bytes actually arrive.
 const MAX_CAPACITY_HINT: u64 = 64 * 1024 * 1024;
 
+/// Whether reading a file through [`read_existing`] or [`read_prefix`]
+/// updates its access time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Atime {
+    /// As any read does (the read methods: someone reads the file).
+    Update,
+    /// `O_NOATIME`: for the reads a write or an edit makes of the file it
+    /// replaces, and for looking at a file after a crash. Those reads are
+    /// writegate's own bookkeeping; without the flag every write to a file
+    /// written since its last read also dirtied the old inode's access time
+    /// (issue 12). The kernel allows the flag only to the file's owner (or
+    /// `CAP_FOWNER`); on `EPERM` the file is opened without it.
+    Keep,
+}
+
 /// Opens the regular file `leaf` in `dir` for reading (`O_NOFOLLOW`,
 /// classified before opening so a fifo or device is never opened) and
 /// returns it with its metadata and its path for messages; `None` when
 /// nothing has that name. Shared by [`read_prefix`] and [`read_existing`].
-fn open_regular(dir: &Dir, leaf: &OsStr) -> Result<Option<(OwnedFd, LeafStat, PathBuf)>, FsError> {
+fn open_regular(
+    dir: &Dir,
+    leaf: &OsStr,
+    atime: Atime,
+) -> Result<Option<(OwnedFd, LeafStat, PathBuf)>, FsError> {
     check_leaf(leaf)?;
     let shown = dir.path().join(leaf);
     // Classify first so that a fifo or a device is never opened.
@@ -417,7 +436,17 @@ fn open_regular(dir: &Dir, leaf: &OsStr) -> Result<Option<(OwnedFd, LeafStat, Pa
     }
     let flags =
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let fd = match rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()) {
+    let opened = match atime {
+        Atime::Update => rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()),
+        Atime::Keep => {
+            match rustix::fs::openat(dir.fd(), leaf, flags | OFlags::NOATIME, Mode::empty()) {
+                // Not the file's owner: read it the ordinary way.
+                Err(Errno::PERM) => rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()),
+                other => other,
+            }
+        }
+    };
+    let fd = match opened {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Ok(None),
         Err(e) => return Err(FsError::errno(FsOp::Open, &shown, e)),
@@ -441,8 +470,13 @@ fn open_regular(dir: &Dir, leaf: &OsStr) -> Result<Option<(OwnedFd, LeafStat, Pa
 /// need to look at a file's beginning (the format of a file a whole-file
 /// write replaces, SPEC 7.2). Same errors as [`read_existing`]; like it, the
 /// result holds the file open until it is dropped or its handle taken.
-pub fn read_prefix(dir: &Dir, leaf: &OsStr, max_bytes: u64) -> Result<Option<Existing>, FsError> {
-    let Some((fd, meta, shown)) = open_regular(dir, leaf)? else {
+pub fn read_prefix(
+    dir: &Dir,
+    leaf: &OsStr,
+    max_bytes: u64,
+    atime: Atime,
+) -> Result<Option<Existing>, FsError> {
+    let Some((fd, meta, shown)) = open_regular(dir, leaf, atime)? else {
         return Ok(None);
     };
     let hint = meta.len.min(max_bytes).min(MAX_CAPACITY_HINT);
@@ -489,8 +523,9 @@ pub fn read_existing(
     dir: &Dir,
     leaf: &OsStr,
     max_bytes: Option<u64>,
+    atime: Atime,
 ) -> Result<Option<Existing>, FsError> {
-    let Some((fd, meta, shown)) = open_regular(dir, leaf)? else {
+    let Some((fd, meta, shown)) = open_regular(dir, leaf, atime)? else {
         return Ok(None);
     };
     let mut existing = Existing {

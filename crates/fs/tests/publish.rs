@@ -8,7 +8,8 @@ use std::path::Path;
 
 use common::{assert_err, is_root, mode, names, tempdir, temps};
 use writegate_fs::{
-    Dir, FsError, NewFileMode, PublishOptions, WRITE_CHUNK, publish, read_existing, stat_leaf,
+    Atime, Dir, FsError, NewFileMode, PublishOptions, WRITE_CHUNK, publish, read_existing,
+    stat_leaf,
 };
 
 fn opts() -> PublishOptions {
@@ -166,7 +167,7 @@ fn leaf_swapped_for_symlink_is_refused_and_target_untouched() {
 
     // The caller saw a regular file ...
     let d = Dir::open_canonical(&dir).unwrap();
-    let seen = read_existing(&d, OsStr::new("a.txt"), None)
+    let seen = read_existing(&d, OsStr::new("a.txt"), None, Atime::Update)
         .unwrap()
         .unwrap();
     // ... which is then swapped for a symlink to an outside file.
@@ -233,7 +234,7 @@ fn non_regular_leaf_is_not_a_file() {
     let err = publish(&d, OsStr::new("sub"), b"x", &opts(), &mut ok()).unwrap_err();
     assert!(matches!(err, FsError::NotAFile { .. }), "{err:?}");
     assert_eq!(names(&dir), vec!["sub"]);
-    let err = read_existing(&d, OsStr::new("sub"), None).unwrap_err();
+    let err = read_existing(&d, OsStr::new("sub"), None, Atime::Update).unwrap_err();
     assert!(matches!(err, FsError::NotAFile { .. }), "{err:?}");
     let err = stat_leaf(&d, OsStr::new("sub")).unwrap_err();
     assert!(matches!(err, FsError::NotAFile { .. }), "{err:?}");
@@ -252,7 +253,7 @@ fn fifo_leaf_is_refused_without_blocking() {
     .unwrap();
     let d = Dir::open_canonical(&dir).unwrap();
     assert_err!(
-        read_existing(&d, OsStr::new("pipe"), None),
+        read_existing(&d, OsStr::new("pipe"), None, Atime::Update),
         FsError::NotAFile { .. }
     );
     assert_err!(
@@ -267,7 +268,7 @@ fn read_existing_cases() {
     let (_t, dir) = tempdir();
     let d = Dir::open_canonical(&dir).unwrap();
     assert!(
-        read_existing(&d, OsStr::new("none"), None)
+        read_existing(&d, OsStr::new("none"), None, Atime::Update)
             .unwrap()
             .is_none()
     );
@@ -275,7 +276,9 @@ fn read_existing_cases() {
 
     std::fs::write(dir.join("f"), b"0123456789").unwrap();
     std::fs::set_permissions(dir.join("f"), std::fs::Permissions::from_mode(0o640)).unwrap();
-    let e = read_existing(&d, OsStr::new("f"), None).unwrap().unwrap();
+    let e = read_existing(&d, OsStr::new("f"), None, Atime::Update)
+        .unwrap()
+        .unwrap();
     assert_eq!(e.bytes, b"0123456789");
     assert_eq!((e.len, e.mode, e.truncated), (10, 0o640, false));
     let m = std::fs::metadata(dir.join("f")).unwrap();
@@ -284,11 +287,11 @@ fn read_existing_cases() {
         (m.dev(), m.ino(), m.uid(), m.gid())
     );
 
-    let e = read_existing(&d, OsStr::new("f"), Some(10))
+    let e = read_existing(&d, OsStr::new("f"), Some(10), Atime::Update)
         .unwrap()
         .unwrap();
     assert_eq!((e.bytes.len(), e.truncated), (10, false));
-    let e = read_existing(&d, OsStr::new("f"), Some(9))
+    let e = read_existing(&d, OsStr::new("f"), Some(9), Atime::Update)
         .unwrap()
         .unwrap();
     assert!(e.truncated);
@@ -300,7 +303,7 @@ fn read_existing_cases() {
 
     symlink(dir.join("f"), dir.join("link")).unwrap();
     assert_err!(
-        read_existing(&d, OsStr::new("link"), None),
+        read_existing(&d, OsStr::new("link"), None, Atime::Update),
         FsError::SymlinkEscape { .. }
     );
     assert_err!(
@@ -309,7 +312,7 @@ fn read_existing_cases() {
     );
     symlink(dir.join("missing"), dir.join("dangling")).unwrap();
     assert_err!(
-        read_existing(&d, OsStr::new("dangling"), None),
+        read_existing(&d, OsStr::new("dangling"), None, Atime::Update),
         FsError::SymlinkEscape { .. }
     );
 }
@@ -506,9 +509,9 @@ fn existing_keeps_the_replaced_inode_open_across_the_publish() {
     let d = Dir::open_canonical(&dir).unwrap();
     for prefix in [false, true] {
         let read = if prefix {
-            writegate_fs::read_prefix(&d, OsStr::new("a.txt"), 4)
+            writegate_fs::read_prefix(&d, OsStr::new("a.txt"), 4, Atime::Keep)
         } else {
-            read_existing(&d, OsStr::new("a.txt"), None)
+            read_existing(&d, OsStr::new("a.txt"), None, Atime::Update)
         };
         let mut seen = read.unwrap().expect("the file exists");
         let before = (seen.dev, seen.ino);
@@ -602,4 +605,54 @@ fn the_written_hook_runs_after_the_write_and_before_the_precommit() {
     );
     assert!(err.is_err());
     assert!(!ran, "written ran for a write that never happened");
+}
+
+/// Sets `path`'s access time to 1,000 s after the epoch, before its
+/// modification time, where relatime updates it on the next read.
+fn age_atime(path: &std::path::Path) {
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_times(std::fs::FileTimes::new().set_accessed(old))
+        .unwrap();
+}
+
+fn atime(path: &std::path::Path) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().atime()
+}
+
+/// Issue 12: the reads a write or an edit makes of the file it replaces
+/// (`Atime::Keep`) leave the file's access time alone; the read methods'
+/// reads (`Atime::Update`) update it as any read does.
+#[test]
+fn reads_for_a_replacement_leave_the_access_time_alone() {
+    let (_t, dir) = tempdir();
+    let d = Dir::open_canonical(&dir).unwrap();
+    for name in ["kept.txt", "prefix.txt", "read.txt"] {
+        std::fs::write(dir.join(name), b"content\n").unwrap();
+        age_atime(&dir.join(name));
+    }
+    read_existing(&d, OsStr::new("kept.txt"), None, Atime::Keep)
+        .unwrap()
+        .unwrap();
+    writegate_fs::read_prefix(&d, OsStr::new("prefix.txt"), 4, Atime::Keep)
+        .unwrap()
+        .unwrap();
+    assert_eq!(atime(&dir.join("kept.txt")), 1_000);
+    assert_eq!(atime(&dir.join("prefix.txt")), 1_000);
+    let seen = read_existing(&d, OsStr::new("read.txt"), None, Atime::Update)
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.bytes, b"content\n");
+    // A filesystem mounted `noatime` updates nothing: then there is nothing
+    // to compare against.
+    let control = dir.join("control.txt");
+    std::fs::write(&control, b"x").unwrap();
+    age_atime(&control);
+    std::fs::read(&control).unwrap();
+    if atime(&control) == 1_000 {
+        eprintln!("note: this filesystem does not update access times");
+    } else {
+        assert_ne!(atime(&dir.join("read.txt")), 1_000);
+    }
 }
