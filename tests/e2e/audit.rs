@@ -13,6 +13,7 @@ use crate::common::{BIN, Client, Daemon, TIMEOUT, Tree, find_program, req, write
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -266,14 +267,21 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// Runs one write through a daemon under `strace`, which delivers SIGKILL
-/// to it when it enters the system call `inject` names (a real kill -9 at
-/// an exact point), and waits until it is gone. Returns false (and says
-/// why) without `strace`.
-fn crash_at(t: &Tree, trace: &str, inject: &str, target: &Path, content: &str) -> bool {
+/// Runs `writes` (target, content), one after the other, through a daemon
+/// under `strace`, which delivers SIGKILL to it when it enters the system
+/// call `inject` names (a real kill -9 at an exact point), and waits until
+/// it is gone. Each write but the last waits for its answer. `flush` is
+/// `audit.flush`. Returns the answers it wrote before it died; `None`
+/// (saying why) without `strace`.
+fn crash_at(
+    t: &Tree,
+    (trace, inject): (&str, &str),
+    flush: &str,
+    writes: &[(&Path, &str)],
+) -> Option<Vec<Value>> {
     let Some(strace) = find_program("strace") else {
         eprintln!("note: strace is not installed; the exact-point crash tests are skipped");
-        return false;
+        return None;
     };
     let mut cmd = Command::new(strace);
     t.set_env(&mut cmd);
@@ -286,20 +294,25 @@ fn crash_at(t: &Tree, trace: &str, inject: &str, target: &Path, content: &str) -
         .arg(&t.ws)
         .arg("--audit-log")
         .arg(&t.audit_log)
-        .env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true");
+        .env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true")
+        .env("WRITEGATE_AUDIT_FLUSH", flush);
     let mut d = t.spawn(cmd, true, false);
     let mut c = d.stdio_client();
     let r = c.call("initialize", json!({"protocolVersion": 1}));
     assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());
+    let (last, earlier) = writes.split_last().expect("a write");
+    let mut answers: Vec<Value> = earlier
+        .iter()
+        .map(|(target, content)| c.call("fs/write_text_file", write_params(target, content)))
+        .collect();
     c.send(&req(
         "w",
         "fs/write_text_file",
-        write_params(target, content),
+        write_params(last.0, last.1),
     ));
-    let answers = c.recv_until_eof();
-    assert!(answers.is_empty(), "killed before answering: {answers:?}");
+    answers.extend(c.recv_until_eof());
     let _ = d.wait_exit();
-    true
+    Some(answers)
 }
 
 /// Issue 13 item 4: "kill -9 between the rename and the audit append
@@ -313,10 +326,15 @@ fn kill_9_between_rename_and_audit_append_is_repaired_at_next_start() {
     let target = t.ws.join("a.txt");
     fs::write(&target, "old\n").unwrap();
     // The write's second fsync is the directory's, right after the rename.
-    let ran = crash_at(&t, "fsync", "fsync:signal=SIGKILL:when=2", &target, "new\n");
-    if !ran {
+    let Some(answers) = crash_at(
+        &t,
+        ("fsync", "fsync:signal=SIGKILL:when=2"),
+        "interval",
+        &[(&target, "new\n")],
+    ) else {
         return;
-    }
+    };
+    assert!(answers.is_empty(), "killed before answering: {answers:?}");
     assert!(
         whole_events(&t.audit_log).is_empty(),
         "killed before its event"
@@ -349,16 +367,15 @@ fn kill_9_before_the_rename_records_one_denied_event_and_changes_nothing() {
     let t = Tree::new();
     let target = t.ws.join("a.txt");
     fs::write(&target, "old\n").unwrap();
-    let ran = crash_at(
+    let Some(answers) = crash_at(
         &t,
-        "renameat,renameat2",
-        "renameat,renameat2:signal=SIGKILL",
-        &target,
-        "new\n",
-    );
-    if !ran {
+        ("renameat,renameat2", "renameat,renameat2:signal=SIGKILL"),
+        "interval",
+        &[(&target, "new\n")],
+    ) else {
         return;
-    }
+    };
+    assert!(answers.is_empty(), "killed before answering: {answers:?}");
     assert_eq!(
         crate::common::temps(&t.ws).len(),
         1,
@@ -379,23 +396,24 @@ fn kill_9_before_the_rename_records_one_denied_event_and_changes_nothing() {
     assert!(events[0].get("hashAfter").is_none());
 }
 
-/// Killed after the event was appended but before the intent was retired
-/// (held at the journal's truncation): the next start finds the event by
-/// its `opId` and writes no second one.
+/// Killed after the event was appended and flushed but before its intent
+/// left the journal (held at the flusher's clearing of the journal, after
+/// the answer): the next start finds the event by its `opId` and writes no
+/// second one.
 #[test]
 fn kill_9_after_the_audit_append_writes_no_second_event() {
     let t = Tree::new();
     let target = t.ws.join("a.txt");
-    let ran = crash_at(
+    let Some(answers) = crash_at(
         &t,
-        "ftruncate",
-        "ftruncate:signal=SIGKILL",
-        &target,
-        "new\n",
-    );
-    if !ran {
+        ("ftruncate", "ftruncate:signal=SIGKILL"),
+        "interval",
+        &[(&target, "new\n")],
+    ) else {
         return;
-    }
+    };
+    assert_eq!(answers.len(), 1, "answered, then killed: {answers:?}");
+    assert_eq!(answers[0]["result"], json!({}), "{answers:?}");
     assert_eq!(
         whole_events(&t.audit_log).len(),
         1,
@@ -410,6 +428,43 @@ fn kill_9_after_the_audit_append_writes_no_second_event() {
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(events[0].get("recovered").is_none());
     assert_eq!(fs::read_dir(&intents).unwrap().count(), 0);
+}
+
+/// Retired intents stay in the journal until it is cleared (issue 12): an
+/// intent journaled while none was pending is marked `fresh`, and recovery
+/// reads a journal from its last fresh intent on. Two writes create files
+/// and are answered; the third replaces a 0644 file and is killed at the
+/// temp file's `fchmod`, before its rename (the only write that changes a
+/// temp file's mode). Then the audit log is moved away (rotated): the next
+/// start records only the third write, once, in the new log. Reading the
+/// retired intents would have found no event for them in the new log and
+/// written two more. With `flush = "sync"`, where no flusher empties the
+/// journal after a flush, so that it surely holds all three intents.
+#[test]
+fn regression_issue_12_retired_intents_are_not_recovered_after_the_log_is_rotated() {
+    let t = Tree::new();
+    let files: Vec<PathBuf> = (1..=3).map(|i| t.ws.join(format!("f{i}.txt"))).collect();
+    fs::write(&files[2], "old\n").unwrap();
+    fs::set_permissions(&files[2], fs::Permissions::from_mode(0o644)).unwrap();
+    let writes: Vec<(&Path, &str)> = files.iter().map(|f| (f.as_path(), "new\n")).collect();
+    let Some(answers) = crash_at(&t, ("fchmod", "fchmod:signal=SIGKILL"), "sync", &writes) else {
+        return;
+    };
+    assert_eq!(answers.len(), 2, "two answered, then killed: {answers:?}");
+    let intents = PathBuf::from(format!("{}.intents", t.audit_log.display()));
+    let journal = fs::read_dir(&intents).unwrap().next().unwrap().unwrap();
+    let lines = fs::read_to_string(journal.path()).unwrap();
+    assert_eq!(lines.lines().count(), 3, "retired intents stay: {lines}");
+    let rotated = t.audit_log.with_extension("jsonl.1");
+    fs::rename(&t.audit_log, &rotated).unwrap();
+    let (d, c) = start(&t, &[]);
+    stop(d, c);
+    assert_eq!(whole_events(&rotated).len(), 2);
+    let events = whole_events(&t.audit_log);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "fs.denied", "{events:?}");
+    assert_eq!(events[0]["recovered"], "not_committed", "{events:?}");
+    assert_eq!(fs::read(&files[2]).unwrap(), b"old\n");
 }
 
 /// Total writes of the kill -9 loops (default 1000 each; set

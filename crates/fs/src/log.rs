@@ -150,6 +150,38 @@ impl AppendLog {
         Ok(u64::try_from(st.st_size).unwrap_or(0))
     }
 
+    /// The file's length when it ends with a whole line (or is empty),
+    /// checked WITHOUT the lock: `fstat`, then a one-byte `pread` of the
+    /// last byte. `None` when the last byte is not `\n` (a torn tail, or a
+    /// line being appended or cut back right then): the caller then takes
+    /// the lock ([`LogLock::repair_tail`]).
+    ///
+    /// A length returned is a lower bound on where every later line will
+    /// start, for as long as the file is this one: at the moment of the
+    /// read the file was at least that long and its byte before that
+    /// offset was a `\n`. Lines hold no other `\n`, so that byte ends a
+    /// whole line, and nothing cuts a whole line: a torn-tail cut keeps
+    /// everything up to the last `\n`, and a rolled-back short write cuts
+    /// back only to where its own line began. (Used for the offset an
+    /// intent records, from which recovery looks for its event.)
+    ///
+    /// Errors: `fstat` or `pread` failures, naming the path.
+    pub fn whole_len(&self) -> Result<Option<u64>, FsError> {
+        let len = self.len()?;
+        if len == 0 {
+            return Ok(Some(0));
+        }
+        let mut last = [0u8; 1];
+        loop {
+            match rustix::io::pread(&self.fd, &mut last, len - 1) {
+                Ok(1) if last[0] == b'\n' => return Ok(Some(len)),
+                Ok(_) => return Ok(None),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(FsError::errno(FsOp::Read, &self.path, e)),
+            }
+        }
+    }
+
     /// Whether the log is empty.
     pub fn is_empty(&self) -> Result<bool, FsError> {
         Ok(self.len()? == 0)

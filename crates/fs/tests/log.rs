@@ -322,6 +322,24 @@ fn a_torn_tail_is_cut_before_the_next_line() {
     assert_eq!(std::fs::read(&path).unwrap(), b"{\"keep\":1}\n");
 }
 
+/// `whole_len` is the length of a log ending with a whole line (or
+/// empty), `None` for a torn tail, and changes nothing either way.
+#[test]
+fn whole_len_sees_a_torn_tail_without_cutting_it() {
+    let (_t, base) = tempdir();
+    let path = base.join("audit.jsonl");
+    let log = AppendLog::open(&path).unwrap();
+    assert_eq!(log.whole_len().unwrap(), Some(0));
+    log.append(b"{\"a\":1}").unwrap();
+    assert_eq!(log.whole_len().unwrap(), Some(8));
+    std::fs::write(&path, b"{\"a\":1}\n{\"torn\":").unwrap();
+    assert_eq!(log.whole_len().unwrap(), None);
+    assert_eq!(std::fs::read(&path).unwrap().len(), 16, "nothing cut");
+    // The next append cuts it, and the length is whole again.
+    assert_eq!(log.append(b"{\"b\":2}").unwrap(), 16);
+    assert_eq!(log.whole_len().unwrap(), Some(16));
+}
+
 #[test]
 fn lines_from_an_offset() {
     let (_t, base) = tempdir();
