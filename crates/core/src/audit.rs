@@ -418,6 +418,8 @@ struct JournalState {
     error: Option<String>,
     len: u64,
     pending: usize,
+    /// Operations waiting in [`Shared::journal_append`] for room.
+    waiting: usize,
 }
 
 impl JournalState {
@@ -520,6 +522,7 @@ impl AuditSink {
                 error: None,
                 len: 0,
                 pending: 0,
+                waiting: 0,
             }),
             journal_room: Condvar::new(),
             journal_sync: GroupSync::default(),
@@ -985,11 +988,13 @@ impl Shared {
             if self.failing.load(Ordering::SeqCst) {
                 return Err("the intent journal is full while the audit log is failing".into());
             }
+            j.waiting += 1;
             j = self
                 .journal_room
                 .wait_timeout(j, RETRY_EVERY)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            j.waiting -= 1;
         }
         let journal = match &j.journal {
             Some(journal) => journal.clone(),
@@ -1022,7 +1027,8 @@ impl Shared {
     fn journal_done(&self) {
         let mut j = lock(&self.journal);
         j.pending = j.pending.saturating_sub(1);
-        if j.pending == 0 {
+        // A notify is a system call even with nobody waiting.
+        if j.pending == 0 && j.waiting > 0 {
             self.journal_room.notify_all();
         }
     }
@@ -1084,11 +1090,15 @@ impl Shared {
             }
         } else {
             let mut f = lock(&self.flusher);
+            let wake = f.dirty_since.is_none() && f.idle;
             if f.dirty_since.is_none() {
                 f.dirty_since = Some(Instant::now());
-                if f.idle {
-                    self.wake.notify_one();
-                }
+            }
+            // Woken after the lock is dropped, the flusher does not wait
+            // for it (the state it reads was set under the lock).
+            drop(f);
+            if wake {
+                self.wake.notify_one();
             }
         }
         for _ in 0..intents {
