@@ -278,3 +278,40 @@ fn regression_issue_12_idle_connections_are_not_polled_for_writing() {
     drop(c);
     assert!(d.wait_exit().success());
 }
+
+/// A daemon started with a low soft descriptor limit (64, as `prlimit`
+/// sets it; the hard limit 4,096) raises it and serves 100 connections at
+/// once: each holds two descriptors, so with the limit it was given,
+/// accepts failed after about two dozen.
+#[test]
+fn regression_issue_12_the_daemon_raises_its_descriptor_limit() {
+    let Some(prlimit) = find_program("prlimit") else {
+        eprintln!("note: prlimit is missing; skipping the descriptor-limit test");
+        return;
+    };
+    let s = Tree::new();
+    let mut cmd = Command::new(prlimit);
+    s.set_env(&mut cmd);
+    cmd.arg("--nofile=64:4096")
+        .arg(crate::common::BIN)
+        .arg("serve")
+        .arg("--socket")
+        .arg(&s.sock)
+        .arg("--workspace")
+        .arg(&s.ws)
+        .arg("--audit-log")
+        .arg(&s.audit_log);
+    let d = s.spawn(cmd, false, true);
+    let limits = fs::read_to_string(format!("/proc/{}/limits", d.child.id())).unwrap();
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a descriptor limit");
+    let soft: Vec<&str> = open_files.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(soft, ["4096", "4096"], "{open_files}");
+    let mut clients: Vec<_> = (0..100).map(|_| d.connect()).collect();
+    for (k, c) in (0_i64..).zip(clients.iter_mut()) {
+        let r = c.call_id(k, "initialize", json!({"protocolVersion": 1}));
+        assert!(r.get("result").is_some(), "connection {k}: {r}");
+    }
+}

@@ -227,10 +227,41 @@ pub(crate) fn build_service(
     Ok((service, cli_workspaces))
 }
 
+/// The soft descriptor limit the daemon asks for, at most (never above the
+/// hard limit).
+const WANT_NOFILE: u64 = 1 << 16;
+
+/// Raises the soft `RLIMIT_NOFILE` towards the hard limit (at most
+/// [`WANT_NOFILE`]). Each connection holds two descriptors and the
+/// releaser up to 128 replaced files, so the usual soft limit of 1,024
+/// served only a few hundred connections; past it, accepts failed and
+/// requests were refused `io_error`. The daemon uses `epoll`, never
+/// `select`, and starts no child process, so nothing needs the old limit
+/// back. A failure leaves the limit as it was (logged at debug level).
+fn raise_descriptor_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    let Some(soft) = limit.current else {
+        return; // already unlimited
+    };
+    let want = limit
+        .maximum
+        .map_or(WANT_NOFILE, |hard| hard.min(WANT_NOFILE));
+    if want <= soft {
+        return;
+    }
+    limit.current = Some(want);
+    match setrlimit(Resource::Nofile, limit) {
+        Ok(()) => tracing::debug!(from = soft, to = want, "raised the descriptor limit"),
+        Err(e) => tracing::debug!(error = %e, "cannot raise the descriptor limit"),
+    }
+}
+
 /// Runs the daemon until SIGTERM/SIGINT (or the end of stdin with `--stdio`
 /// alone). [`Status::Usage`] (2) when it cannot start.
 pub(crate) fn serve(a: &ServeArgs) -> Status {
     init_logs(a.verbose, a.quiet);
+    raise_descriptor_limit();
     // Socket activation first: descriptor 3, if systemd passed it.
     let activated = match writegate_acp::activated_listener(&env_var) {
         Ok(l) => l,
