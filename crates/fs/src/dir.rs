@@ -410,12 +410,14 @@ const MAX_CAPACITY_HINT: u64 = 64 * 1024 * 1024;
 pub enum Atime {
     /// As any read does (the read methods: someone reads the file).
     Update,
-    /// `O_NOATIME`: for the reads a write or an edit makes of the file it
-    /// replaces, and for looking at a file after a crash. Those reads are
-    /// writegate's own bookkeeping; without the flag every write to a file
-    /// written since its last read also dirtied the old inode's access time
-    /// (issue 12). The kernel allows the flag only to the file's owner (or
-    /// `CAP_FOWNER`); on `EPERM` the file is opened without it.
+    /// `O_NOATIME`: for the reads a write or an edit makes of its target
+    /// (a dry run's too), and for looking at a file after a crash. Those
+    /// reads are writegate's own bookkeeping; without the flag every write
+    /// to a file written since its last read also dirtied the old inode's
+    /// access time (issue 12). The kernel allows the flag only to the
+    /// file's owner (or `CAP_FOWNER`): another's file (as the `lstat`
+    /// before the open saw it) is opened without it, and so is a file
+    /// whose open with it is refused (`EPERM`).
     Keep,
 }
 
@@ -431,20 +433,23 @@ fn open_regular(
     check_leaf(leaf)?;
     let shown = dir.path().join(leaf);
     // Classify first so that a fifo or a device is never opened.
-    if leaf_state(dir.fd(), dir.path(), leaf)? == LeafState::Missing {
+    let LeafState::Regular(seen) = leaf_state(dir.fd(), dir.path(), leaf)? else {
         return Ok(None);
-    }
+    };
     let flags =
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let opened = match atime {
-        Atime::Update => rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()),
-        Atime::Keep => {
-            match rustix::fs::openat(dir.fd(), leaf, flags | OFlags::NOATIME, Mode::empty()) {
-                // Not the file's owner: read it the ordinary way.
-                Err(Errno::PERM) => rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()),
-                other => other,
-            }
+    // Only the owner (or root, with CAP_FOWNER) may ask for O_NOATIME: for
+    // another's file it would be a refused open before the real one.
+    let euid = crate::publish::own_euid();
+    let opened = if atime == Atime::Keep && (euid == 0 || seen.uid == euid) {
+        match rustix::fs::openat(dir.fd(), leaf, flags | OFlags::NOATIME, Mode::empty()) {
+            // Refused all the same (the owner changed meanwhile, or root
+            // without CAP_FOWNER): read it the ordinary way.
+            Err(Errno::PERM) => rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty()),
+            other => other,
         }
+    } else {
+        rustix::fs::openat(dir.fd(), leaf, flags, Mode::empty())
     };
     let fd = match opened {
         Ok(fd) => fd,

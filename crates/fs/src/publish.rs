@@ -173,8 +173,13 @@ fn own_pid() -> u32 {
 /// Whether the effective UID is root, read once (the daemon never changes
 /// its credentials).
 fn running_as_root() -> bool {
-    static ROOT: OnceLock<bool> = OnceLock::new();
-    *ROOT.get_or_init(|| rustix::process::geteuid().is_root())
+    own_euid() == 0
+}
+
+/// The effective uid, read once: the daemon never changes it.
+pub(crate) fn own_euid() -> u32 {
+    static EUID: OnceLock<u32> = OnceLock::new();
+    *EUID.get_or_init(|| rustix::process::geteuid().as_raw())
 }
 
 /// The process umask, read once: `/proc/self/status` (`Umask:` line, no

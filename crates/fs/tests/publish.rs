@@ -627,6 +627,16 @@ fn atime(path: &std::path::Path) -> i64 {
 #[test]
 fn reads_for_a_replacement_leave_the_access_time_alone() {
     let (_t, dir) = tempdir();
+    // A filesystem mounted `noatime` updates nothing: then there is
+    // nothing to tell apart.
+    let control = dir.join("control.txt");
+    std::fs::write(&control, b"x").unwrap();
+    age_atime(&control);
+    std::fs::read(&control).unwrap();
+    if atime(&control) == 1_000 {
+        eprintln!("note: this filesystem does not update access times; skipped");
+        return;
+    }
     let d = Dir::open_canonical(&dir).unwrap();
     for name in ["kept.txt", "prefix.txt", "read.txt"] {
         std::fs::write(dir.join(name), b"content\n").unwrap();
@@ -644,15 +654,5 @@ fn reads_for_a_replacement_leave_the_access_time_alone() {
         .unwrap()
         .unwrap();
     assert_eq!(seen.bytes, b"content\n");
-    // A filesystem mounted `noatime` updates nothing: then there is nothing
-    // to compare against.
-    let control = dir.join("control.txt");
-    std::fs::write(&control, b"x").unwrap();
-    age_atime(&control);
-    std::fs::read(&control).unwrap();
-    if atime(&control) == 1_000 {
-        eprintln!("note: this filesystem does not update access times");
-    } else {
-        assert_ne!(atime(&dir.join("read.txt")), 1_000);
-    }
+    assert_ne!(atime(&dir.join("read.txt")), 1_000);
 }
