@@ -477,6 +477,36 @@ fn regression_issue_12_a_daemon_killed_while_idle_writes_nothing_after_the_log_i
     }
 }
 
+/// A retiring line still counts after a fragment of a failed append (a
+/// short write whose rollback failed too) glued itself in front of it:
+/// recovery takes any line that ends with it for one. The journal of a
+/// daemon killed while idle is given such a fragment, and the log is
+/// rotated: nothing is recovered into the new log.
+#[test]
+fn a_retiring_line_after_a_fragment_still_retires() {
+    let t = Tree::new();
+    let (mut d, mut c) = start(&t, &[]);
+    let r = c.call(
+        "fs/write_text_file",
+        write_params(&t.ws.join("a.txt"), "new\n"),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    d.child.kill().unwrap();
+    let _ = d.wait_exit();
+    let journal = the_journal(&t);
+    let text = fs::read_to_string(&journal).unwrap();
+    let intent = text
+        .strip_suffix(RETIRED)
+        .expect("an intent, then its retiring line");
+    fs::write(&journal, format!("{intent}{{\"logOffset\":12{RETIRED}")).unwrap();
+    let rotated = t.audit_log.with_extension("jsonl.1");
+    fs::rename(&t.audit_log, &rotated).unwrap();
+    let (d, c) = start(&t, &[]);
+    stop(d, c);
+    let events = whole_events(&t.audit_log);
+    assert!(events.is_empty(), "{events:?}");
+}
+
 /// Two writes create files and are answered; the third replaces a 0644
 /// file and is killed at the temp file's `fchmod`, before its rename (the
 /// only write that changes a temp file's mode). Then the audit log is

@@ -67,8 +67,14 @@ const JOURNAL_LIMIT: u64 = 1 << 20;
 const JOURNAL_CLEAR_AT: u64 = 64 * 1024;
 
 /// The journal line that retires every intent above it (nothing was
-/// pending when it was written).
+/// pending when it was written). Recovery takes any line that ends with it
+/// for one (an intent line ends with its event's `}}`), so that it still
+/// counts after a fragment of a failed append.
 const RETIRED: &[u8] = b"{\"retired\":true}\n";
+
+/// How many times (of [`RETRY_EVERY`]) an operation waits for room in a
+/// journal over [`JOURNAL_LIMIT`] before it is refused: 10 s.
+const JOURNAL_WAITS: u32 = 40;
 
 /// Disk reserved beyond what pending events need, so that a reservation is
 /// not renewed for every operation.
@@ -419,6 +425,10 @@ struct JournalState {
     pending: usize,
     /// Operations waiting in [`Shared::journal_append`] for room.
     waiting: usize,
+    /// An append failed: the journal may end in a fragment (a short write
+    /// whose rollback failed too), and `len` may be behind the file. The
+    /// next retirement empties the journal instead of appending to it.
+    damaged: bool,
 }
 
 impl JournalState {
@@ -429,20 +439,26 @@ impl JournalState {
     /// the log by `opId` (the same as a failed emptying before issue 12).
     fn retire_all(&mut self) {
         debug_assert_eq!(self.pending, 0);
-        let Some(journal) = &self.journal else {
+        let Some(journal) = self.journal.clone() else {
             return;
         };
-        if self.len > JOURNAL_CLEAR_AT {
+        if self.len > JOURNAL_CLEAR_AT || self.damaged {
             match journal.clear() {
-                Ok(()) => self.len = 0,
+                Ok(()) => {
+                    self.len = 0;
+                    self.damaged = false;
+                    return;
+                }
                 Err(e) => tracing::warn!(error = %crate::error::with_causes(&e),
-                    "cannot clear the intent journal"),
+                    "cannot clear the intent journal; retiring its intents with a line"),
             }
-        } else {
-            match journal.append(RETIRED, self.len) {
-                Ok(()) => self.len += RETIRED.len() as u64,
-                Err(e) => tracing::warn!(error = %crate::error::with_causes(&e),
-                    "cannot retire the intents of the journal"),
+        }
+        match journal.append(RETIRED, self.len) {
+            Ok(()) => self.len += RETIRED.len() as u64,
+            Err(e) => {
+                self.damaged = true;
+                tracing::warn!(error = %crate::error::with_causes(&e),
+                    "cannot retire the intents of the journal");
             }
         }
     }
@@ -532,6 +548,7 @@ impl AuditSink {
                 len: 0,
                 pending: 0,
                 waiting: 0,
+                damaged: false,
             }),
             journal_room: Condvar::new(),
             journal_sync: GroupSync::default(),
@@ -996,12 +1013,21 @@ impl Shared {
     /// Appends an intent line; returns the journal and the append's number.
     fn journal_append(&self, line: &[u8]) -> Result<(Arc<Journal>, u64), String> {
         let mut j = lock(&self.journal);
+        let mut waits = 0;
         while j.len > JOURNAL_LIMIT && j.pending > 0 {
             // Pending intents are retired as their events are written; not
-            // while the log is failing.
+            // while the log is failing. A wait that does not end (an
+            // intent that is never retired) is a refusal, not a hang.
             if self.failing.load(Ordering::SeqCst) {
                 return Err("the intent journal is full while the audit log is failing".into());
             }
+            if waits == JOURNAL_WAITS {
+                return Err(format!(
+                    "the intent journal is full: {} operations have not recorded their events",
+                    j.pending
+                ));
+            }
+            waits += 1;
             j.waiting += 1;
             j = self
                 .journal_room
@@ -1019,9 +1045,10 @@ impl Shared {
                     .unwrap_or_else(|| "no intent journal".into()));
             }
         };
-        journal
-            .append(line, j.len)
-            .map_err(|e| crate::error::with_causes(&e))?;
+        if let Err(e) = journal.append(line, j.len) {
+            j.damaged = true;
+            return Err(crate::error::with_causes(&e));
+        }
         j.len += line.len() as u64;
         j.pending += 1;
         let seq = self.journal_sync.mark();
@@ -1404,7 +1431,7 @@ fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, String> {
         let lines: Vec<&[u8]> = whole.split(|&b| b == b'\n').collect();
         let from = lines
             .iter()
-            .rposition(|l| RETIRED.strip_suffix(b"\n") == Some(*l))
+            .rposition(|l| RETIRED.strip_suffix(b"\n").is_some_and(|r| l.ends_with(r)))
             .map_or(0, |i| i + 1);
         for l in lines[from..].iter().filter(|l| !l.is_empty()) {
             match serde_json::from_slice::<IntentRecord>(l) {

@@ -725,9 +725,14 @@ impl<'s> Op<'s> {
                     why
                 })
         };
-        let published =
-            writegate_fs::publish_overlapping(&dir, leaf, bytes, &opts, written, &mut precommit);
+        // A panic while publishing (a bug) still hands the intent to the
+        // operation, whose `Drop` records its event with it: otherwise the
+        // intent would never be retired, and the journal would fill up.
+        let published = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            writegate_fs::publish_overlapping(&dir, leaf, bytes, &opts, written, &mut precommit)
+        }));
         self.intent = intent.flatten();
+        let published = published.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         let published = match published {
             Ok(p) => p,
             Err(e) => {
