@@ -410,6 +410,29 @@ fn the_journal(t: &Tree) -> PathBuf {
 /// The line with which a journal retires every intent above it.
 const RETIRED: &str = "{\"retired\":true}\n";
 
+/// One answered write of `a.txt` by a daemon started with `env`, which is
+/// then killed with SIGKILL while idle.
+fn one_write_then_kill_9(t: &Tree, env: &[(&str, &str)]) {
+    let (mut d, mut c) = start(t, env);
+    let r = c.call(
+        "fs/write_text_file",
+        write_params(&t.ws.join("a.txt"), "new\n"),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    d.child.kill().unwrap();
+    let _ = d.wait_exit();
+}
+
+/// Moves the audit log away (as a log rotation does), then starts and
+/// stops a daemon with `env`; returns the rotated log's path.
+fn rotate_then_restart(t: &Tree, env: &[(&str, &str)]) -> PathBuf {
+    let rotated = t.audit_log.with_extension("jsonl.1");
+    fs::rename(&t.audit_log, &rotated).unwrap();
+    let (d, c) = start(t, env);
+    stop(d, c);
+    rotated
+}
+
 /// Killed after the event was appended but before its intent was retired:
 /// the next start finds the event by its `opId` and writes no second one.
 /// That window is two `write(2)` calls wide (the event's, then the
@@ -419,14 +442,7 @@ const RETIRED: &str = "{\"retired\":true}\n";
 #[test]
 fn kill_9_after_the_audit_append_writes_no_second_event() {
     let t = Tree::new();
-    let (mut d, mut c) = start(&t, &[]);
-    let r = c.call(
-        "fs/write_text_file",
-        write_params(&t.ws.join("a.txt"), "new\n"),
-    );
-    assert_eq!(r["result"], json!({}), "{r}");
-    d.child.kill().unwrap();
-    let _ = d.wait_exit();
+    one_write_then_kill_9(&t, &[]);
     assert_eq!(
         whole_events(&t.audit_log).len(),
         1,
@@ -459,18 +475,8 @@ fn regression_issue_12_a_daemon_killed_while_idle_writes_nothing_after_the_log_i
     for flush in ["interval", "sync"] {
         let t = Tree::new();
         let env = [("WRITEGATE_AUDIT_FLUSH", flush)];
-        let (mut d, mut c) = start(&t, &env);
-        let r = c.call(
-            "fs/write_text_file",
-            write_params(&t.ws.join("a.txt"), "new\n"),
-        );
-        assert_eq!(r["result"], json!({}), "{flush}: {r}");
-        d.child.kill().unwrap();
-        let _ = d.wait_exit();
-        let rotated = t.audit_log.with_extension("jsonl.1");
-        fs::rename(&t.audit_log, &rotated).unwrap();
-        let (d, c) = start(&t, &env);
-        stop(d, c);
+        one_write_then_kill_9(&t, &env);
+        let rotated = rotate_then_restart(&t, &env);
         assert_eq!(whole_events(&rotated).len(), 1, "{flush}");
         let events = whole_events(&t.audit_log);
         assert!(events.is_empty(), "{flush}: {events:?}");
@@ -485,24 +491,15 @@ fn regression_issue_12_a_daemon_killed_while_idle_writes_nothing_after_the_log_i
 #[test]
 fn a_retiring_line_after_a_fragment_still_retires() {
     let t = Tree::new();
-    let (mut d, mut c) = start(&t, &[]);
-    let r = c.call(
-        "fs/write_text_file",
-        write_params(&t.ws.join("a.txt"), "new\n"),
-    );
-    assert_eq!(r["result"], json!({}), "{r}");
-    d.child.kill().unwrap();
-    let _ = d.wait_exit();
+    one_write_then_kill_9(&t, &[]);
     let journal = the_journal(&t);
     let text = fs::read_to_string(&journal).unwrap();
     let intent = text
         .strip_suffix(RETIRED)
         .expect("an intent, then its retiring line");
     fs::write(&journal, format!("{intent}{{\"logOffset\":12{RETIRED}")).unwrap();
-    let rotated = t.audit_log.with_extension("jsonl.1");
-    fs::rename(&t.audit_log, &rotated).unwrap();
-    let (d, c) = start(&t, &[]);
-    stop(d, c);
+    let rotated = rotate_then_restart(&t, &[]);
+    assert_eq!(whole_events(&rotated).len(), 1);
     let events = whole_events(&t.audit_log);
     assert!(events.is_empty(), "{events:?}");
 }
@@ -531,10 +528,7 @@ fn regression_issue_12_retired_intents_are_not_recovered_after_the_log_is_rotate
         .filter(|l| format!("{l}\n") == RETIRED)
         .count();
     assert_eq!((lines.lines().count(), retiring), (5, 2), "{lines}");
-    let rotated = t.audit_log.with_extension("jsonl.1");
-    fs::rename(&t.audit_log, &rotated).unwrap();
-    let (d, c) = start(&t, &[]);
-    stop(d, c);
+    let rotated = rotate_then_restart(&t, &[]);
     assert_eq!(whole_events(&rotated).len(), 2);
     let events = whole_events(&t.audit_log);
     assert_eq!(events.len(), 1, "{events:?}");
