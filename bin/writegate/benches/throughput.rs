@@ -525,7 +525,79 @@ fn cold_round_trips(t: &Tree, pid: u32, client: &mut Client, receipt: &[u8]) {
         median(&mut pair),
         echo_cpu as f64 / n as f64 / 1e3
     );
+    served_bare(t);
 }
+
+/// The floor under any daemon's 1 KiB write: the bare sequence, run by a
+/// thread of this process that a one-byte request over a Unix socket pair
+/// wakes, and that answers one byte once the write is durable (no JSON, no
+/// resolver, no audit). Alternates, in blocks of [`SERVED_BLOCK`] writes,
+/// with the bare sequence run by the calling thread itself on the same
+/// files; prints both CPUs per write (the serving thread's, whole, wake-ups
+/// included; the calling thread's around its own blocks), their ratio, and
+/// the median time of a write on each side.
+fn served_bare(t: &Tree) {
+    use std::io::{Read, Write};
+    let blocks = scaled(600) / SERVED_BLOCK;
+    let n = blocks * SERVED_BLOCK;
+    let content = text_of(KIB, "served");
+    let (mut near, mut far) = std::os::unix::net::UnixStream::pair().unwrap();
+    let ws = t.ws.clone();
+    let served_content = content.clone();
+    let server = std::thread::spawn(move || {
+        let (c0, _) = schedstat("/proc/thread-self/schedstat");
+        let mut seq = 0u64;
+        let mut b = [0u8; 1];
+        let mut k = 0usize;
+        while far.read_exact(&mut b).is_ok() {
+            let leaf = format!("served-{}.txt", k % 8);
+            bare_write(&ws, &leaf, served_content.as_bytes(), "served", &mut seq);
+            k += 1;
+            if far.write_all(&b).is_err() {
+                break;
+            }
+        }
+        schedstat("/proc/thread-self/schedstat").0 - c0
+    });
+    let mut seq = 0u64;
+    let (mut own, mut served) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut own_cpu = 0;
+    for block in 0..blocks {
+        let (c0, _) = schedstat("/proc/thread-self/schedstat");
+        for k in 0..SERVED_BLOCK {
+            let leaf = format!("served-{}.txt", (block * SERVED_BLOCK + k) % 8);
+            let s = Instant::now();
+            bare_write(&t.ws, &leaf, content.as_bytes(), "own", &mut seq);
+            own.push(s.elapsed().as_secs_f64() * 1e6);
+        }
+        own_cpu += schedstat("/proc/thread-self/schedstat").0 - c0;
+        for _ in 0..SERVED_BLOCK {
+            let s = Instant::now();
+            near.write_all(b"x").unwrap();
+            let mut b = [0u8; 1];
+            near.read_exact(&mut b).unwrap();
+            served.push(s.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    drop(near);
+    let served_cpu = server.join().unwrap();
+    let (own_us, served_us) = (
+        own_cpu as f64 / n as f64 / 1e3,
+        served_cpu as f64 / n as f64 / 1e3,
+    );
+    println!(
+        "| bare 1 KiB write, run by this thread | {:.0} | {own_us:.0} (this thread's) | |",
+        median(&mut own)
+    );
+    println!(
+        "| the same bare write, run by a thread that a one-byte request over a socket pair wakes (no writegate) | {:.0} | {served_us:.0} (the serving thread's: {:.2}x the line above) | |",
+        median(&mut served),
+        served_us / own_us
+    );
+}
+
+/// Writes per block of [`served_bare`]'s alternation.
+const SERVED_BLOCK: usize = 20;
 
 fn print_header() {
     println!(
@@ -635,6 +707,13 @@ fn main() {
         }
     }
     println!("(µs/write: median of per-round means, range of round means in parentheses)");
+    if !big_started {
+        // No 5 MiB case ran (WG_BENCH_CASES): the round trips still print.
+        println!();
+        if let Some(client) = clients.first_mut() {
+            round_trips(&t, pid, client);
+        }
+    }
     println!();
     print_inproc(&outcomes);
     println!();
