@@ -8,6 +8,7 @@ use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
@@ -52,7 +53,25 @@ pub struct Dir {
     fd: OwnedFd,
     path: PathBuf,
     syncable: bool,
+    /// [`Dir::identity`], looked up once.
+    ident: OnceLock<Option<DirIdentity>>,
 }
+
+/// What one `statx` of an open directory tells: its `(dev, ino)` (the
+/// encoding `fstat`'s `st_dev` uses) and, on Linux 6.8 and later, the
+/// 64-bit unique ID of the mount it is on, which is never reused while the
+/// system runs (`STATX_MNT_ID_UNIQUE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DirIdentity {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) mount: Option<u64>,
+}
+
+/// `STATX_MNT_ID_UNIQUE` (Linux 6.8): rustix 1.1 names only the reusable
+/// `STATX_MNT_ID`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const STATX_MNT_ID_UNIQUE: u32 = 0x0000_4000;
 
 impl Dir {
     /// Open the canonical absolute directory `dir` (SPEC 7.3).
@@ -89,11 +108,7 @@ impl Dir {
         if names.is_empty() {
             let fd = rustix::fs::open(root, DIR_FLAGS, Mode::empty())
                 .map_err(|e| FsError::errno(FsOp::OpenDir, root, e))?;
-            return Ok(Dir {
-                fd,
-                path: PathBuf::from("/"),
-                syncable: true,
-            });
+            return Ok(Dir::new(fd, PathBuf::from("/"), true));
         }
         // Fast path: one `openat2` with RESOLVE_NO_SYMLINKS (Linux 5.6+)
         // refuses a symlink in any component, exactly like the walk below.
@@ -106,11 +121,7 @@ impl Dir {
             Mode::empty(),
             rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
         ) {
-            return Ok(Dir {
-                fd,
-                path: dir.to_path_buf(),
-                syncable: true,
-            });
+            return Ok(Dir::new(fd, dir.to_path_buf(), true));
         }
         let mut cur = rustix::fs::open(root, WALK_FLAGS, Mode::empty())
             .map_err(|e| FsError::errno(FsOp::OpenDir, root, e))?;
@@ -132,11 +143,7 @@ impl Dir {
             };
             cur = next;
         }
-        Ok(Dir {
-            fd: cur,
-            path: dir.to_path_buf(),
-            syncable,
-        })
+        Ok(Dir::new(cur, dir.to_path_buf(), syncable))
     }
 
     /// The path this handle was opened from (for messages only: the path may
@@ -155,8 +162,33 @@ impl Dir {
     /// file is visible or harmful: NFS renames it to `.nfsXXXX` (one more
     /// round trip, and a name in the directory until it is closed), FUSE
     /// to `.fuse_hiddenXXXX`, and SMB servers may refuse to replace an open
-    /// file. Also false when `fstatfs` fails. One system call.
+    /// file. Also false when `fstatfs` fails.
+    ///
+    /// The answer is remembered per mount when [`Dir::identity`] has the
+    /// mount's unique ID (Linux 6.8 and later): a mount's filesystem type
+    /// never changes and its unique ID is never given to another mount, so
+    /// only the first directory of each mount costs an `fstatfs`. Without
+    /// that ID, one `fstatfs` per call (a device number alone could name
+    /// another filesystem after an unmount).
     pub fn can_defer_frees(&self) -> bool {
+        let mount = self.identity().and_then(|i| i.mount);
+        if let Some(known) = mount.and_then(|m| defer_by_mount().lock().ok()?.get(&m).copied()) {
+            return known;
+        }
+        let answer = self.fs_frees_later();
+        if let Some(m) = mount
+            && let Ok(mut cache) = defer_by_mount().lock()
+        {
+            if cache.len() >= DEFER_CACHE_MOUNTS {
+                cache.clear();
+            }
+            cache.insert(m, answer);
+        }
+        answer
+    }
+
+    /// [`Dir::can_defer_frees`]'s answer from `fstatfs`.
+    fn fs_frees_later(&self) -> bool {
         const EXT_SUPER_MAGIC: u64 = 0xEF53;
         const XFS_SUPER_MAGIC: u64 = 0x5846_5342;
         const BTRFS_SUPER_MAGIC: u64 = 0x9123_683E;
@@ -192,11 +224,43 @@ impl Dir {
     /// A handle from an already opened readable directory descriptor (the
     /// caller walked to it without following any symlink).
     pub(crate) fn from_parts(fd: OwnedFd, path: PathBuf) -> Dir {
+        Dir::new(fd, path, true)
+    }
+
+    fn new(fd: OwnedFd, path: PathBuf, syncable: bool) -> Dir {
         Dir {
             fd,
             path,
-            syncable: true,
+            syncable,
+            ident: OnceLock::new(),
         }
+    }
+
+    /// The directory's identity, from one `statx` (or, where `statx` is
+    /// missing or refused, `fstat`, with no mount ID) the first time it is
+    /// asked for; `None` when both fail.
+    pub(crate) fn identity(&self) -> Option<DirIdentity> {
+        *self.ident.get_or_init(|| {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            {
+                use rustix::fs::StatxFlags;
+                let want = StatxFlags::INO | StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE);
+                if let Ok(st) = rustix::fs::statx(&self.fd, "", AtFlags::EMPTY_PATH, want)
+                    && st.stx_mask & StatxFlags::INO.bits() != 0
+                {
+                    return Some(DirIdentity {
+                        dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+                        ino: st.stx_ino,
+                        mount: (st.stx_mask & STATX_MNT_ID_UNIQUE != 0).then_some(st.stx_mnt_id),
+                    });
+                }
+            }
+            rustix::fs::fstat(&self.fd).ok().map(|st| DirIdentity {
+                dev: st.st_dev,
+                ino: st.st_ino,
+                mount: None,
+            })
+        })
     }
 
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
@@ -209,6 +273,18 @@ impl AsFd for Dir {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+}
+
+/// Mounts whose [`Dir::can_defer_frees`] answer is remembered at most; the
+/// map is emptied when full (a process that writes on more mounts than
+/// this only asks `fstatfs` again).
+const DEFER_CACHE_MOUNTS: usize = 256;
+
+/// [`Dir::can_defer_frees`]'s answers by unique mount ID.
+fn defer_by_mount() -> &'static std::sync::Mutex<std::collections::HashMap<u64, bool>> {
+    static CACHE: OnceLock<std::sync::Mutex<std::collections::HashMap<u64, bool>>> =
+        OnceLock::new();
+    CACHE.get_or_init(Default::default)
 }
 
 /// Turn the error of `openat(parent, name, O_DIRECTORY|O_NOFOLLOW)` into the

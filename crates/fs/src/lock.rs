@@ -27,15 +27,16 @@ pub enum LockKey {
 }
 
 impl LockKey {
-    /// The key of `leaf` in the open directory `dir` (one `fstat`).
+    /// The key of `leaf` in the open directory `dir`: its identity, one
+    /// `statx` per handle ([`crate::Dir`] keeps it for `can_defer_frees`).
     pub fn of(dir: &crate::Dir, leaf: &OsStr) -> LockKey {
-        match rustix::fs::fstat(dir.fd()) {
-            Ok(st) => LockKey::File {
-                dev: st.st_dev,
-                ino: st.st_ino,
+        match dir.identity() {
+            Some(id) => LockKey::File {
+                dev: id.dev,
+                ino: id.ino,
                 rest: PathBuf::from(leaf),
             },
-            Err(_) => LockKey::Path(dir.path().join(leaf)),
+            None => LockKey::Path(dir.path().join(leaf)),
         }
     }
 

@@ -122,4 +122,17 @@ fn the_missing_key_of_a_file_whose_parent_exists_is_its_directory_key() {
         writegate_fs::LockKey::of_missing(&parent.join("f.txt")),
         writegate_fs::LockKey::of(&dir, leaf)
     );
+    // The first key comes from `statx`, the second from `lstat`: the same
+    // device number on filesystems whose devices are anonymous (`0:N`, N
+    // past 255 once enough are mounted) too.
+    for other in ["/proc", "/dev/shm", "/sys"] {
+        let Ok(dir) = writegate_fs::Dir::open_canonical(Path::new(other)) else {
+            continue;
+        };
+        assert_eq!(
+            writegate_fs::LockKey::of_missing(&Path::new(other).join("f.txt")),
+            writegate_fs::LockKey::of(&dir, leaf),
+            "{other}"
+        );
+    }
 }

@@ -557,6 +557,22 @@ fn deferred_frees_only_on_local_disk_filesystems() {
                 .can_defer_frees()
         );
     }
+    // Issue 12: the answers are remembered per mount; asking again, through
+    // new handles and in turn, gives each mount its own answer.
+    for _ in 0..3 {
+        assert!(
+            !Dir::open_canonical(Path::new("/proc"))
+                .unwrap()
+                .can_defer_frees()
+        );
+        if shm_is_tmpfs {
+            assert!(
+                Dir::open_canonical(Path::new("/dev/shm"))
+                    .unwrap()
+                    .can_defer_frees()
+            );
+        }
+    }
 }
 
 /// Issue 12: `publish_overlapping` calls `written` once the bytes are in
