@@ -165,17 +165,16 @@ pub(crate) fn random_suffix() -> io::Result<String> {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     static KEY: OnceLock<[u8; 32]> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let key = match KEY.get() {
-        Some(k) => k,
-        None => {
-            let mut k = [0u8; 32];
-            getrandom::fill(&mut k).map_err(|e| match e.raw_os_error() {
-                Some(code) => io::Error::from_raw_os_error(code),
-                None => io::Error::other(format!("random source: {e}")),
-            })?;
-            // A racing first call may have set it: either key will do.
-            KEY.get_or_init(|| k)
-        }
+    let key = if let Some(k) = KEY.get() {
+        k
+    } else {
+        let mut k = [0u8; 32];
+        getrandom::fill(&mut k).map_err(|e| match e.raw_os_error() {
+            Some(code) => io::Error::from_raw_os_error(code),
+            None => io::Error::other(format!("random source: {e}")),
+        })?;
+        // A racing first call may have set it: either key will do.
+        KEY.get_or_init(|| k)
     };
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let digest = sha2::Sha256::new()
