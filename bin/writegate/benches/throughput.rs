@@ -526,6 +526,7 @@ fn cold_round_trips(t: &Tree, pid: u32, client: &mut Client, receipt: &[u8]) {
         echo_cpu as f64 / n as f64 / 1e3
     );
     served_bare(t);
+    cold_system_calls(t);
 }
 
 /// The floor under any daemon's 1 KiB write: the bare sequence, run by a
@@ -594,6 +595,176 @@ fn served_bare(t: &Tree) {
         median(&mut served),
         served_us / own_us
     );
+}
+
+/// One row of [`cold_system_calls`]: its system calls, given a scratch
+/// buffer.
+type Group<'a> = Box<dyn FnMut(&mut Vec<u8>) + 'a>;
+
+/// CPU time of this thread so far, in µs (`CLOCK_THREAD_CPUTIME_ID`: exact
+/// for a running thread, unlike schedstat, which moves only at switches
+/// and ticks).
+fn thread_cpu_us() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a plain system call writing into a local.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut ts) };
+    ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3
+}
+
+/// The system calls a 1 KiB overwrite makes beyond the bare sequence's, in
+/// groups as the daemon issues them (`strace` of this session's build),
+/// each timed in this thread's CPU right after a bare write (a wake from
+/// fsync, as in the daemon: cold) and back to back (hot). The first row is
+/// one `getpid`: the price of the first system call after a wake, which
+/// each cold row includes once, and of the clock read (itself a system
+/// call) that every row includes. Prints a table; asserts nothing.
+fn cold_system_calls(t: &Tree) {
+    use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, StatxFlags};
+    let n = scaled(160);
+    let content = text_of(KIB, "cold");
+    let leaf_name = "cold-leaf.txt";
+    let leaf = t.ws.join(leaf_name);
+    fs::write(&leaf, &content).unwrap();
+    let temp_name = "cold-temp.txt";
+    fs::write(t.ws.join(temp_name), &content).unwrap();
+    let dir = rustix::fs::open(&t.ws, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
+    let append = OFlags::RDWR | OFlags::CREATE | OFlags::APPEND;
+    let log =
+        rustix::fs::open(t.base.join("cold.log"), append, Mode::from_raw_mode(0o600)).unwrap();
+    let journal = rustix::fs::open(
+        t.base.join("cold.intents"),
+        append,
+        Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    let temp = rustix::fs::openat(&dir, temp_name, OFlags::RDONLY, Mode::empty()).unwrap();
+    let intent = vec![b'i'; 631];
+    let event = vec![b'e'; 496];
+    let retired = b"{\"retired\":true}\n";
+    let mut buf = vec![0u8; 2048];
+    let nofollow = AtFlags::SYMLINK_NOFOLLOW;
+    let mut groups: Vec<(&str, Group<'_>)> = vec![
+        (
+            "the first system call after a wake (`getpid`)",
+            Box::new(|_| {
+                let _ = rustix::process::getpid();
+            }),
+        ),
+        (
+            "resolver: `lstat` of the root and of the leaf (absolute paths)",
+            Box::new(|_| {
+                let _ = rustix::fs::lstat(&t.ws);
+                let _ = rustix::fs::lstat(&leaf);
+            }),
+        ),
+        (
+            "the directory's identity (`statx`)",
+            Box::new(|_| {
+                let _ = rustix::fs::statx(
+                    &dir,
+                    "",
+                    AtFlags::EMPTY_PATH,
+                    StatxFlags::INO | StatxFlags::from_bits_retain(0x4000),
+                );
+            }),
+        ),
+        (
+            "the old file: `fstatat`, `openat`, `fstat`, two `read`s (its `close` is the releaser's)",
+            Box::new(|b| {
+                let _ = rustix::fs::statat(&dir, leaf_name, nofollow);
+                let fd = rustix::fs::openat(
+                    &dir,
+                    leaf_name,
+                    OFlags::RDONLY
+                        | OFlags::NOATIME
+                        | OFlags::NONBLOCK
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .unwrap();
+                let _ = rustix::fs::fstat(&fd);
+                let _ = rustix::io::read(&fd, &mut b[..1024]);
+                let _ = rustix::io::read(&fd, &mut b[..32]);
+                // Not the daemon's: keeps the descriptor count flat.
+                drop(fd);
+            }),
+        ),
+        (
+            "the intent: `fstat` and a 1-byte `pread` of the log, a 631-byte journal `write`",
+            Box::new(|b| {
+                let _ = rustix::fs::fstat(&log);
+                let _ = rustix::io::pread(&log, &mut b[..1], 0);
+                let _ = rustix::io::write(&journal, &intent);
+            }),
+        ),
+        (
+            "the temp file's identity (`fstat`)",
+            Box::new(|_| {
+                let _ = rustix::fs::fstat(&temp);
+            }),
+        ),
+        (
+            "the swap checks: `fstatat` of the leaf twice, of the temp once",
+            Box::new(|_| {
+                let _ = rustix::fs::statat(&dir, leaf_name, nofollow);
+                let _ = rustix::fs::statat(&dir, leaf_name, nofollow);
+                let _ = rustix::fs::statat(&dir, temp_name, nofollow);
+            }),
+        ),
+        (
+            "the event: `flock`, `fstat`, `pread`, a 496-byte log `write`, `flock`, the journal's retiring `write`",
+            Box::new(|b| {
+                let _ = rustix::fs::flock(&log, FlockOperation::LockExclusive);
+                let _ = rustix::fs::fstat(&log);
+                let _ = rustix::io::pread(&log, &mut b[..1], 0);
+                let _ = rustix::io::write(&log, &event);
+                let _ = rustix::fs::flock(&log, FlockOperation::Unlock);
+                let _ = rustix::io::write(&journal, retired);
+            }),
+        ),
+    ];
+    let mut cold = vec![0.0; groups.len()];
+    let mut hot = vec![0.0; groups.len()];
+    let mut seq = 0u64;
+    for k in 0..n {
+        for (g, (_, run)) in groups.iter_mut().enumerate() {
+            bare_write(
+                &t.ws,
+                &format!("cold-{}.txt", k % 8),
+                content.as_bytes(),
+                "cold",
+                &mut seq,
+            );
+            let c0 = thread_cpu_us();
+            run(&mut buf);
+            cold[g] += thread_cpu_us() - c0;
+            let c0 = thread_cpu_us();
+            run(&mut buf);
+            hot[g] += thread_cpu_us() - c0;
+        }
+    }
+    println!();
+    println!(
+        "| system calls beyond the bare sequence's, as the daemon makes them | CPU µs right after a bare write (cold) | CPU µs back to back (hot) |"
+    );
+    println!("|---|---|---|");
+    let (mut sum_cold, mut sum_hot) = (0.0, 0.0);
+    for (g, (name, _)) in groups.iter().enumerate() {
+        let (c, h) = (cold[g] / n as f64, hot[g] / n as f64);
+        if g > 0 {
+            sum_cold += c;
+            sum_hot += h;
+        }
+        println!("| {name} | {c:.1} | {h:.1} |");
+    }
+    println!("| all but the first row | {sum_cold:.1} | {sum_hot:.1} |");
+    // Keep the log and journal from growing across runs of one bench.
+    let _ = rustix::fs::ftruncate(&log, 0);
+    let _ = rustix::fs::ftruncate(&journal, 0);
 }
 
 /// Writes per block of [`served_bare`]'s alternation.
