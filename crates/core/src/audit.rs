@@ -322,6 +322,38 @@ struct IntentRecord {
     event: AuditEvent,
 }
 
+/// The bytes `serde_json::to_vec` gives for an [`IntentRecord`] of these
+/// fields, with `event` the event already serialised (so an intent costs
+/// one serialisation of its event, not two): `{"logOffset":N,"logId":[D,I],
+/// "target":"<hex>","before":null|[D,I],"event":<event>}`. `target` must be
+/// lowercase hex (no character JSON escapes). A unit test holds it to
+/// serde's bytes.
+fn intent_line(
+    log_offset: u64,
+    log_id: (u64, u64),
+    target: &str,
+    before: Option<(u64, u64)>,
+    event: &[u8],
+) -> Vec<u8> {
+    use std::io::Write as _;
+    debug_assert!(target.bytes().all(|b| b.is_ascii_hexdigit()));
+    let mut line = Vec::with_capacity(event.len() + target.len() + 128);
+    // Writing to a Vec cannot fail.
+    let _ = write!(
+        line,
+        "{{\"logOffset\":{log_offset},\"logId\":[{},{}],\"target\":\"{target}\",\"before\":",
+        log_id.0, log_id.1
+    );
+    let _ = match before {
+        Some((dev, ino)) => write!(line, "[{dev},{ino}]"),
+        None => write!(line, "null"),
+    };
+    line.extend_from_slice(b",\"event\":");
+    line.extend_from_slice(event);
+    line.push(b'}');
+    line
+}
+
 /// Just the `opId` of a log line.
 #[derive(Deserialize)]
 struct OpIdOnly {
@@ -725,26 +757,19 @@ impl AuditSink {
         if s.raw_paths {
             event.path = Some(facts.raw_path.to_string());
         }
-        let estimate = serde_json::to_vec(&event).map_or(4096, |v| v.len() as u64);
-        let need = estimate + EVENT_SLACK + if s.raw_paths { 8192 } else { 0 };
+        // Serialised once: its length is the estimate, its bytes go into
+        // the intent.
+        let event = match serde_json::to_vec(&event) {
+            Ok(v) => v,
+            Err(e) => return self.refuse_or_warn(&format!("cannot serialise the intent: {e}")),
+        };
+        let need = event.len() as u64 + EVENT_SLACK + if s.raw_paths { 8192 } else { 0 };
         let (offset, log_id) = match s.promise(need) {
             Ok(at) => at,
             Err(why) => return self.refuse_or_warn(&why),
         };
-        let record = IntentRecord {
-            log_offset: offset,
-            log_id,
-            target: hex(facts.target.as_os_str().as_bytes()),
-            before: facts.before,
-            event,
-        };
-        let mut line = match serde_json::to_vec(&record) {
-            Ok(l) => l,
-            Err(e) => {
-                s.release(need);
-                return self.refuse_or_warn(&format!("cannot serialise the intent: {e}"));
-            }
-        };
+        let target = hex(facts.target.as_os_str().as_bytes());
+        let mut line = intent_line(offset, log_id, &target, facts.before, &event);
         line.push(b'\n');
         let seq = match s.journal_append(&line) {
             Ok((_, seq)) => seq,
@@ -1612,6 +1637,42 @@ mod tests {
         }
         assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(1_795_900_000, 456), "2026-11-28T21:06:40.456Z");
+    }
+
+    /// Issue 12: the intent line written around an already serialised
+    /// event is byte for byte what serde writes for the record, so recovery
+    /// reads it as before; with a `before` identity and without one, and
+    /// with an event holding characters JSON escapes.
+    #[test]
+    fn intent_lines_are_serdes_bytes() {
+        let event: AuditEvent = serde_json::from_str(
+            r#"{"v":1,"ts":"2026-12-02T11:22:17.638Z","type":"fs.access","opId":"2944fdb83859-3064","intent":"write","route":"ACP writeTextFile","writer":"workspace","sessionId":"s \"q\" \u0001 é","workspace":"75ed145fb819","pathHash":"247f7c5a352d9785","sizeBytes":1024,"mode":"write","created":false,"bytesBefore":1024,"bytesAfter":1024,"hashAfter":"sha256:38b9","durationMs":0,"path":"/w/\n\\x"}"#,
+        )
+        .unwrap();
+        for before in [None, Some((66_306, 1_234_567_890_123)), Some((0, u64::MAX))] {
+            let record = IntentRecord {
+                log_offset: 25_383,
+                log_id: (u64::MAX, 7),
+                target: hex(b"/w/a b\n\xff"),
+                before,
+                event: event.clone(),
+            };
+            let by_serde = serde_json::to_vec(&record).unwrap();
+            let by_hand = intent_line(
+                record.log_offset,
+                record.log_id,
+                &record.target,
+                before,
+                &serde_json::to_vec(&event).unwrap(),
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&by_hand),
+                String::from_utf8_lossy(&by_serde)
+            );
+            let back: IntentRecord = serde_json::from_slice(&by_hand).unwrap();
+            assert_eq!(back.event, event);
+            assert_eq!(back.before, before);
+        }
     }
 
     #[test]
