@@ -27,6 +27,7 @@
 use crate::config::{Level, PolicyConfig};
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
@@ -315,19 +316,25 @@ const PROTECTED: &[Protected] = &[
 /// ASCII names; otherwise upper- then lowercased, which also folds the
 /// look-alikes case-insensitive filesystems treat as equal (`ſ` to `s`,
 /// the Kelvin sign to `k`, dotless `ı` to `i`).
-fn fold(name: &str) -> String {
+fn fold(name: Cow<'_, str>) -> Cow<'_, str> {
     if name.is_ascii() {
-        name.to_ascii_lowercase()
+        // Most names are lowercase already: no copy then.
+        if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(name.to_ascii_lowercase())
+        } else {
+            name
+        }
     } else {
-        name.to_uppercase().to_lowercase()
+        Cow::Owned(name.to_uppercase().to_lowercase())
     }
 }
 
-/// The folded normal components of `path` (the root `/` left out).
-fn folded_components(path: &Path) -> Vec<String> {
+/// The folded normal components of `path` (the root `/` left out),
+/// borrowed from `path` where folding changes nothing.
+fn folded_components(path: &Path) -> Vec<Cow<'_, str>> {
     path.components()
         .filter_map(|c| match c {
-            Component::Normal(s) => Some(fold(&s.to_string_lossy())),
+            Component::Normal(s) => Some(fold(s.to_string_lossy())),
             _ => None,
         })
         .collect()
@@ -376,15 +383,18 @@ pub fn system_reason(canonical: &Path, root: Option<&Path>) -> Option<String> {
     if !canonical.has_root() {
         return None;
     }
-    let first = folded_components(canonical).into_iter().next()?;
+    let first = canonical.components().find_map(|c| match c {
+        Component::Normal(s) => Some(fold(s.to_string_lossy())),
+        _ => None,
+    })?;
     let top = Path::new("/").join(canonical.components().nth(1)?.as_os_str());
-    if SYSTEM_DIRS.contains(&first.as_str()) || first.starts_with("lib") {
+    if SYSTEM_DIRS.contains(&&*first) || first.starts_with("lib") {
         return Some(format!("system path under {}/", top.display()));
     }
     if first == "var" && canonical.starts_with("/var/tmp") {
         return None;
     }
-    if HOSTING_DIRS.contains(&first.as_str()) {
+    if HOSTING_DIRS.contains(&&*first) {
         let exempt = root.is_some_and(|r| r.starts_with(&top) && canonical.starts_with(r));
         if !exempt {
             return Some(format!(

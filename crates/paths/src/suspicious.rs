@@ -88,8 +88,12 @@ fn component_reason(c: &[u8]) -> Option<String> {
     if c.is_empty() || c == b"." || c == b".." {
         return None;
     }
-    let pieces: Vec<&[u8]> = c.split(|b| *b == b'\\').collect();
     let shown = || String::from_utf8_lossy(c).into_owned();
+    if !c.contains(&b'\\') {
+        // One piece (nearly every name): no list to build.
+        return piece_rule(c).map(|rule| format!("component {:?} {rule}", shown()));
+    }
+    let pieces: Vec<&[u8]> = c.split(|b| *b == b'\\').collect();
     if pieces.len() > 1 && pieces.iter().any(|p| *p == b"." || *p == b"..") {
         return Some(format!(
             "component {:?} holds a backslash-separated `.` or `..`",
