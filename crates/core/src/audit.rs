@@ -337,7 +337,8 @@ fn intent_line(
 ) -> Vec<u8> {
     use std::io::Write as _;
     debug_assert!(target.bytes().all(|b| b.is_ascii_hexdigit()));
-    let mut line = Vec::with_capacity(event.len() + target.len() + 128);
+    // Keys, brackets and five numbers of up to 20 digits each.
+    let mut line = Vec::with_capacity(event.len() + target.len() + 192);
     // Writing to a Vec cannot fail.
     let _ = write!(
         line,

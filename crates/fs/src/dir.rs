@@ -175,7 +175,11 @@ impl Dir {
         if let Some(known) = mount.and_then(|m| defer_by_mount().lock().ok()?.get(&m).copied()) {
             return known;
         }
-        let answer = self.fs_frees_later();
+        // Only an answer `fstatfs` gave is remembered: a failed call (false)
+        // is asked again next time.
+        let Some(answer) = self.fs_frees_later() else {
+            return false;
+        };
         if let Some(m) = mount
             && let Ok(mut cache) = defer_by_mount().lock()
         {
@@ -187,8 +191,9 @@ impl Dir {
         answer
     }
 
-    /// [`Dir::can_defer_frees`]'s answer from `fstatfs`.
-    fn fs_frees_later(&self) -> bool {
+    /// [`Dir::can_defer_frees`]'s answer from `fstatfs`; `None` when it
+    /// fails.
+    fn fs_frees_later(&self) -> Option<bool> {
         const EXT_SUPER_MAGIC: u64 = 0xEF53;
         const XFS_SUPER_MAGIC: u64 = 0x5846_5342;
         const BTRFS_SUPER_MAGIC: u64 = 0x9123_683E;
@@ -201,16 +206,16 @@ impl Dir {
                 // lives, taking the bits as they are (a negative value too).
                 #[allow(clippy::cast_sign_loss, clippy::cast_lossless)]
                 let magic = (st.f_type as u64) & 0xFFFF_FFFF;
-                matches!(
+                Some(matches!(
                     magic,
                     EXT_SUPER_MAGIC
                         | XFS_SUPER_MAGIC
                         | BTRFS_SUPER_MAGIC
                         | F2FS_SUPER_MAGIC
                         | TMPFS_MAGIC
-                )
+                ))
             }
-            Err(_) => false,
+            Err(_) => None,
         }
     }
 
@@ -651,4 +656,35 @@ pub fn read_existing(
     existing.len = seen;
     existing.bytes = bytes;
     Ok(Some(existing))
+}
+
+#[cfg(test)]
+mod tests {
+    /// [`super::Dir::identity`] builds the device number from `statx`'s
+    /// major and minor with `makedev`; lock keys compare it with `lstat`'s
+    /// `st_dev`, which the kernel encodes as `(minor & 0xff) | (major <<
+    /// 8) | ((minor & !0xff) << 12)`. The two agree, minors past 255 (an
+    /// anonymous device `0:340` after many mounts) included.
+    #[test]
+    fn makedev_is_the_kernels_st_dev_encoding() {
+        let kernel = |major: u32, minor: u32| {
+            u64::from(minor & 0xff) | (u64::from(major) << 8) | (u64::from(minor & !0xff) << 12)
+        };
+        for (major, minor) in [
+            (0, 0),
+            (0, 27),
+            (0, 255),
+            (0, 256),
+            (0, 340),
+            (254, 3),
+            (8, 1),
+            (4095, 0xF_FFFF),
+        ] {
+            assert_eq!(
+                rustix::fs::makedev(major, minor),
+                kernel(major, minor),
+                "{major}:{minor}"
+            );
+        }
+    }
 }

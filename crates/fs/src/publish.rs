@@ -157,8 +157,8 @@ pub(crate) fn parse_temp_name(name: &[u8]) -> Option<u32> {
 /// name is retried with the next suffix), and the name also carries the
 /// pid.
 ///
-/// Errors: the random source's, on the first call only (it is not retried
-/// after that: the next call tries again).
+/// Errors: the random source's, until a call gets the key (a failed call
+/// leaves it unset, and the next call asks again).
 pub(crate) fn random_suffix() -> io::Result<String> {
     use sha2::Digest as _;
     use std::sync::atomic::{AtomicU64, Ordering};
