@@ -648,7 +648,7 @@ fn cold_system_calls(t: &Tree) {
     let nofollow = AtFlags::SYMLINK_NOFOLLOW;
     let mut groups: Vec<(&str, Group<'_>)> = vec![
         (
-            "the first system call after a wake (`getpid`)",
+            "`getpid`: the first system call after a wake, and the clock read every row has",
             Box::new(|_| {
                 let _ = rustix::process::getpid();
             }),
