@@ -164,7 +164,7 @@ impl Dir {
     /// to `.fuse_hiddenXXXX`, and SMB servers may refuse to replace an open
     /// file. Also false when `fstatfs` fails.
     ///
-    /// The answer is remembered per mount when [`Dir::identity`] has the
+    /// The answer is remembered per mount when the directory's `statx` gave the
     /// mount's unique ID (Linux 6.8 and later): a mount's filesystem type
     /// never changes and its unique ID is never given to another mount, so
     /// only the first directory of each mount costs an `fstatfs`. Without
