@@ -20,7 +20,10 @@
 //! pipeline and IPC. With 8 connections the
 //! baseline is 8 threads doing the bare sequence. It also prints the daemon's
 //! resident memory right after start + initialize (`VmRSS`) and its peak
-//! (`VmHWM`) after the 5 MiB runs.
+//! (`VmHWM`) after the 5 MiB runs. With the round trips it prints the floor
+//! under any daemon (the bare sequence run by a thread a socket request
+//! wakes, see [`served_bare`]) and the CPU of the system calls a small
+//! write makes beyond the bare sequence's ([`cold_system_calls`]).
 //!
 //! This prints figures; it asserts nothing about time.
 
