@@ -484,20 +484,10 @@ fn round_trips(t: &Tree, pid: u32, client: &mut Client) {
 /// wake-ups, no writegate code). A daemon's write pays at least the second
 /// on top of the in-process pipeline.
 fn cold_round_trips(t: &Tree, pid: u32, client: &mut Client, receipt: &[u8]) {
-    use std::io::{Read, Write};
     let n = scaled(300);
     let content = text_of(KIB, "cold");
     let (mut near, mut far) = std::os::unix::net::UnixStream::pair().unwrap();
-    let echo = std::thread::spawn(move || {
-        let (c0, _) = schedstat("/proc/thread-self/schedstat");
-        let mut b = [0u8; 1];
-        while far.read_exact(&mut b).is_ok() {
-            if far.write_all(&b).is_err() {
-                break;
-            }
-        }
-        schedstat("/proc/thread-self/schedstat").0 - c0
-    });
+    let echo = std::thread::spawn(move || serve_bytes(&mut far, || {}));
     let mut seq = 0u64;
     let (mut daemon, mut pair) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let mut daemon_cpu = 0;
@@ -510,11 +500,7 @@ fn cold_round_trips(t: &Tree, pid: u32, client: &mut Client, receipt: &[u8]) {
         daemon.push(s.elapsed().as_secs_f64() * 1e6);
         daemon_cpu += process_sched(pid).0 - c0;
         bare_write(&t.ws, &leaf, content.as_bytes(), "cold", &mut seq);
-        let s = Instant::now();
-        near.write_all(b"x").unwrap();
-        let mut b = [0u8; 1];
-        near.read_exact(&mut b).unwrap();
-        pair.push(s.elapsed().as_secs_f64() * 1e6);
+        pair.push(ask_byte(&mut near));
     }
     drop(near);
     let echo_cpu = echo.join().unwrap();
@@ -532,6 +518,33 @@ fn cold_round_trips(t: &Tree, pid: u32, client: &mut Client, receipt: &[u8]) {
     cold_system_calls(t);
 }
 
+/// One request to a [`serve_bytes`] thread over `near`: sends a byte and
+/// waits for it to come back; returns the round trip in µs.
+fn ask_byte(near: &mut std::os::unix::net::UnixStream) -> f64 {
+    use std::io::{Read, Write};
+    let s = Instant::now();
+    near.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    near.read_exact(&mut b).unwrap();
+    s.elapsed().as_secs_f64() * 1e6
+}
+
+/// Answers one-byte requests on `far` until its peer closes it: runs
+/// `work`, then sends the byte back. Returns this thread's CPU in ns over
+/// the whole service (wake-ups included), from schedstat.
+fn serve_bytes(far: &mut std::os::unix::net::UnixStream, mut work: impl FnMut()) -> u64 {
+    use std::io::{Read, Write};
+    let (c0, _) = schedstat("/proc/thread-self/schedstat");
+    let mut b = [0u8; 1];
+    while far.read_exact(&mut b).is_ok() {
+        work();
+        if far.write_all(&b).is_err() {
+            break;
+        }
+    }
+    schedstat("/proc/thread-self/schedstat").0 - c0
+}
+
 /// The floor under any daemon's 1 KiB write: the bare sequence, run by a
 /// thread of this process that a one-byte request over a Unix socket pair
 /// wakes, and that answers one byte once the write is durable (no JSON, no
@@ -541,7 +554,6 @@ fn cold_round_trips(t: &Tree, pid: u32, client: &mut Client, receipt: &[u8]) {
 /// included; the calling thread's around its own blocks), their ratio, and
 /// the median time of a write on each side.
 fn served_bare(t: &Tree) {
-    use std::io::{Read, Write};
     let blocks = scaled(600) / SERVED_BLOCK;
     let n = blocks * SERVED_BLOCK;
     let content = text_of(KIB, "served");
@@ -549,19 +561,12 @@ fn served_bare(t: &Tree) {
     let ws = t.ws.clone();
     let served_content = content.clone();
     let server = std::thread::spawn(move || {
-        let (c0, _) = schedstat("/proc/thread-self/schedstat");
-        let mut seq = 0u64;
-        let mut b = [0u8; 1];
-        let mut k = 0usize;
-        while far.read_exact(&mut b).is_ok() {
+        let (mut seq, mut k) = (0u64, 0usize);
+        serve_bytes(&mut far, || {
             let leaf = format!("served-{}.txt", k % 8);
             bare_write(&ws, &leaf, served_content.as_bytes(), "served", &mut seq);
             k += 1;
-            if far.write_all(&b).is_err() {
-                break;
-            }
-        }
-        schedstat("/proc/thread-self/schedstat").0 - c0
+        })
     });
     let mut seq = 0u64;
     let (mut own, mut served) = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -576,11 +581,7 @@ fn served_bare(t: &Tree) {
         }
         own_cpu += schedstat("/proc/thread-self/schedstat").0 - c0;
         for _ in 0..SERVED_BLOCK {
-            let s = Instant::now();
-            near.write_all(b"x").unwrap();
-            let mut b = [0u8; 1];
-            near.read_exact(&mut b).unwrap();
-            served.push(s.elapsed().as_secs_f64() * 1e6);
+            served.push(ask_byte(&mut near));
         }
     }
     drop(near);
