@@ -158,24 +158,25 @@ pub(crate) fn check_shape(input: &Path) -> Result<(), ResolveError> {
 }
 
 /// The input with `.` and `..` resolved lexically.
-struct Lexical {
+struct Lexical<'a> {
     /// Absolute, no `.`/`..`.
     path: PathBuf,
-    /// The names below `/`, in order.
-    names: Vec<OsString>,
+    /// The names below `/`, in order (borrowed from the input: only the
+    /// ones a walk takes are copied, into its pieces).
+    names: Vec<&'a OsStr>,
     /// The input held a `..` component.
     had_dot_dot: bool,
     /// The input ended in `/`, `/.` or `/..` (and is not just `/`).
     dir_required: bool,
 }
 
-impl Lexical {
-    fn of(input: &Path) -> Lexical {
-        let mut names: Vec<OsString> = Vec::new();
+impl<'a> Lexical<'a> {
+    fn of(input: &'a Path) -> Lexical<'a> {
+        let mut names: Vec<&'a OsStr> = Vec::new();
         let mut had_dot_dot = false;
         for c in input.components() {
             match c {
-                Component::Normal(n) => names.push(n.to_os_string()),
+                Component::Normal(n) => names.push(n),
                 Component::ParentDir => {
                     had_dot_dot = true;
                     names.pop();
@@ -199,7 +200,10 @@ impl Lexical {
     }
 
     fn pieces(&self) -> VecDeque<Piece> {
-        self.names.iter().cloned().map(Piece::Name).collect()
+        self.names
+            .iter()
+            .map(|n| Piece::Name(n.to_os_string()))
+            .collect()
     }
 }
 
@@ -224,8 +228,7 @@ fn walk_inside(
         .names
         .iter()
         .skip(root_depth)
-        .cloned()
-        .map(Piece::Name)
+        .map(|n| Piece::Name(n.to_os_string()))
         .collect();
     // One lstat of the root itself: it must still be a real directory.
     match walker.view.lstat(root) {
