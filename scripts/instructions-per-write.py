@@ -6,9 +6,10 @@ workspace in a fresh temp directory: once with 64 warm-up writes only, once
 with the warm-up and then N overwrites of the same 64 files, driven by one
 blocking client over the socket. The difference of the two programs' totals,
 divided by N, is the user-space instructions a write costs, start-up and
-warm-up left out. It is deterministic to within a fraction of a per cent,
-where CPU time on a shared VM moves by 10 %; a change to the request path
-can be judged by it before the noisy benches. The top inclusive writegate
+warm-up left out. It repeats to within about 2 % (the release and flush
+threads' work, counted too, depends on timing), where CPU time on a shared
+VM moves by 10 %; a change to the request path can be judged by it before
+the noisy benches. The top inclusive writegate
 functions of the longer run are printed too.
 
 Two caveats, both the same for every build compared:
