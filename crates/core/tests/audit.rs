@@ -19,7 +19,16 @@ use writegate_core::{
 struct Tmpfs {
     _dir: tempfile::TempDir,
     path: PathBuf,
+    /// Held from before the mount until after the umount: these tests are
+    /// the ones here that start processes, and a child between `fork` and
+    /// `exec` holds a copy of every descriptor, so a filler another test
+    /// removed would stay allocated until it execs (a rare `ENOSPC` right
+    /// after the space was freed). One of these tests at a time.
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Serialises the tests that mount a tmpfs (see [`Tmpfs`]).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Tmpfs {
     fn mount(size: &str) -> Option<Tmpfs> {
@@ -27,6 +36,9 @@ impl Tmpfs {
             eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
             return None;
         }
+        let serial = SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().canonicalize().unwrap();
         let st = std::process::Command::new("mount")
@@ -40,7 +52,11 @@ impl Tmpfs {
             .arg(&path)
             .status();
         match st {
-            Ok(s) if s.success() => Some(Tmpfs { _dir: dir, path }),
+            Ok(s) if s.success() => Some(Tmpfs {
+                _dir: dir,
+                path,
+                _serial: serial,
+            }),
             other => {
                 eprintln!("skipped: cannot mount a tmpfs ({other:?})");
                 None

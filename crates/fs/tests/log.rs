@@ -126,7 +126,17 @@ fn private_file_is_0600_and_atomic() {
 struct Tmpfs {
     _dir: tempfile::TempDir,
     path: std::path::PathBuf,
+    /// Held from before the mount until after the umount: the tests that
+    /// mount a tmpfs are the ones here that start processes, and a child
+    /// between `fork` and `exec` holds a copy of every descriptor, so a
+    /// file another test removed to free space would stay allocated until
+    /// it execs (seen as a rare `ENOSPC` right after the space was freed).
+    /// One of these tests at a time.
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Serialises the tests that mount a tmpfs (see [`Tmpfs`]).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Tmpfs {
     /// Mounts a tmpfs of `size` bytes, or says why not and returns `None`.
@@ -135,6 +145,9 @@ impl Tmpfs {
             eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
             return None;
         }
+        let serial = SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().canonicalize().unwrap();
         let st = std::process::Command::new("mount")
@@ -148,7 +161,11 @@ impl Tmpfs {
             .arg(&path)
             .status();
         match st {
-            Ok(s) if s.success() => Some(Tmpfs { _dir: dir, path }),
+            Ok(s) if s.success() => Some(Tmpfs {
+                _dir: dir,
+                path,
+                _serial: serial,
+            }),
             other => {
                 eprintln!("skipped: cannot mount a tmpfs ({other:?})");
                 None
