@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rustix::fs::{FallocateFlags, FileType, FlockOperation, Mode, OFlags};
@@ -37,7 +38,16 @@ pub struct AppendLog {
     /// `flock` locks belong to the open file description, which every
     /// thread shares: threads take turns on this first.
     threads: Mutex<()>,
+    /// The length this process last left the file at, under the lock, with
+    /// a whole line at its end ([`NO_END`] until the first append or
+    /// repair). When the file is that long again, its last byte is that
+    /// `\n` and the one-byte read that checks it is skipped (see
+    /// [`AppendLog::whole_len`]).
+    known_end: AtomicU64,
 }
+
+/// [`AppendLog`]'s `known_end` before this process has seen a whole end.
+const NO_END: u64 = u64::MAX;
 
 /// Whether [`AppendLog::reserve`] could reserve the space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +109,7 @@ impl AppendLog {
             dev: st.st_dev,
             ino: st.st_ino,
             threads: Mutex::new(()),
+            known_end: AtomicU64::new(NO_END),
         })
     }
 
@@ -165,11 +176,19 @@ impl AppendLog {
     /// back only to where its own line began. (Used for the offset an
     /// intent records, from which recovery looks for its event.)
     ///
+    /// When the file is exactly as long as this process last left it under
+    /// the lock (after a whole line of its own, or a repair), the `pread` is
+    /// skipped: that byte was a `\n` then, and appenders only add bytes
+    /// after it or cut back to a line start. Only an outside truncation
+    /// below that length, followed by regrowth to exactly the same length
+    /// ending mid-line, would make the skip wrong; the lock-taking append
+    /// then repairs nothing and its line follows the fragment.
+    ///
     /// Errors: `fstat` or `pread` failures, naming the path.
     pub fn whole_len(&self) -> Result<Option<u64>, FsError> {
         let len = self.len()?;
-        if len == 0 {
-            return Ok(Some(0));
+        if len == 0 || len == self.known_end.load(Ordering::Relaxed) {
+            return Ok(Some(len));
         }
         let mut last = [0u8; 1];
         loop {
@@ -262,12 +281,15 @@ impl LogLock<'_> {
 
     /// [`LogLock::repair_tail`] for a file of length `len`; returns the new
     /// length and the bytes cut.
+    /// Skips the read of the last byte when `len` is the length this
+    /// process last left the file at (see [`AppendLog::whole_len`]).
     fn repair_tail_at(&self, len: u64) -> Result<(u64, u64), FsError> {
-        if len == 0 {
-            return Ok((0, 0));
+        if len == 0 || len == self.log.known_end.load(Ordering::Relaxed) {
+            return Ok((len, 0));
         }
         let mut last = [0u8; 1];
         if self.read_at(&mut last, len - 1)? == 1 && last[0] == b'\n' {
+            self.log.known_end.store(len, Ordering::Relaxed);
             return Ok((len, 0));
         }
         let mut end = len;
@@ -285,6 +307,7 @@ impl LogLock<'_> {
             end = start;
         };
         self.truncate(keep)?;
+        self.log.known_end.store(keep, Ordering::Relaxed);
         Ok((keep, len - keep))
     }
 
@@ -325,7 +348,11 @@ impl LogLock<'_> {
             }
         };
         match result {
-            Ok(n) if n == buf.len() => Ok(start + n as u64),
+            Ok(n) if n == buf.len() => {
+                let end = start + n as u64;
+                self.log.known_end.store(end, Ordering::Relaxed);
+                Ok(end)
+            }
             Ok(written) => {
                 let rolled_back = self.truncate(start).is_ok();
                 Err(FsError::ShortWrite {
