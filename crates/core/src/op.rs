@@ -536,7 +536,7 @@ impl<'s> Op<'s> {
         let mut existing = loaded.existing.take();
         let slot = loaded.hash_before.take();
         let bytes_before = existing.as_ref().map_or(0, |e| e.len);
-        let identity = existing.as_ref().map(|e| (e.dev, e.ino));
+        let identity = existing.as_ref().map(writegate_fs::Existing::stat);
         // The old file's read descriptor (see `publish_bytes`).
         let handle = existing.as_mut().and_then(Existing::take_handle);
         // The old file's hash, when it was left for now.
@@ -625,7 +625,8 @@ impl<'s> Op<'s> {
 
     /// Publishes `bytes` over the target (SPEC 7.3) relative to `dir`, or
     /// creates the missing parents of a workspace write first (issue 10).
-    /// `identity` is the `(dev, ino)` of the file read inside the lock,
+    /// `identity` is the stat of the file read inside the lock (its inode
+    /// must still be at the leaf; its mode and owner go to the new file),
     /// `handle` its read descriptor: kept across the rename only where that
     /// just delays freeing its blocks (local disks), then handed to the
     /// releaser; elsewhere closed first (NFS and FUSE would rename it to a
@@ -641,7 +642,7 @@ impl<'s> Op<'s> {
         &mut self,
         target: &Target,
         dir: Option<Dir>,
-        identity: Option<(u64, u64)>,
+        identity: Option<writegate_fs::LeafStat>,
         mut handle: Option<std::os::fd::OwnedFd>,
         bytes: &[u8],
         hash_after: &mut NewHash<'_, '_>,
@@ -681,7 +682,7 @@ impl<'s> Op<'s> {
                 draft,
                 &CommitFacts {
                     target: &target.canonical,
-                    before: opts.expect_existing,
+                    before: opts.expect_existing.map(|st| (st.dev, st.ino)),
                     bytes_after: bytes.len() as u64,
                     hash_after: hash,
                     raw_path,

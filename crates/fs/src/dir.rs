@@ -389,6 +389,19 @@ pub struct Existing {
 }
 
 impl Existing {
+    /// The file's metadata as it was read: what [`crate::publish`] expects
+    /// at the leaf ([`crate::PublishOptions::expect_existing`]).
+    pub fn stat(&self) -> LeafStat {
+        LeafStat {
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            dev: self.dev,
+            ino: self.ino,
+            len: self.len,
+        }
+    }
+
     /// Takes the file's open descriptor (once; `None` after): opened
     /// `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC` through the directory
     /// handle, the same inode as `dev`/`ino`, its offset wherever the read

@@ -14,7 +14,7 @@ use rustix::fs::{AtFlags, FileType, Gid, Mode, OFlags, Uid};
 use rustix::io::Errno;
 
 use crate::dir::{LeafState, check_leaf, leaf_state, type_name};
-use crate::{Dir, FsError, FsOp, Swap};
+use crate::{Dir, FsError, FsOp, LeafStat, Swap};
 
 /// Longest file name most Linux filesystems accept (`NAME_MAX`).
 const NAME_MAX: usize = 255;
@@ -42,11 +42,14 @@ pub enum NewFileMode {
 pub struct PublishOptions {
     /// Mode of a newly created file.
     pub new_file_mode: NewFileMode,
-    /// `(dev, ino)` of the leaf the caller saw (the daemon passes the file
-    /// it read inside the path lock). When `Some`, the leaf must still be that
-    /// inode when publish looks at it, else [`FsError::SymlinkEscape`]
-    /// (swapped meanwhile; a leaf that vanished counts as swapped).
-    pub expect_existing: Option<(u64, u64)>,
+    /// The leaf as the caller saw it (the daemon passes the file it read
+    /// inside the path lock, [`crate::Existing::stat`]). When `Some`, the
+    /// leaf must still be that inode (`dev`, `ino`) right before the
+    /// rename, else [`FsError::SymlinkEscape`] (swapped meanwhile; a leaf
+    /// that vanished counts as swapped), and the published file gets this
+    /// stat's permission bits (and owner and group, as root): publish does
+    /// not look at the leaf a second time before that recheck.
+    pub expect_existing: Option<LeafStat>,
 }
 
 impl Default for PublishOptions {
@@ -285,14 +288,8 @@ fn create_temp(
 }
 
 /// Check the caller's expectation about the leaf's identity.
-fn check_expectation(
-    expect: Option<(u64, u64)>,
-    state: &LeafState,
-    shown: &Path,
-) -> Result<(), FsError> {
-    let Some((dev, ino)) = expect else {
-        return Ok(());
-    };
+fn check_expectation(expect: &LeafStat, state: &LeafState, shown: &Path) -> Result<(), FsError> {
+    let (dev, ino) = (expect.dev, expect.ino);
     let what = match state {
         LeafState::Regular(st) if st.dev == dev && st.ino == ino => return Ok(()),
         LeafState::Regular(_) => Swap::ReplacedAfterCheck,
@@ -312,17 +309,19 @@ fn check_expectation(
 ///    `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600;
 /// 2. write all of `bytes`, in [`WRITE_CHUNK`] pieces whose writeback
 ///    starts as each is written (Linux);
-/// 3. look at the leaf (`fstatat(AT_SYMLINK_NOFOLLOW)`): a symlink ->
+/// 3. without `opts.expect_existing`, look at the leaf
+///    (`fstatat(AT_SYMLINK_NOFOLLOW)`): a symlink ->
 ///    [`FsError::SymlinkEscape`], another kind of file ->
-///    [`FsError::NotAFile`], a `(dev, ino)` differing from
-///    `opts.expect_existing` -> [`FsError::SymlinkEscape`];
+///    [`FsError::NotAFile`]; with it, take the caller's stat as what is
+///    there (step 6 checks it);
 /// 4. set the mode: an existing file keeps its permission bits (`0o777`;
 ///    setuid, setgid and sticky are dropped, as the kernel drops them when a
 ///    file is written) and, when `geteuid() == 0`, its owner and group; a new
 ///    file gets 0600 or `0666 & !umask` per `opts.new_file_mode`;
 /// 5. fsync the temp file;
 /// 6. recheck: the leaf is still what step 3 saw (same inode, or still
-///    missing; else [`FsError::SymlinkEscape`], a swap), the temp name still
+///    missing; else [`FsError::SymlinkEscape`], a swap; a symlink or another
+///    kind of file there is refused as in step 3), the temp name still
 ///    refers to the inode we created (else [`FsError::SymlinkEscape`]), then
 ///    `precommit()` (the caller's generation check; `Err(reason)` ->
 ///    [`FsError::Aborted`] with that reason);
@@ -370,7 +369,7 @@ pub fn publish_overlapping(
         leaf,
         bytes,
         ModePolicy::KeepExisting(opts.new_file_mode),
-        opts.expect_existing,
+        opts.expect_existing.as_ref(),
         written,
         precommit,
     )
@@ -451,7 +450,7 @@ fn publish_at(
     leaf: &OsStr,
     bytes: &[u8],
     policy: ModePolicy,
-    expect_existing: Option<(u64, u64)>,
+    expect_existing: Option<&LeafStat>,
     written: &mut dyn FnMut(),
     precommit: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Published, FsError> {
@@ -475,9 +474,12 @@ fn publish_at(
     write_content(&mut file, bytes).map_err(io_err(FsOp::WriteTemp))?;
     written();
 
-    // 3. What is at the leaf now decides the mode.
-    let before = leaf_state(dir, dir_path, leaf)?;
-    check_expectation(expect_existing, &before, &shown)?;
+    // 3. What is at the leaf decides the mode: the caller's file, when it
+    //    read one (step 6 checks it is still there), else a look now.
+    let before = match expect_existing {
+        Some(seen) => LeafState::Regular(*seen),
+        None => leaf_state(dir, dir_path, leaf)?,
+    };
 
     // 4. Mode and owner, only changed when they differ (filesystems without
     //    Unix ownership then still work when nothing needs changing).
@@ -512,6 +514,9 @@ fn publish_at(
 
     // 6. Recheck immediately before the rename.
     let after = leaf_state(dir, dir_path, leaf)?;
+    if let Some(seen) = expect_existing {
+        check_expectation(seen, &after, &shown)?;
+    }
     let same = match (&before, &after) {
         (LeafState::Missing, LeafState::Missing) => true,
         (LeafState::Regular(a), LeafState::Regular(b)) => (a.dev, a.ino) == (b.dev, b.ino),

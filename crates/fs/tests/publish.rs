@@ -176,7 +176,7 @@ fn leaf_swapped_for_symlink_is_refused_and_target_untouched() {
 
     let o = PublishOptions {
         new_file_mode: NewFileMode::Owner,
-        expect_existing: Some((seen.dev, seen.ino)),
+        expect_existing: Some(seen.stat()),
     };
     let err = publish(&d, OsStr::new("a.txt"), b"evil", &o, &mut ok()).unwrap_err();
     assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
@@ -205,7 +205,7 @@ fn leaf_replaced_by_another_file_fails_expectation() {
     std::fs::rename(dir.join("b"), dir.join("a")).unwrap();
     let o = PublishOptions {
         new_file_mode: NewFileMode::Owner,
-        expect_existing: Some((seen.dev, seen.ino)),
+        expect_existing: Some(seen),
     };
     let err = publish(&d, OsStr::new("a"), b"3", &o, &mut ok()).unwrap_err();
     assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
@@ -219,7 +219,7 @@ fn leaf_replaced_by_another_file_fails_expectation() {
     std::fs::write(dir.join("c"), b"1").unwrap();
     let seen = stat_leaf(&d, OsStr::new("c")).unwrap().unwrap();
     let o = PublishOptions {
-        expect_existing: Some((seen.dev, seen.ino)),
+        expect_existing: Some(seen),
         ..o
     };
     publish(&d, OsStr::new("c"), b"ok", &o, &mut ok()).unwrap();
@@ -517,7 +517,7 @@ fn existing_keeps_the_replaced_inode_open_across_the_publish() {
         let before = (seen.dev, seen.ino);
         let o = PublishOptions {
             new_file_mode: NewFileMode::Owner,
-            expect_existing: Some(before),
+            expect_existing: Some(seen.stat()),
         };
         publish(&d, OsStr::new("a.txt"), b"new bytes\n", &o, &mut ok()).unwrap();
         let fd = seen.take_handle().expect("the read descriptor");
