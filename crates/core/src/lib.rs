@@ -43,23 +43,37 @@ use std::path::Path;
 
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
+    push_hex(&mut s, bytes);
     s
+}
+
+/// Appends the lowercase hex of `bytes` to `out` (one allocation at most:
+/// the digits are built in a byte buffer and appended in one piece).
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 128];
+    for chunk in bytes.chunks(buf.len() / 2) {
+        let digits = &mut buf[..chunk.len() * 2];
+        for (pair, b) in digits.chunks_exact_mut(2).zip(chunk) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 0x0f)];
+        }
+        out.push_str(std::str::from_utf8(digits).expect("hex digits are ASCII"));
+    }
 }
 
 /// `sha256:<64 hex>` of `bytes` (the `hash` of SPEC 3 and 8).
 pub fn sha256_tagged(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex(&Sha256::digest(bytes)))
+    let mut s = String::with_capacity(7 + 64);
+    s.push_str("sha256:");
+    push_hex(&mut s, &Sha256::digest(bytes));
+    s
 }
 
 /// First 16 hex digits of sha256 of a path's bytes (audit `pathHash`, SPEC 10).
 pub fn path_hash(path: &Path) -> String {
-    hex(&Sha256::digest(path.as_os_str().as_encoded_bytes()))[..16].to_string()
+    hex(&Sha256::digest(path.as_os_str().as_encoded_bytes())[..8])
 }
 
 #[cfg(test)]
@@ -69,6 +83,11 @@ mod tests {
         assert_eq!(
             super::sha256_tagged(b""),
             "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        // The first 16 digits of the whole hash.
+        assert_eq!(
+            super::path_hash(std::path::Path::new("")),
+            "e3b0c44298fc1c14"
         );
         assert_eq!(super::path_hash(std::path::Path::new("/a")).len(), 16);
     }
@@ -84,5 +103,9 @@ mod tests {
             s
         });
         assert_eq!(super::hex(&all), expect);
+        // Longer than one buffer.
+        let long: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 256) as u8).collect();
+        let expect: String = long.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(super::hex(&long), expect);
     }
 }
