@@ -719,10 +719,11 @@ fn cold_system_calls(t: &Tree) {
             }),
         ),
         (
-            "the event: `flock`, `fstat`, a 496-byte log `write`, `flock`, the journal's retiring `write`",
-            Box::new(|_| {
+            "the event: `flock`, `fstat`, `pread`, a 496-byte log `write`, `flock`, the journal's retiring `write`",
+            Box::new(|b| {
                 let _ = rustix::fs::flock(&log, FlockOperation::LockExclusive);
                 let _ = rustix::fs::fstat(&log);
+                let _ = rustix::io::pread(&log, &mut b[..1], 0);
                 let _ = rustix::io::write(&log, &event);
                 let _ = rustix::fs::flock(&log, FlockOperation::Unlock);
                 let _ = rustix::io::write(&journal, retired);

@@ -48,8 +48,9 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
-/// Appends the lowercase hex of `bytes` to `out` (one allocation at most:
-/// the digits are built in a byte buffer and appended in one piece).
+/// Appends the lowercase hex of `bytes` to `out`: the digits are built in a
+/// 128-byte buffer and appended 64 input bytes at a time, so `out` grows
+/// at most once when its capacity was reserved.
 fn push_hex(out: &mut String, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; 128];
@@ -104,8 +105,12 @@ mod tests {
         });
         assert_eq!(super::hex(&all), expect);
         // Longer than one buffer.
-        let long: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 256) as u8).collect();
-        let expect: String = long.iter().map(|b| format!("{b:02x}")).collect();
+        let long: Vec<u8> = all.iter().cycle().step_by(7).take(1000).copied().collect();
+        let expect = long.iter().fold(String::new(), |mut s, b| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{b:02x}");
+            s
+        });
         assert_eq!(super::hex(&long), expect);
     }
 }

@@ -181,8 +181,10 @@ impl AppendLog {
     /// skipped: that byte was a `\n` then, and appenders only add bytes
     /// after it or cut back to a line start. Only an outside truncation
     /// below that length, followed by regrowth to exactly the same length
-    /// ending mid-line, would make the skip wrong; the lock-taking append
-    /// then repairs nothing and its line follows the fragment.
+    /// ending mid-line, would make the skip wrong: the offset would then
+    /// not be a lower bound (the append, which always checks the tail under
+    /// the lock, cuts that fragment), and recovery after a crash in that
+    /// window could miss the event and write it again.
     ///
     /// Errors: `fstat` or `pread` failures, naming the path.
     pub fn whole_len(&self) -> Result<Option<u64>, FsError> {
@@ -281,11 +283,13 @@ impl LogLock<'_> {
 
     /// [`LogLock::repair_tail`] for a file of length `len`; returns the new
     /// length and the bytes cut.
-    /// Skips the read of the last byte when `len` is the length this
-    /// process last left the file at (see [`AppendLog::whole_len`]).
+    /// Always reads the last byte (unlike [`AppendLog::whole_len`], it does
+    /// not trust the length this process last left the file at): under the
+    /// lock, a fragment is cut even when an outside truncation made the file
+    /// that long again.
     fn repair_tail_at(&self, len: u64) -> Result<(u64, u64), FsError> {
-        if len == 0 || len == self.log.known_end.load(Ordering::Relaxed) {
-            return Ok((len, 0));
+        if len == 0 {
+            return Ok((0, 0));
         }
         let mut last = [0u8; 1];
         if self.read_at(&mut last, len - 1)? == 1 && last[0] == b'\n' {

@@ -120,6 +120,39 @@ fn root_keeps_owner_and_group() {
     assert_eq!(std::fs::read(&f).unwrap(), b"b");
 }
 
+/// With the caller's stat of the file it read (the daemon's path), that
+/// stat decides the new file's bits and, as root, owner and group: setuid
+/// dropped, 0755 kept, no second look at the leaf before the recheck.
+#[test]
+fn expected_stat_decides_mode_and_owner() {
+    let (_t, dir) = tempdir();
+    let f = dir.join("run.sh");
+    std::fs::write(&f, b"old\n").unwrap();
+    if is_root() {
+        std::os::unix::fs::chown(&f, Some(4242), Some(4343)).unwrap();
+    }
+    // After the chown, which clears setuid.
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let d = Dir::open_canonical(&dir).unwrap();
+    let seen = read_existing(&d, OsStr::new("run.sh"), None, Atime::Update)
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.stat().mode, 0o4755);
+    let o = PublishOptions {
+        new_file_mode: NewFileMode::Owner,
+        expect_existing: Some(seen.stat()),
+    };
+    let p = publish(&d, OsStr::new("run.sh"), b"new\n", &o, &mut ok()).unwrap();
+    assert!(!p.created);
+    assert_eq!(std::fs::read(&f).unwrap(), b"new\n");
+    assert_eq!(mode(&f), 0o755);
+    if is_root() {
+        let m = std::fs::metadata(&f).unwrap();
+        assert_eq!((m.uid(), m.gid()), (4242, 4343));
+    }
+    assert!(temps(&dir).is_empty());
+}
+
 #[test]
 fn precommit_refusal_leaves_target_identical_and_no_temp() {
     let (_t, dir) = tempdir();
