@@ -49,8 +49,8 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// Appends the lowercase hex of `bytes` to `out`: the digits are built in a
-/// 128-byte buffer and appended 64 input bytes at a time, so `out` grows
-/// at most once when its capacity was reserved.
+/// 128-byte buffer and appended 64 input bytes at a time (one capacity
+/// check per piece, not one per digit).
 fn push_hex(out: &mut String, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; 128];

@@ -283,6 +283,7 @@ impl LogLock<'_> {
 
     /// [`LogLock::repair_tail`] for a file of length `len`; returns the new
     /// length and the bytes cut.
+    ///
     /// Always reads the last byte (unlike [`AppendLog::whole_len`], it does
     /// not trust the length this process last left the file at): under the
     /// lock, a fragment is cut even when an outside truncation made the file
