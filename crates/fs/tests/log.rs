@@ -357,6 +357,24 @@ fn whole_len_sees_a_torn_tail_without_cutting_it() {
     assert_eq!(log.whole_len().unwrap(), Some(16));
 }
 
+/// Session 8 review: the log remembers the length it last left (so the
+/// lock-free `whole_len` can skip its one-byte read), but the append's own
+/// tail check under the lock must not trust it. An outside truncation
+/// (logrotate's `copytruncate`) followed by another writer's fragment that
+/// ends exactly at that length must still be cut, not glued onto.
+#[test]
+fn a_fragment_at_the_remembered_length_is_still_cut() {
+    let (_t, base) = tempdir();
+    let path = base.join("audit.jsonl");
+    let log = AppendLog::open(&path).unwrap();
+    assert_eq!(log.append(b"{\"a\":1}").unwrap(), 8);
+    // Truncated from outside, then a writer dies 8 bytes into its line.
+    std::fs::write(&path, b"{\"torn\":").unwrap();
+    assert_eq!(std::fs::read(&path).unwrap().len(), 8);
+    assert_eq!(log.append(b"{\"b\":2}").unwrap(), 8);
+    assert_eq!(std::fs::read(&path).unwrap(), b"{\"b\":2}\n");
+}
+
 #[test]
 fn lines_from_an_offset() {
     let (_t, base) = tempdir();
