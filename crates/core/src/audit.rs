@@ -26,6 +26,7 @@
 use crate::api::OpCtx;
 use crate::config::{AuditConfig, FlushMode};
 use crate::error::{ErrorKind, Refusal};
+use crate::event_line::event_line;
 use crate::policy::{GrantOutcome, Scope};
 use crate::{hex, path_hash, sha256_tagged};
 use serde::{Deserialize, Serialize};
@@ -760,10 +761,7 @@ impl AuditSink {
         }
         // Serialised once: its length is the estimate, its bytes go into
         // the intent.
-        let event = match serde_json::to_vec(&event) {
-            Ok(v) => v,
-            Err(e) => return self.refuse_or_warn(&format!("cannot serialise the intent: {e}")),
-        };
+        let event = event_line(&event);
         let need = event.len() as u64 + EVENT_SLACK + if s.raw_paths { 8192 } else { 0 };
         let (offset, log_id) = match s.promise(need) {
             Ok(at) => at,
@@ -854,16 +852,7 @@ impl AuditSink {
     /// Appends an operation's event and, once it is in the log (on disk
     /// with `flush = "sync"`), retires its intent.
     pub fn record_op(&self, event: &AuditEvent, intent: Option<CommitIntent>) {
-        match serde_json::to_vec(event) {
-            Ok(line) => self.shared.submit(line, intent, 0),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot serialise audit event");
-                if intent.is_some() {
-                    // Leave the intent pending: the next start writes it.
-                    self.shared.failures.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        }
+        self.shared.submit(event_line(event), intent, 0);
     }
 
     /// Records an approval grant (`approval.grant`) made under
@@ -1516,8 +1505,7 @@ fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, String> {
                 }
                 Recovered::Unconfirmed => report.recovered.2 += 1,
             }
-            let line = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-            guard.append(&line).map_err(err)?;
+            guard.append(&event_line(&event)).map_err(err)?;
         }
         drop(guard);
         log.sync().map_err(err)?;

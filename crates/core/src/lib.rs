@@ -18,6 +18,7 @@ pub mod api;
 pub mod audit;
 pub mod config;
 pub mod error;
+mod event_line;
 mod op;
 pub mod policy;
 pub mod receipts;
