@@ -44,117 +44,105 @@ pub(crate) fn event_line(event: &AuditEvent) -> Vec<u8> {
         recovered,
     } = event;
     let mut out = Vec::with_capacity(512);
-    out.extend_from_slice(b"{\"v\":");
-    number(&mut out, u64::from(*v));
-    out.extend_from_slice(b",\"ts\":");
-    string(&mut out, ts);
-    out.extend_from_slice(match kind {
+    let o = &mut out;
+    o.extend_from_slice(b"{");
+    num(o, b"\"v\":", u64::from(*v));
+    text(o, b",\"ts\":", ts);
+    o.extend_from_slice(match kind {
         EventKind::Access => b",\"type\":\"fs.access\"".as_slice(),
         EventKind::Denied => b",\"type\":\"fs.denied\"",
     });
-    out.extend_from_slice(b",\"opId\":");
-    string(&mut out, op_id);
-    out.extend_from_slice(match intent {
+    text(o, b",\"opId\":", op_id);
+    o.extend_from_slice(match intent {
         Intent::Write => b",\"intent\":\"write\"".as_slice(),
         Intent::Edit => b",\"intent\":\"edit\"",
         Intent::Read => b",\"intent\":\"read\"",
     });
-    out.extend_from_slice(b",\"route\":");
-    string(&mut out, route);
-    out.extend_from_slice(match writer {
+    text(o, b",\"route\":", route);
+    o.extend_from_slice(match writer {
         Writer::Workspace => b",\"writer\":\"workspace\"".as_slice(),
         Writer::External => b",\"writer\":\"external\"",
     });
     if let Some(s) = session_id {
-        out.extend_from_slice(b",\"sessionId\":");
-        string(&mut out, s);
+        text(o, b",\"sessionId\":", s);
     }
-    out.extend_from_slice(b",\"workspace\":");
-    string(&mut out, workspace);
-    out.extend_from_slice(b",\"pathHash\":");
-    string(&mut out, path_hash);
+    text(o, b",\"workspace\":", workspace);
+    text(o, b",\"pathHash\":", path_hash);
     if let Some(n) = size_bytes {
-        out.extend_from_slice(b",\"sizeBytes\":");
-        number(&mut out, *n);
+        num(o, b",\"sizeBytes\":", *n);
     }
     if let Some(s) = mode {
-        out.extend_from_slice(b",\"mode\":");
-        string(&mut out, s);
+        text(o, b",\"mode\":", s);
     }
     if let Some(b) = created {
-        out.extend_from_slice(b",\"created\":");
-        boolean(&mut out, *b);
+        boolean(o, b",\"created\":", *b);
     }
     if let Some(n) = bytes_before {
-        out.extend_from_slice(b",\"bytesBefore\":");
-        number(&mut out, *n);
+        num(o, b",\"bytesBefore\":", *n);
     }
     if let Some(n) = bytes_after {
-        out.extend_from_slice(b",\"bytesAfter\":");
-        number(&mut out, *n);
+        num(o, b",\"bytesAfter\":", *n);
     }
     if let Some(s) = hash_before {
-        out.extend_from_slice(b",\"hashBefore\":");
-        string(&mut out, s);
+        text(o, b",\"hashBefore\":", s);
     }
     if let Some(s) = hash_after {
-        out.extend_from_slice(b",\"hashAfter\":");
-        string(&mut out, s);
+        text(o, b",\"hashAfter\":", s);
     }
     if let Some(s) = error_kind {
-        out.extend_from_slice(b",\"errorKind\":");
-        string(&mut out, s);
+        text(o, b",\"errorKind\":", s);
     }
     if let Some(s) = hint {
-        out.extend_from_slice(b",\"hint\":");
-        string(&mut out, s);
+        text(o, b",\"hint\":", s);
     }
-    out.extend_from_slice(b",\"durationMs\":");
-    number(&mut out, *duration_ms);
+    num(o, b",\"durationMs\":", *duration_ms);
     if let Some(s) = source {
-        out.extend_from_slice(b",\"source\":");
-        string(&mut out, s);
+        text(o, b",\"source\":", s);
     }
     if let Some(s) = approval {
-        out.extend_from_slice(b",\"approval\":");
-        string(&mut out, s);
+        text(o, b",\"approval\":", s);
     }
     if let Some(dirs) = created_dirs {
-        out.extend_from_slice(b",\"createdDirs\":[");
+        o.extend_from_slice(b",\"createdDirs\":[");
         for (i, d) in dirs.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            string(&mut out, d);
+            text(o, if i > 0 { b"," } else { b"" }, d);
         }
-        out.push(b']');
+        o.push(b']');
     }
     if let Some(b) = dry_run {
-        out.extend_from_slice(b",\"dryRun\":");
-        boolean(&mut out, *b);
+        boolean(o, b",\"dryRun\":", *b);
     }
     if let Some(s) = path {
-        out.extend_from_slice(b",\"path\":");
-        string(&mut out, s);
+        text(o, b",\"path\":", s);
     }
     if let Some(r) = recovered {
-        out.extend_from_slice(match r {
+        o.extend_from_slice(match r {
             Recovered::Committed => b",\"recovered\":\"committed\"".as_slice(),
             Recovered::NotCommitted => b",\"recovered\":\"not_committed\"",
             Recovered::Unconfirmed => b",\"recovered\":\"unconfirmed\"",
         });
     }
-    out.push(b'}');
+    o.push(b'}');
     out
 }
 
-/// A decimal number, as `serde_json` writes integers.
-fn number(out: &mut Vec<u8>, n: u64) {
+/// `prefix` (a literal key with its comma and colon), then `n` in decimal,
+/// as `serde_json` writes integers.
+fn num(out: &mut Vec<u8>, prefix: &[u8], n: u64) {
+    out.extend_from_slice(prefix);
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
-fn boolean(out: &mut Vec<u8>, b: bool) {
+/// `prefix`, then `true` or `false`.
+fn boolean(out: &mut Vec<u8>, prefix: &[u8], b: bool) {
+    out.extend_from_slice(prefix);
     out.extend_from_slice(if b { b"true" } else { b"false" });
+}
+
+/// `prefix`, then `s` as a JSON string ([`string`]).
+fn text(out: &mut Vec<u8>, prefix: &[u8], s: &str) {
+    out.extend_from_slice(prefix);
+    string(out, s);
 }
 
 /// A JSON string with `serde_json`'s escapes: `\"`, `\\`, `\b`, `\t`, `\n`,
