@@ -18,7 +18,7 @@ pub struct ConnState {
     pub transport: Transport,
     runtime: RwLock<Arc<Runtime>>,
     first_seen: AtomicBool,
-    inflight: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    inflight: Mutex<HashMap<RequestId, Arc<AtomicBool>>>,
 }
 
 impl ConnState {
@@ -76,7 +76,7 @@ impl ConnState {
     pub fn begin(&self, id: &RequestId, cancelled: bool) -> (Arc<AtomicBool>, bool) {
         let flag = Arc::new(AtomicBool::new(cancelled));
         let mut inflight = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
-        inflight.insert(id_key(id), flag.clone());
+        inflight.insert(id.clone(), flag.clone());
         (flag, inflight.len() == 1)
     }
 
@@ -85,7 +85,7 @@ impl ConnState {
         self.inflight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id_key(id));
+            .remove(id);
     }
 
     /// Flags one request in flight as cancelled (`$/cancel_request`).
@@ -94,7 +94,7 @@ impl ConnState {
             .inflight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&id_key(id))
+            .get(id)
         {
             flag.store(true, Ordering::SeqCst);
         }
@@ -111,8 +111,4 @@ impl ConnState {
             flag.store(true, Ordering::SeqCst);
         }
     }
-}
-
-fn id_key(id: &RequestId) -> String {
-    serde_json::to_string(id).unwrap_or_default()
 }

@@ -26,7 +26,7 @@
 use crate::api::OpCtx;
 use crate::config::{AuditConfig, FlushMode};
 use crate::error::{ErrorKind, Refusal};
-use crate::event_line::event_line;
+use crate::event_line::{AsCommitted, committed_event_line, event_line};
 use crate::policy::{GrantOutcome, Scope};
 use crate::{hex, path_hash, sha256_tagged};
 use serde::{Deserialize, Serialize};
@@ -749,19 +749,21 @@ impl AuditSink {
         elapsed: Duration,
     ) -> Result<Option<CommitIntent>, Refusal> {
         let s = &self.shared;
-        let mut event = draft.clone();
-        event.kind = EventKind::Access;
-        event.ts = now_rfc3339();
-        event.created = Some(facts.before.is_none());
-        event.bytes_after = Some(facts.bytes_after);
-        event.hash_after = Some(facts.hash_after.to_string());
-        event.duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-        if s.raw_paths {
-            event.path = Some(facts.raw_path.to_string());
-        }
-        // Serialised once: its length is the estimate, its bytes go into
+        // The event as it will read once committed, serialised once (no
+        // copy of the draft): its length is the estimate, its bytes go into
         // the intent.
-        let event = event_line(&event);
+        let ts = now_rfc3339();
+        let event = committed_event_line(
+            draft,
+            &AsCommitted {
+                ts: &ts,
+                created: facts.before.is_none(),
+                bytes_after: facts.bytes_after,
+                hash_after: facts.hash_after,
+                duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                path: s.raw_paths.then_some(facts.raw_path),
+            },
+        );
         let need = event.len() as u64 + EVENT_SLACK + if s.raw_paths { 8192 } else { 0 };
         let (offset, log_id) = match s.promise(need) {
             Ok(at) => at,

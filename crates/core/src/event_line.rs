@@ -15,6 +15,37 @@ use crate::audit::{AuditEvent, EventKind, Intent, Recovered, Writer};
 /// left out (the `skip_serializing_if` of the derive), no trailing newline:
 /// byte for byte what `serde_json::to_vec(event)` gives.
 pub(crate) fn event_line(event: &AuditEvent) -> Vec<u8> {
+    write_line(event, None)
+}
+
+/// What a commit's intent says its event will hold beyond the operation's
+/// draft (see `AuditSink::prepare`): `type` `fs.access` and these fields.
+pub(crate) struct AsCommitted<'a> {
+    /// `ts`: RFC 3339, when the intent is written.
+    pub(crate) ts: &'a str,
+    /// `created`: the commit makes a new file.
+    pub(crate) created: bool,
+    /// `bytesAfter`.
+    pub(crate) bytes_after: u64,
+    /// `hashAfter`: `sha256:<hex>`.
+    pub(crate) hash_after: &'a str,
+    /// `durationMs` so far.
+    pub(crate) duration_ms: u64,
+    /// `path`, set only with `audit.raw_paths` (else the draft's).
+    pub(crate) path: Option<&'a str>,
+}
+
+/// The line of `draft` as it reads once committed: exactly
+/// [`event_line`] of a copy of `draft` with `kind` set to
+/// [`EventKind::Access`] and the fields of `c` set (a test holds them
+/// equal), without copying the draft's strings.
+pub(crate) fn committed_event_line(draft: &AuditEvent, c: &AsCommitted<'_>) -> Vec<u8> {
+    write_line(draft, Some(c))
+}
+
+/// [`event_line`], with the fields of `c` (when given) in place of the
+/// event's own.
+fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
     let AuditEvent {
         v,
         ts,
@@ -43,6 +74,17 @@ pub(crate) fn event_line(event: &AuditEvent) -> Vec<u8> {
         path,
         recovered,
     } = event;
+    let kind = if c.is_some() {
+        &EventKind::Access
+    } else {
+        kind
+    };
+    let ts = c.map_or(ts.as_str(), |c| c.ts);
+    let created = c.map_or(*created, |c| Some(c.created));
+    let bytes_after = c.map_or(*bytes_after, |c| Some(c.bytes_after));
+    let hash_after = c.map_or(hash_after.as_deref(), |c| Some(c.hash_after));
+    let duration_ms = c.map_or(*duration_ms, |c| c.duration_ms);
+    let path = c.and_then(|c| c.path).or(path.as_deref());
     let mut out = Vec::with_capacity(512);
     let o = &mut out;
     o.extend_from_slice(b"{");
@@ -75,13 +117,13 @@ pub(crate) fn event_line(event: &AuditEvent) -> Vec<u8> {
         text(o, b",\"mode\":", s);
     }
     if let Some(b) = created {
-        boolean(o, b",\"created\":", *b);
+        boolean(o, b",\"created\":", b);
     }
     if let Some(n) = bytes_before {
         num(o, b",\"bytesBefore\":", *n);
     }
     if let Some(n) = bytes_after {
-        num(o, b",\"bytesAfter\":", *n);
+        num(o, b",\"bytesAfter\":", n);
     }
     if let Some(s) = hash_before {
         text(o, b",\"hashBefore\":", s);
@@ -95,7 +137,7 @@ pub(crate) fn event_line(event: &AuditEvent) -> Vec<u8> {
     if let Some(s) = hint {
         text(o, b",\"hint\":", s);
     }
-    num(o, b",\"durationMs\":", *duration_ms);
+    num(o, b",\"durationMs\":", duration_ms);
     if let Some(s) = source {
         text(o, b",\"source\":", s);
     }
@@ -211,7 +253,7 @@ fn next_special(bytes: &[u8], from: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::event_line;
+    use super::{AsCommitted, committed_event_line, event_line};
     use crate::audit::{AuditEvent, EventKind, Intent, Recovered, Writer};
     use proptest::prelude::*;
     use std::borrow::Cow;
@@ -359,6 +401,39 @@ mod tests {
         #[test]
         fn any_event_is_serdes_bytes(e in event()) {
             prop_assert_eq!(event_line(&e), serde_json::to_vec(&e).unwrap());
+        }
+
+        /// The intent's line is the line of the draft with the committed
+        /// fields set, whatever the draft held and whether `path` is given.
+        #[test]
+        fn a_committed_line_is_the_draft_with_its_fields_set(
+            draft in event(),
+            ts in text(),
+            hash in text(),
+            path in opt(text()),
+            created in any::<bool>(),
+            bytes_after in any::<u64>(),
+            duration_ms in any::<u64>(),
+        ) {
+            let c = AsCommitted {
+                ts: &ts,
+                created,
+                bytes_after,
+                hash_after: &hash,
+                duration_ms,
+                path: path.as_deref(),
+            };
+            let mut set = draft.clone();
+            set.kind = EventKind::Access;
+            set.ts.clone_from(&ts);
+            set.created = Some(created);
+            set.bytes_after = Some(bytes_after);
+            set.hash_after = Some(hash.clone());
+            set.duration_ms = duration_ms;
+            if let Some(p) = &path {
+                set.path = Some(p.clone());
+            }
+            prop_assert_eq!(committed_event_line(&draft, &c), serde_json::to_vec(&set).unwrap());
         }
     }
 }

@@ -616,9 +616,13 @@ impl<'s> Op<'s> {
             hash_after,
         };
         if !dry_run {
-            let mode = self.event().mode.clone().unwrap_or_default();
+            let mode = self
+                .event
+                .as_ref()
+                .and_then(|e| e.mode.as_deref())
+                .unwrap_or_default();
             self.svc
-                .add_receipt(self.ctx, &mode, &target.canonical, &done);
+                .add_receipt(self.ctx, mode, &target.canonical, &done);
         }
         Ok(done)
     }

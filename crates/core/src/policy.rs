@@ -41,7 +41,10 @@ use std::time::{Duration, Instant};
 /// UTF-8 sequence written as `\xNN`, so two such paths never share a command.
 pub fn synthetic_command(mode: &str, canonical: &Path) -> String {
     let bytes = canonical.as_os_str().as_encoded_bytes();
-    let mut out = format!("edit_file {mode} ");
+    let mut out = String::with_capacity("edit_file  ".len() + mode.len() + bytes.len());
+    out.push_str("edit_file ");
+    out.push_str(mode);
+    out.push(' ');
     for chunk in bytes.utf8_chunks() {
         out.push_str(chunk.valid());
         for b in chunk.invalid() {
@@ -387,14 +390,23 @@ pub fn system_reason(canonical: &Path, root: Option<&Path>) -> Option<String> {
         Component::Normal(s) => Some(fold(s.to_string_lossy())),
         _ => None,
     })?;
-    let top = Path::new("/").join(canonical.components().nth(1)?.as_os_str());
+    // `/<first component>`, for the reason (built only when there is one).
+    let top = || {
+        Path::new("/").join(
+            canonical
+                .components()
+                .nth(1)
+                .map_or(std::ffi::OsStr::new(""), |c| c.as_os_str()),
+        )
+    };
     if SYSTEM_DIRS.contains(&&*first) || first.starts_with("lib") {
-        return Some(format!("system path under {}/", top.display()));
+        return Some(format!("system path under {}/", top().display()));
     }
     if first == "var" && canonical.starts_with("/var/tmp") {
         return None;
     }
     if HOSTING_DIRS.contains(&&*first) {
+        let top = top();
         let exempt = root.is_some_and(|r| r.starts_with(&top) && canonical.starts_with(r));
         if !exempt {
             return Some(format!(
@@ -412,7 +424,7 @@ pub struct Verdict {
     /// The rated level.
     pub level: Level,
     /// Why: the config rule, the protected-path rule or the default.
-    pub reason: String,
+    pub reason: Cow<'static, str>,
 }
 
 /// Judges a synthetic command (SPEC 12): the first matching config rule
@@ -433,24 +445,24 @@ pub fn judge(
     {
         return Verdict {
             level: rule.level,
-            reason: format!("config rule `{}`", rule.pattern),
+            reason: format!("config rule `{}`", rule.pattern).into(),
         };
     }
     if let Some(reason) = protected_reason(canonical) {
         return Verdict {
             level: Level::Dangerous,
-            reason: reason.to_string(),
+            reason: reason.into(),
         };
     }
     if let Some(reason) = system_reason(canonical, root) {
         return Verdict {
             level: Level::Dangerous,
-            reason,
+            reason: reason.into(),
         };
     }
     Verdict {
         level: Level::Moderate,
-        reason: "every write and edit is at least moderate".to_string(),
+        reason: Cow::Borrowed("every write and edit is at least moderate"),
     }
 }
 
@@ -1108,7 +1120,7 @@ fn approval_required(command: &str, verdict: &Verdict, session: &str) -> Refusal
     .with_detail(Detail::Approval {
         command: command.to_string(),
         level: verdict.level.as_str(),
-        reason: verdict.reason.clone(),
+        reason: verdict.reason.to_string(),
         session: (!session.is_empty()).then(|| session.to_string()),
     })
 }

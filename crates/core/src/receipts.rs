@@ -34,7 +34,12 @@ impl Receipts {
         } else {
             self.order.push_back(session.to_string());
         }
-        let list = self.by_session.entry(session.to_string()).or_default();
+        // The key is copied only for a session's first receipt.
+        let list = if let Some(list) = self.by_session.get_mut(session) {
+            list
+        } else {
+            self.by_session.entry(session.to_string()).or_default()
+        };
         if list.len() >= MAX_RECEIPTS_PER_SESSION {
             list.pop_front();
             self.total -= 1;

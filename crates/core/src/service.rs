@@ -312,7 +312,7 @@ impl Service {
             .into_iter()
             .find(|m| *m == mode)
             .unwrap_or("write");
-        let session = ctx.session_id.clone().unwrap_or_default();
+        let session = ctx.session_id.as_deref().unwrap_or_default();
         let receipt = Receipt {
             path: canonical.display().to_string(),
             mode,
@@ -325,7 +325,7 @@ impl Service {
         self.receipts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .add(&session, receipt);
+            .add(session, receipt);
     }
 }
 

@@ -443,21 +443,22 @@ pub(crate) fn leaf_state(
     dir_path: &Path,
     leaf: &OsStr,
 ) -> Result<LeafState, FsError> {
-    let shown = dir_path.join(leaf);
+    // The path for messages, built only for an error.
+    let shown = || dir_path.join(leaf);
     let st = match rustix::fs::statat(dir, leaf, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(Errno::NOENT) => return Ok(LeafState::Missing),
-        Err(e) => return Err(FsError::errno(FsOp::Stat, &shown, e)),
+        Err(e) => return Err(FsError::errno(FsOp::Stat, &shown(), e)),
     };
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => Ok(LeafState::Regular(LeafStat::from_stat(&st))),
         FileType::Symlink => Err(FsError::SymlinkEscape {
-            path: shown,
+            path: shown(),
             what: Swap::Symlink,
             source: None,
         }),
         other => Err(FsError::NotAFile {
-            path: shown,
+            path: shown(),
             found: type_name(other),
             expected: "regular file",
         }),
@@ -517,15 +518,16 @@ pub enum Atime {
 
 /// Opens the regular file `leaf` in `dir` for reading (`O_NOFOLLOW`,
 /// classified before opening so a fifo or device is never opened) and
-/// returns it with its metadata and its path for messages; `None` when
-/// nothing has that name. Shared by [`read_prefix`] and [`read_existing`].
+/// returns it with its metadata; `None` when nothing has that name. Shared
+/// by [`read_prefix`] and [`read_existing`].
 fn open_regular(
     dir: &Dir,
     leaf: &OsStr,
     atime: Atime,
-) -> Result<Option<(OwnedFd, LeafStat, PathBuf)>, FsError> {
+) -> Result<Option<(OwnedFd, LeafStat)>, FsError> {
     check_leaf(leaf)?;
-    let shown = dir.path().join(leaf);
+    // The path for messages, built only for an error.
+    let shown = || dir.path().join(leaf);
     // Classify first so that a fifo or a device is never opened.
     let LeafState::Regular(seen) = leaf_state(dir.fd(), dir.path(), leaf)? else {
         return Ok(None);
@@ -548,19 +550,19 @@ fn open_regular(
     let fd = match opened {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Ok(None),
-        Err(e) => return Err(FsError::errno(FsOp::Open, &shown, e)),
+        Err(e) => return Err(FsError::errno(FsOp::Open, &shown(), e)),
     };
-    let st = rustix::fs::fstat(&fd).map_err(|e| FsError::errno(FsOp::Stat, &shown, e))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| FsError::errno(FsOp::Stat, &shown(), e))?;
     let ft = FileType::from_raw_mode(st.st_mode);
     if ft != FileType::RegularFile {
         return Err(FsError::NotAFile {
-            path: shown,
+            path: shown(),
             found: type_name(ft),
             expected: "regular file",
         });
     }
     let meta = LeafStat::from_stat(&st);
-    Ok(Some((fd, meta, shown)))
+    Ok(Some((fd, meta)))
 }
 
 /// Like [`read_existing`] but a file longer than `max_bytes` is not an
@@ -575,7 +577,7 @@ pub fn read_prefix(
     max_bytes: u64,
     atime: Atime,
 ) -> Result<Option<Existing>, FsError> {
-    let Some((fd, meta, shown)) = open_regular(dir, leaf, atime)? else {
+    let Some((fd, meta)) = open_regular(dir, leaf, atime)? else {
         return Ok(None);
     };
     let hint = meta.len.min(max_bytes).min(MAX_CAPACITY_HINT);
@@ -584,7 +586,7 @@ pub fn read_prefix(
     (&mut file)
         .take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| FsError::os(FsOp::Read, &shown, e))?;
+        .map_err(|e| FsError::os(FsOp::Read, &dir.path().join(leaf), e))?;
     let truncated = bytes.len() as u64 > max_bytes;
     if truncated {
         bytes.truncate(usize::try_from(max_bytes).unwrap_or(usize::MAX));
@@ -624,7 +626,7 @@ pub fn read_existing(
     max_bytes: Option<u64>,
     atime: Atime,
 ) -> Result<Option<Existing>, FsError> {
-    let Some((fd, meta, shown)) = open_regular(dir, leaf, atime)? else {
+    let Some((fd, meta)) = open_regular(dir, leaf, atime)? else {
         return Ok(None);
     };
     let mut existing = Existing {
@@ -658,7 +660,7 @@ pub fn read_existing(
             .read_to_end(&mut bytes),
         None => file.read_to_end(&mut bytes),
     };
-    read.map_err(|e| FsError::os(FsOp::Read, &shown, e))?;
+    read.map_err(|e| FsError::os(FsOp::Read, &dir.path().join(leaf), e))?;
     existing.handle = Some(file.into());
     let seen = bytes.len() as u64;
     if max_bytes.is_some_and(|max| seen > max) {

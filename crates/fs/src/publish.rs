@@ -99,7 +99,8 @@ pub fn temp_file_name(leaf: &OsStr) -> io::Result<OsString> {
 /// `.<leaf cut>.<pid>.<suffix>.tmp`, the leaf cut so the whole fits
 /// `NAME_MAX` bytes.
 pub(crate) fn temp_name_with(leaf: &OsStr, pid: u32, suffix: &str) -> OsString {
-    let pid = pid.to_string();
+    let mut digits = [0u8; 10];
+    let pid = decimal(pid, &mut digits);
     let overhead = 1 + 1 + pid.len() + 1 + suffix.len() + ".tmp".len();
     let max_leaf = NAME_MAX.saturating_sub(overhead);
     let bytes = leaf.as_bytes();
@@ -121,11 +122,25 @@ pub(crate) fn temp_name_with(leaf: &OsStr, pid: u32, suffix: &str) -> OsString {
     name.push(b'.');
     name.extend_from_slice(cut);
     name.push(b'.');
-    name.extend_from_slice(pid.as_bytes());
+    name.extend_from_slice(pid);
     name.push(b'.');
     name.extend_from_slice(suffix.as_bytes());
     name.extend_from_slice(b".tmp");
     OsString::from_vec(name)
+}
+
+/// `n` in decimal, written into `buf` (no allocation: a temp name is made
+/// for every write).
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
 }
 
 /// If `name` has the temp-file shape `.<anything>.<pid>.<12 lowercase
@@ -288,7 +303,11 @@ fn create_temp(
 }
 
 /// Check the caller's expectation about the leaf's identity.
-fn check_expectation(expect: &LeafStat, state: &LeafState, shown: &Path) -> Result<(), FsError> {
+fn check_expectation(
+    expect: &LeafStat,
+    state: &LeafState,
+    shown: impl FnOnce() -> std::path::PathBuf,
+) -> Result<(), FsError> {
     let (dev, ino) = (expect.dev, expect.ino);
     let what = match state {
         LeafState::Regular(st) if st.dev == dev && st.ino == ino => return Ok(()),
@@ -296,7 +315,7 @@ fn check_expectation(expect: &LeafStat, state: &LeafState, shown: &Path) -> Resu
         LeafState::Missing => Swap::VanishedAfterCheck,
     };
     Err(FsError::SymlinkEscape {
-        path: shown.to_path_buf(),
+        path: shown(),
         what,
         source: None,
     })
@@ -455,10 +474,10 @@ fn publish_at(
     precommit: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Published, FsError> {
     check_leaf(leaf)?;
-    let shown = dir_path.join(leaf);
-    let at = shown.as_path();
-    let errno_err = |op: FsOp| move |e: Errno| FsError::errno(op, at, e);
-    let io_err = |op: FsOp| move |e: io::Error| FsError::os(op, at, e);
+    // The path for messages, built only for an error or a warning.
+    let shown = || dir_path.join(leaf);
+    let errno_err = |op: FsOp| move |e: Errno| FsError::errno(op, &shown(), e);
+    let io_err = |op: FsOp| move |e: io::Error| FsError::os(op, &shown(), e);
 
     // 1. Exclusive temp file.
     let (temp, fd) = create_temp(dir, dir_path, leaf)?;
@@ -515,7 +534,7 @@ fn publish_at(
     // 6. Recheck immediately before the rename.
     let after = leaf_state(dir, dir_path, leaf)?;
     if let Some(seen) = expect_existing {
-        check_expectation(seen, &after, &shown)?;
+        check_expectation(seen, &after, shown)?;
     }
     let same = match (&before, &after) {
         (LeafState::Missing, LeafState::Missing) => true,
@@ -524,7 +543,7 @@ fn publish_at(
     };
     if !same {
         return Err(FsError::SymlinkEscape {
-            path: shown,
+            path: shown(),
             what: Swap::ChangedWhilePublishing,
             source: None,
         });
@@ -537,7 +556,7 @@ fn publish_at(
             // Someone else's file now has our temp name: leave it alone.
             guard.armed = false;
             return Err(FsError::SymlinkEscape {
-                path: shown,
+                path: shown(),
                 what: Swap::TempReplaced {
                     found: type_name(FileType::from_raw_mode(st.st_mode)),
                 },
@@ -547,7 +566,7 @@ fn publish_at(
         Err(e) => {
             guard.armed = false;
             return Err(FsError::SymlinkEscape {
-                path: shown,
+                path: shown(),
                 what: Swap::TempVanished,
                 source: Some(e.into()),
             });
@@ -555,7 +574,7 @@ fn publish_at(
     }
     if let Err(reason) = precommit() {
         return Err(FsError::Aborted {
-            path: shown,
+            path: shown(),
             reason,
         });
     }
@@ -564,7 +583,7 @@ fn publish_at(
     rustix::fs::renameat(dir, &guard.name, dir, leaf).map_err(|e| match e {
         // The target became a directory meanwhile.
         Errno::ISDIR | Errno::NOTDIR | Errno::NOTEMPTY => FsError::NotAFile {
-            path: shown.clone(),
+            path: shown(),
             found: "directory",
             expected: "regular file",
         },
@@ -578,13 +597,13 @@ fn publish_at(
         match rustix::fs::fsync(dir) {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!(path = %shown.display(), error = %e,
+                tracing::warn!(path = %shown().display(), error = %e,
                     "directory fsync failed after publishing");
                 false
             }
         }
     } else {
-        tracing::warn!(path = %shown.display(),
+        tracing::warn!(path = %shown().display(),
             "directory not readable: published without directory fsync");
         false
     };
@@ -666,6 +685,14 @@ mod tests {
             }
             assert_eq!(at, len, "len {len}: {p:?}");
             assert_eq!(p.len(), len.div_ceil(WRITE_CHUNK));
+        }
+    }
+
+    #[test]
+    fn decimal_digits() {
+        let mut buf = [0u8; 10];
+        for n in [0, 7, 10, 4242, 99_999, u32::MAX] {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes());
         }
     }
 

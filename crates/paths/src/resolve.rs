@@ -1,5 +1,6 @@
 //! The side-effect-free workspace resolver (SPEC 5).
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -172,7 +173,16 @@ struct Lexical<'a> {
 
 impl<'a> Lexical<'a> {
     fn of(input: &'a Path) -> Lexical<'a> {
-        let mut names: Vec<&'a OsStr> = Vec::new();
+        // At most one name per separator (paths are short: no need for a
+        // faster byte count).
+        #[allow(clippy::naive_bytecount)]
+        let slashes = input
+            .as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .filter(|b| **b == b'/')
+            .count();
+        let mut names: Vec<&'a OsStr> = Vec::with_capacity(slashes);
         let mut had_dot_dot = false;
         for c in input.components() {
             match c {
@@ -189,7 +199,9 @@ impl<'a> Lexical<'a> {
         let dir_required = bytes.len() > 1
             && bytes.iter().any(|b| *b != b'/')
             && (bytes.ends_with(b"/") || last_piece == b"." || last_piece == b"..");
-        let mut path = PathBuf::from("/");
+        // Sized once: the input is at least as long as its lexical form.
+        let mut path = PathBuf::with_capacity(bytes.len() + 1);
+        path.push("/");
         path.extend(&names);
         Lexical {
             path,
@@ -331,13 +343,13 @@ enum Loc {
 }
 
 impl Loc {
-    fn full_path(&self) -> PathBuf {
+    fn full_path(&self) -> Cow<'_, Path> {
         match self {
-            Loc::Exists { path, .. } => path.clone(),
+            Loc::Exists { path, .. } => Cow::Borrowed(path),
             Loc::Missing { base, tail } => {
                 let mut p = base.clone();
                 p.extend(tail);
-                p
+                Cow::Owned(p)
             }
         }
     }
@@ -388,7 +400,7 @@ impl<'v> Walker<'v> {
                         path.pop();
                         Loc::Exists { path, kind }
                     }
-                    Piece::Name(name) => self.step(&path, &name)?,
+                    Piece::Name(name) => self.step(path, name)?,
                 },
                 Loc::Missing { mut base, mut tail } => match piece {
                     Piece::Cur => Loc::Missing { base, tail },
@@ -415,18 +427,27 @@ impl<'v> Walker<'v> {
         Ok(loc)
     }
 
-    /// Resolve the single name `name` in the canonical directory `dir`.
-    fn step(&mut self, dir: &Path, name: &OsStr) -> Result<Loc, ResolveError> {
-        let path = dir.join(name);
+    /// Resolve the single name `name` in the canonical directory `dir`
+    /// (both taken over: the common steps then copy no path).
+    fn step(&mut self, dir: PathBuf, name: OsString) -> Result<Loc, ResolveError> {
+        let mut path = dir;
+        path.push(&name);
         match self.view.lstat(&path) {
             Ok(st) => match st.kind {
-                FileKind::Symlink => self.follow(path, dir),
+                FileKind::Symlink => {
+                    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+                    self.follow(path, &dir)
+                }
                 kind => Ok(Loc::Exists { path, kind }),
             },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Loc::Missing {
-                base: dir.to_path_buf(),
-                tail: vec![name.to_os_string()],
-            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // `name` is one normal component: popping it gives `dir`.
+                path.pop();
+                Ok(Loc::Missing {
+                    base: path,
+                    tail: vec![name],
+                })
+            }
             Err(e) => Err(io_error(&e, "lstat", &path)),
         }
     }

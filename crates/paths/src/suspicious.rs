@@ -135,20 +135,22 @@ fn piece_rule(piece: &[u8]) -> Option<&'static str> {
 }
 
 fn is_device_name(base: &str) -> bool {
-    let b = base
-        .trim_end_matches(char::is_whitespace)
-        .to_ascii_lowercase();
-    if DEVICE_NAMES.contains(&b.as_str()) {
+    // Compared without case, with no lowercase copy (every component of
+    // every path is checked).
+    let b = base.trim_end_matches(char::is_whitespace);
+    if DEVICE_NAMES.iter().any(|d| b.eq_ignore_ascii_case(d)) {
         return true;
     }
     ["com", "lpt"].iter().any(|prefix| {
-        b.strip_prefix(prefix).is_some_and(|rest| {
-            let mut chars = rest.chars();
-            matches!(
-                (chars.next(), chars.next()),
-                (Some(d), None) if d.is_ascii_digit() || matches!(d, '¹' | '²' | '³')
-            )
-        })
+        b.get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+            && {
+                let mut chars = b[prefix.len()..].chars();
+                matches!(
+                    (chars.next(), chars.next()),
+                    (Some(d), None) if d.is_ascii_digit() || matches!(d, '¹' | '²' | '³')
+                )
+            }
     })
 }
 
@@ -205,6 +207,44 @@ mod tests {
         assert!(!comp("a b"));
         assert!(sus("/w/dir./x"));
         assert!(sus("/w/dir /x"));
+    }
+
+    /// The case-blind comparison agrees with lowercasing first (how the
+    /// rule is stated), over every short name built from letters that
+    /// matter, digits, superscripts, `$`, spaces and a non-ASCII letter.
+    #[test]
+    fn device_names_agree_with_the_lowercase_rule() {
+        fn by_lowercase(base: &str) -> bool {
+            let b = base
+                .trim_end_matches(char::is_whitespace)
+                .to_ascii_lowercase();
+            DEVICE_NAMES.contains(&b.as_str())
+                || ["com", "lpt"].iter().any(|prefix| {
+                    b.strip_prefix(prefix).is_some_and(|rest| {
+                        let mut chars = rest.chars();
+                        matches!(
+                            (chars.next(), chars.next()),
+                            (Some(d), None) if d.is_ascii_digit() || matches!(d, '¹' | '²' | '³')
+                        )
+                    })
+                })
+        }
+        let alphabet = [
+            'c', 'O', 'n', 'M', 'p', 'T', 'l', 'u', 'x', 'R', 'i', '$', '1', '0', '²', ' ', 'ß',
+        ];
+        let mut names = vec![String::new()];
+        for _ in 0..4 {
+            let longer: Vec<String> = names
+                .iter()
+                .flat_map(|n| alphabet.iter().map(move |c| format!("{n}{c}")))
+                .collect();
+            names.extend(longer);
+            names.dedup();
+        }
+        names.extend(["conout$", "CONOUT$ ", "conin$", "lpt³", "COM¹", "comß"].map(String::from));
+        for name in &names {
+            assert_eq!(is_device_name(name), by_lowercase(name), "{name:?}");
+        }
     }
 
     #[test]
