@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// What a lock is keyed by.
@@ -96,6 +97,9 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct PathLocks {
     map: Mutex<HashMap<LockKey, Entry>>,
+    /// `map.len()`, stored under the map's lock whenever it changes, so that
+    /// [`PathLocks::len`] (asked once per request) need not take the lock.
+    live: AtomicUsize,
 }
 
 impl PathLocks {
@@ -118,6 +122,7 @@ impl PathLocks {
         let ticket = entry.next_ticket;
         entry.next_ticket += 1;
         let cv = Arc::clone(&entry.cv);
+        self.live.store(map.len(), Ordering::Relaxed);
         loop {
             // The entry cannot be removed while our ticket is outstanding.
             let serving = map.get(&key).map_or(ticket, |e| e.now_serving);
@@ -129,9 +134,10 @@ impl PathLocks {
         PathGuard { locks: self, key }
     }
 
-    /// Number of keys currently held or waited for (0 when idle).
+    /// Number of keys currently held or waited for (0 when idle): a
+    /// snapshot, read without the registry's lock.
     pub fn len(&self) -> usize {
-        self.map_guard().len()
+        self.live.load(Ordering::Relaxed)
     }
 
     /// How many lockers hold or wait for `key` right now (the holder counts
@@ -162,6 +168,7 @@ impl PathLocks {
         entry.now_serving += 1;
         if entry.now_serving == entry.next_ticket {
             map.remove(key);
+            self.live.store(map.len(), Ordering::Relaxed);
         } else {
             entry.cv.notify_all();
         }
