@@ -716,11 +716,15 @@ impl AuditSink {
 
     /// A fresh operation id (`<12 hex>-<n>`, unique across processes).
     pub fn next_op_id(&self) -> String {
-        format!(
-            "{}-{}",
-            self.shared.tag,
-            self.shared.next_op.fetch_add(1, Ordering::Relaxed)
-        )
+        let n = self.shared.next_op.fetch_add(1, Ordering::Relaxed);
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(n);
+        // `<tag>-<n>`, without the formatter (one per operation).
+        let mut id = String::with_capacity(self.shared.tag.len() + 1 + digits.len());
+        id.push_str(&self.shared.tag);
+        id.push('-');
+        id.push_str(digits);
+        id
     }
 
     /// The refusal of an operation the log cannot record, with `why`.

@@ -73,6 +73,17 @@ pub fn sha256_tagged(bytes: &[u8]) -> String {
     s
 }
 
+/// `path` as text, exactly as `path.display().to_string()` writes it (bytes
+/// that are not UTF-8 become U+FFFD), but a path that is valid UTF-8 (every
+/// path from JSON) is copied as it is, without the formatter (issue 12: a
+/// few paths a write).
+pub fn path_text(path: &Path) -> String {
+    match path.to_str() {
+        Some(s) => s.to_owned(),
+        None => path.display().to_string(),
+    }
+}
+
 /// First 16 hex digits of sha256 of a path's bytes (audit `pathHash`, SPEC 10).
 pub fn path_hash(path: &Path) -> String {
     hex(&Sha256::digest(path.as_os_str().as_encoded_bytes())[..8])
@@ -80,6 +91,21 @@ pub fn path_hash(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn path_text_is_the_display_text() {
+        use std::os::unix::ffi::OsStrExt;
+        for bytes in [
+            b"/w/a.txt".as_slice(),
+            b"",
+            "/w/é😀 x".as_bytes(),
+            b"/w/\xff\xfe/a",
+            b"/w/ok\xc3",
+        ] {
+            let p = std::path::Path::new(std::ffi::OsStr::from_bytes(bytes));
+            assert_eq!(super::path_text(p), p.display().to_string(), "{bytes:?}");
+        }
+    }
+
     #[test]
     fn hashes() {
         assert_eq!(

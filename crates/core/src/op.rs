@@ -179,7 +179,7 @@ impl<'s> Op<'s> {
             ctx,
             cfg: svc.config(),
             event: Some(event),
-            raw_path: raw.display().to_string(),
+            raw_path: crate::path_text(raw),
             start: Instant::now(),
             dir: None,
             guards: Vec::new(),
@@ -298,7 +298,7 @@ impl<'s> Op<'s> {
             }
             Err(e) => return Err(resolve_refusal(e, root).into()),
         };
-        self.event().path_hash = path_hash(&canonical);
+        self.hash_canonical(&canonical);
         self.check_open()?;
         Ok(Target { canonical })
     }
@@ -309,10 +309,23 @@ impl<'s> Op<'s> {
         let r =
             writegate_paths::resolve(&OsView, raw, std::slice::from_ref(&self.ctx.runtime.root))
                 .map_err(Refusal::from)?;
-        self.event().path_hash = path_hash(&r.canonical);
+        self.hash_canonical(&r.canonical);
         Ok(Target {
             canonical: r.canonical,
         })
+    }
+
+    /// The event's `pathHash` becomes the canonical path's. `begin` hashed
+    /// the path as the request named it; when the canonical path has the
+    /// same bytes (the usual case), that hash is already the right one.
+    /// (`raw_path` is those bytes unless the raw path was not UTF-8, and
+    /// then it holds U+FFFD: such a path is always hashed again.)
+    fn hash_canonical(&mut self, canonical: &Path) {
+        let same = canonical.to_str() == Some(self.raw_path.as_str())
+            && !self.raw_path.contains('\u{fffd}');
+        if !same {
+            self.event().path_hash = path_hash(canonical);
+        }
     }
 
     /// The approval gate (SPEC 12): the synthetic command of `mode` on the

@@ -351,12 +351,18 @@ fn folded_components(path: &Path) -> Vec<Cow<'_, str>> {
 pub fn protected_reason(canonical: &Path) -> Option<&'static str> {
     let comps = folded_components(canonical);
     let leaf = comps.last()?;
+    // A sequence whose first name starts with `.` (most of them) needs a
+    // component that does: most paths have none, and skip them all.
+    let dotted = comps.iter().any(|c| c.starts_with('.'));
     PROTECTED
         .iter()
         .find(|r| match r.matches {
-            Match::Seq(seq) => comps
-                .windows(seq.len())
-                .any(|w| w.iter().zip(seq).all(|(a, b)| a == b)),
+            Match::Seq(seq) => {
+                (dotted || !seq.first().is_some_and(|s| s.starts_with('.')))
+                    && comps
+                        .windows(seq.len())
+                        .any(|w| w.iter().zip(seq).all(|(a, b)| a == b))
+            }
             Match::Leaf(name) => leaf == name,
             Match::LeafPrefix(p) => leaf.starts_with(p),
             Match::LeafSuffix(s) => leaf.ends_with(s),

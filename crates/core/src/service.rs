@@ -314,7 +314,7 @@ impl Service {
             .unwrap_or("write");
         let session = ctx.session_id.as_deref().unwrap_or_default();
         let receipt = Receipt {
-            path: canonical.display().to_string(),
+            path: crate::path_text(canonical),
             mode,
             created: done.created,
             bytes_before: done.bytes_before,

@@ -286,6 +286,27 @@ fn without_required_writes_go_ahead_and_their_events_wait() {
 /// Issue 14 item 3: an approval grant is an audit event, with the path
 /// hashed (raw text only with `audit.raw_paths`); with `audit.required` a
 /// grant whose event cannot be written grants nothing.
+/// `pathHash` is the hash of the canonical path, also when the request
+/// named the file another way (a `..`, a symlinked directory), and of the
+/// path as named when that is already canonical.
+#[test]
+fn path_hash_is_the_canonical_paths_whatever_the_spelling() {
+    let state = tempfile::tempdir().unwrap();
+    let w = world(state.path().join("audit.jsonl"), |_| {});
+    std::fs::create_dir(w.root.join("real")).unwrap();
+    std::os::unix::fs::symlink(w.root.join("real"), w.root.join("link")).unwrap();
+    w.write("real/a.txt", "a\n").unwrap();
+    w.write("real/../real/a.txt", "b\n").unwrap();
+    w.write("link/a.txt", "c\n").unwrap();
+    let events = w.events();
+    assert_eq!(events.len(), 3, "{events:?}");
+    let canonical = writegate_core::path_hash(&w.root.join("real/a.txt"));
+    for e in &events {
+        assert_eq!(e["type"], "fs.access", "{e}");
+        assert_eq!(e["pathHash"], canonical.as_str(), "{e}");
+    }
+}
+
 #[test]
 fn approval_grants_are_audited() {
     let state = tempfile::tempdir().unwrap();

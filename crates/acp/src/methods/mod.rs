@@ -350,7 +350,7 @@ fn respond_params<M: Method>(
         log.path_hash = Some(writegate_core::path_hash(path));
     }
     let uri = M::uri(&params)
-        .map(|p| p.display().to_string())
+        .map(writegate_core::path_text)
         .unwrap_or_default();
     if let Err(f) = M::check(&params) {
         return (error_line(id, &failure_error(&f, &uri)), Outcome::of(&f));
