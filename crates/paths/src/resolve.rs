@@ -87,7 +87,8 @@ fn is_plain_absolute(b: &[u8]) -> bool {
 ///    existing directory, else `ParseError`.
 /// 7. The part of the canonical path below the root must not hold a
 ///    suspicious component (so a link cannot smuggle in `aux.ts` or `a.`):
-///    `OutsideWorkspace`.
+///    `OutsideWorkspace`. Checked when the walk followed a symlink; without
+///    one, every name below the root came from the input, judged in step 2.
 ///
 /// Lexically inside a root: the walk must reach the root exactly when it
 /// has consumed the root's components, else `SymlinkEscape` (the registered
