@@ -133,6 +133,9 @@ pub(crate) struct Op<'s> {
     intent: Option<CommitIntent>,
     /// The old file's hash, when [`Loaded`] computes it later (see there).
     hash_before: Option<Arc<OnceLock<String>>>,
+    /// The event's `pathHash` is still the one `begin` took of the path as
+    /// named (see [`Op::hash_canonical`]).
+    raw_path_hashed: bool,
 }
 
 impl<'s> Op<'s> {
@@ -185,6 +188,7 @@ impl<'s> Op<'s> {
             guards: Vec::new(),
             intent: None,
             hash_before: None,
+            raw_path_hashed: true,
         }
     }
 
@@ -317,12 +321,15 @@ impl<'s> Op<'s> {
 
     /// The event's `pathHash` becomes the canonical path's. `begin` hashed
     /// the path as the request named it; when the canonical path has the
-    /// same bytes (the usual case), that hash is already the right one.
+    /// same bytes (the usual case) and that hash is still the event's (the
+    /// first resolution of the operation), it is already the right one.
     /// (`raw_path` is those bytes unless the raw path was not UTF-8, and
     /// then it holds U+FFFD: such a path is always hashed again.)
     fn hash_canonical(&mut self, canonical: &Path) {
-        let same = canonical.to_str() == Some(self.raw_path.as_str())
+        let same = self.raw_path_hashed
+            && canonical.to_str() == Some(self.raw_path.as_str())
             && !self.raw_path.contains('\u{fffd}');
+        self.raw_path_hashed = false;
         if !same {
             self.event().path_hash = path_hash(canonical);
         }

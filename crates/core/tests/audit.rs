@@ -283,9 +283,6 @@ fn without_required_writes_go_ahead_and_their_events_wait() {
     assert_eq!(order, want, "events in the order of the operations");
 }
 
-/// Issue 14 item 3: an approval grant is an audit event, with the path
-/// hashed (raw text only with `audit.raw_paths`); with `audit.required` a
-/// grant whose event cannot be written grants nothing.
 /// `pathHash` is the hash of the canonical path, also when the request
 /// named the file another way (a `..`, a symlinked directory), and of the
 /// path as named when that is already canonical.
@@ -307,6 +304,9 @@ fn path_hash_is_the_canonical_paths_whatever_the_spelling() {
     }
 }
 
+/// Issue 14 item 3: an approval grant is an audit event, with the path
+/// hashed (raw text only with `audit.raw_paths`); with `audit.required` a
+/// grant whose event cannot be written grants nothing.
 #[test]
 fn approval_grants_are_audited() {
     let state = tempfile::tempdir().unwrap();

@@ -41,7 +41,7 @@ pub fn is_within(path: &Path, root: &Path) -> bool {
     // canonical root) compare as bytes: a whole-component prefix is a byte
     // prefix followed by the end or a separator. Component parsing costs
     // about 1,200 instructions a call and a write makes several (issue 12).
-    if is_plain_absolute(p) && is_plain_absolute(r) {
+    if cfg!(unix) && is_plain_absolute(p) && is_plain_absolute(r) {
         return r == b"/" || (p.starts_with(r) && (p.len() == r.len() || p[r.len()] == b'/'));
     }
     path.starts_with(root)
@@ -150,7 +150,8 @@ pub fn resolve(
         )));
     }
     // With no symlink followed, every name below the root came from the
-    // input, which step 2 already judged.
+    // input, which step 2 already judged: `is_suspicious` applies the same
+    // rule to each of its components (a test in suspicious.rs ties them).
     let below_root = (walker.hops > 0)
         .then(|| canonical.strip_prefix(&root).ok())
         .flatten();

@@ -247,6 +247,38 @@ mod tests {
         }
     }
 
+    /// The resolver skips its check of the canonical path's components when
+    /// no symlink was followed, relying on this: a path is suspicious when
+    /// one of its components is, by the same rule.
+    #[test]
+    fn a_path_is_suspicious_when_a_component_is() {
+        for c in [
+            "a",
+            "...",
+            "a.",
+            "a ",
+            "aux",
+            "AUX.ts",
+            "com1.txt",
+            "concat.txt",
+            "com10",
+            ".env",
+            "a\\b",
+            "a\\..\\b",
+            "x\u{3000}",
+            "lpt²",
+            "..",
+            ".",
+        ] {
+            let path = format!("/w/{c}/f");
+            assert_eq!(
+                is_suspicious(Path::new(&path)).is_some(),
+                is_suspicious_component(OsStr::new(c)),
+                "{c:?}"
+            );
+        }
+    }
+
     #[test]
     fn case_p14_device_names() {
         for bad in [
