@@ -105,45 +105,21 @@ fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
         Writer::Workspace => b",\"writer\":\"workspace\"".as_slice(),
         Writer::External => b",\"writer\":\"external\"",
     });
-    if let Some(s) = session_id {
-        text(o, b",\"sessionId\":", s);
-    }
+    opt_text(o, b",\"sessionId\":", session_id.as_deref());
     text(o, b",\"workspace\":", workspace);
     text(o, b",\"pathHash\":", path_hash);
-    if let Some(n) = size_bytes {
-        num(o, b",\"sizeBytes\":", *n);
-    }
-    if let Some(s) = mode {
-        text(o, b",\"mode\":", s);
-    }
-    if let Some(b) = created {
-        boolean(o, b",\"created\":", b);
-    }
-    if let Some(n) = bytes_before {
-        num(o, b",\"bytesBefore\":", *n);
-    }
-    if let Some(n) = bytes_after {
-        num(o, b",\"bytesAfter\":", n);
-    }
-    if let Some(s) = hash_before {
-        text(o, b",\"hashBefore\":", s);
-    }
-    if let Some(s) = hash_after {
-        text(o, b",\"hashAfter\":", s);
-    }
-    if let Some(s) = error_kind {
-        text(o, b",\"errorKind\":", s);
-    }
-    if let Some(s) = hint {
-        text(o, b",\"hint\":", s);
-    }
+    opt_num(o, b",\"sizeBytes\":", *size_bytes);
+    opt_text(o, b",\"mode\":", mode.as_deref());
+    opt_boolean(o, b",\"created\":", created);
+    opt_num(o, b",\"bytesBefore\":", *bytes_before);
+    opt_num(o, b",\"bytesAfter\":", bytes_after);
+    opt_text(o, b",\"hashBefore\":", hash_before.as_deref());
+    opt_text(o, b",\"hashAfter\":", hash_after);
+    opt_text(o, b",\"errorKind\":", error_kind.as_deref());
+    opt_text(o, b",\"hint\":", hint.as_deref());
     num(o, b",\"durationMs\":", duration_ms);
-    if let Some(s) = source {
-        text(o, b",\"source\":", s);
-    }
-    if let Some(s) = approval {
-        text(o, b",\"approval\":", s);
-    }
+    opt_text(o, b",\"source\":", source.as_deref());
+    opt_text(o, b",\"approval\":", approval.as_deref());
     if let Some(dirs) = created_dirs {
         o.extend_from_slice(b",\"createdDirs\":[");
         for (i, d) in dirs.iter().enumerate() {
@@ -151,12 +127,8 @@ fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
         }
         o.push(b']');
     }
-    if let Some(b) = dry_run {
-        boolean(o, b",\"dryRun\":", *b);
-    }
-    if let Some(s) = path {
-        text(o, b",\"path\":", s);
-    }
+    opt_boolean(o, b",\"dryRun\":", *dry_run);
+    opt_text(o, b",\"path\":", path);
     if let Some(r) = recovered {
         o.extend_from_slice(match r {
             Recovered::Committed => b",\"recovered\":\"committed\"".as_slice(),
@@ -173,6 +145,27 @@ fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
 fn num(out: &mut Vec<u8>, prefix: &[u8], n: u64) {
     out.extend_from_slice(prefix);
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// [`num`] when there is a value; nothing for `None` (a skipped field).
+fn opt_num(out: &mut Vec<u8>, prefix: &[u8], n: Option<u64>) {
+    if let Some(n) = n {
+        num(out, prefix, n);
+    }
+}
+
+/// [`boolean`] when there is a value; nothing for `None`.
+fn opt_boolean(out: &mut Vec<u8>, prefix: &[u8], b: Option<bool>) {
+    if let Some(b) = b {
+        boolean(out, prefix, b);
+    }
+}
+
+/// [`text`] when there is a value; nothing for `None`.
+fn opt_text(out: &mut Vec<u8>, prefix: &[u8], s: Option<&str>) {
+    if let Some(s) = s {
+        text(out, prefix, s);
+    }
 }
 
 /// `prefix`, then `true` or `false`.
