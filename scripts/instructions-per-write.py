@@ -10,7 +10,11 @@ warm-up left out. It repeats to within about 2 % (the release and flush
 threads' work, counted too, depends on timing), where CPU time on a shared
 VM moves by 10 %; a change to the request path can be judged by it before
 the noisy benches. The top inclusive writegate
-functions of the longer run are printed too.
+functions of the longer run are printed too, and the code footprint of a
+write: how many distinct 64-byte cache lines and 4 KiB pages of code every
+write runs. Each write finds most of it evicted by the kernel's work since
+the last one (its fsyncs above all), so the footprint, not only the count,
+sets what the user code costs here (docs/performance.md, session 10).
 
 Two caveats, both the same for every build compared:
 - valgrind's CPU has no SHA extensions, so SHA-256 runs the portable code
@@ -57,7 +61,7 @@ def run(binary, writes, out):
         with open(os.path.join(base, "daemon.stderr"), "w") as err:
             daemon = subprocess.Popen(
                 ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
-                 binary, "serve", "--socket", sock, "--workspace", ws,
+                 "--dump-instr=yes", binary, "serve", "--socket", sock, "--workspace", ws,
                  "--audit-log", os.path.join(base, "audit.jsonl")],
                 env=env, stderr=err)
             try:
@@ -118,6 +122,61 @@ def sha_compress(out):
     return count
 
 
+def executed(out):
+    """Instructions counted at each code address of a callgrind output
+    written with `--dump-instr=yes`, and the object (binary or library)
+    each address belongs to. The costs of `calls=` lines (a callee's
+    inclusive cost, at the call site) are skipped."""
+    cost, owner, names = {}, {}, {}
+    obj, addr, skip_next = None, 0, False
+    for raw in open(out):
+        line = raw.rstrip("\n")
+        if not line or line[0] == "#":
+            continue
+        m = re.match(r"(c?ob)=\((\d+)\)(?: (.*))?$", line)
+        if m:
+            if m.group(3):
+                names[m.group(2)] = os.path.basename(m.group(3))
+            if m.group(1) == "ob":
+                obj = names.get(m.group(2))
+            continue
+        if line.startswith("calls="):
+            skip_next = True
+            continue
+        first = line.split()[0]
+        if first.startswith("0x"):
+            addr = int(first, 16)
+        elif first[0] in "+-" and first[1:].isdigit():
+            addr += int(first) if first[0] == "+" else -int(first[1:])
+        elif first != "*":
+            continue  # another specification line (fn=, fl=, totals:, ...)
+        if skip_next:
+            skip_next = False
+            continue
+        parts = line.split()
+        if len(parts) > 2:
+            cost[addr] = cost.get(addr, 0) + int(parts[2])
+            owner[addr] = obj
+    return cost, owner
+
+
+def footprint(short, long_, n):
+    """The code every write runs: the addresses whose count grew by at
+    least `n` (once per write on average) from the warm-up run to the run
+    with `n` writes, as distinct 64-byte cache lines and 4 KiB pages, in
+    all and per object. valgrind loads a program at the same addresses in
+    both runs."""
+    before, _ = executed(short)
+    after, owner = executed(long_)
+    hot = [a for a, c in after.items() if c - before.get(a, 0) >= n]
+    lines = {a >> 6 for a in hot}
+    pages = {a >> 12 for a in hot}
+    per_object = {}
+    for a in hot:
+        per_object.setdefault(owner[a] or "?", set()).add(a >> 12)
+    return len(lines), len(pages), {k: len(v) for k, v in per_object.items()}
+
+
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "target/release/writegate")
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 500
@@ -134,6 +193,11 @@ def main():
               f"(over {n} writes, after {WARM_UP} warm-up writes)")
         print(f"  of which SHA-256's compression function (portable code here): {sha:,.0f}; "
               f"the rest: {per_write - sha:,.0f}")
+        lines, pages, per_object = footprint(short, long_, n)
+        objects = ", ".join(f"{k} {v}" for k, v in sorted(per_object.items(), key=lambda kv: -kv[1]))
+        print(f"code run by every write (at least {n} times over {n} writes): "
+              f"{lines:,} cache lines of 64 bytes ({lines * 64 / 1024:,.0f} KiB), "
+              f"on {pages} pages of 4 KiB ({objects})")
         print()
         print("| writegate function (inclusive) | instructions per write |")
         print("|---|---|")
