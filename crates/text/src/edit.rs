@@ -666,6 +666,9 @@ fn edit_existing<R: Repr>(
         EditMode::Append => plan_append(&doc, req)?,
         EditMode::Write => unreachable_write()?,
     };
+    if format.bom && plan.a == 0 {
+        strip_echoed_bom(&mut plan.ins, &doc.encode("\u{FEFF}")?);
+    }
     avoid_joins(&units, &mut plan, &doc.encode("\r\n")?);
 
     if plan.a > plan.b || plan.b > units.len() {
@@ -815,6 +818,18 @@ fn unreachable_write<U>() -> Result<Plan<U>, TextError> {
     Err(TextError::Guard(
         "write mode reached the in-place engine".to_string(),
     ))
+}
+
+/// SPEC 9: when the output has a BOM, exactly one is written. Text inserted at the
+/// very start of a BOM file's body (a new line 1, or a match at its first
+/// character) that itself starts with U+FEFF holds the BOM a client echoed back (as
+/// a whole-file write's `content` may); that one U+FEFF is dropped (`feff`: its
+/// units in the file's encoding), so the file does not get a second BOM. A U+FEFF
+/// anywhere else, or in a file without a BOM, is content and stays.
+fn strip_echoed_bom<U: Unit>(ins: &mut Vec<U>, feff: &[U]) {
+    if ins.starts_with(feff) {
+        ins.drain(..feff.len());
+    }
 }
 
 /// A new line break must not join a neighbouring ending into one `\r\n`: an

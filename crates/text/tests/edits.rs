@@ -260,6 +260,37 @@ fn delete_that_would_join_cr_and_lf_is_refused_by_the_guard() {
     assert!(matches!(err, TextError::Guard(_)), "{err:?}");
 }
 
+/// Review of session 10: replacing line 1 of a UTF-8 BOM file with content that
+/// starts with U+FEFF (the BOM a client or model echoed) wrote a second BOM. SPEC
+/// 9: exactly one is written, as a whole-file write already did.
+#[test]
+fn regression_edit_at_the_start_of_a_bom_file_writes_one_bom() {
+    const BOM8: &[u8] = b"\xEF\xBB\xBF";
+    let file = [BOM8, b"a\nb\n"].concat();
+    let out = edit(Some(&file), EditMode::Replace, line("\u{FEFF}x", 1)).unwrap();
+    assert_eq!(out.bytes, [BOM8, b"x\nb\n"].concat());
+    let out = edit(Some(&file), EditMode::Insert, line("\u{FEFF}new", 1)).unwrap();
+    assert_eq!(out.bytes, [BOM8, b"new\na\nb\n"].concat());
+    let out = edit(Some(&file), EditMode::Replace, find("\u{FEFF}y", "a")).unwrap();
+    assert_eq!(out.bytes, [BOM8, b"y\nb\n"].concat());
+    // UTF-16 (`utf16le` writes the BOM): one BOM too.
+    let out = edit(
+        Some(&utf16le("a\nb\n")),
+        EditMode::Replace,
+        line("\u{FEFF}x", 1),
+    )
+    .unwrap();
+    assert_eq!(out.bytes, utf16le("x\nb\n"));
+    // Only one is dropped, and only at the start of the body: further ones, a
+    // U+FEFF inside the file, and one in a file without a BOM are content.
+    let out = edit(Some(&file), EditMode::Replace, line("\u{FEFF}\u{FEFF}x", 1)).unwrap();
+    assert_eq!(out.bytes, [BOM8, BOM8, b"x\nb\n"].concat());
+    let out = edit(Some(&file), EditMode::Replace, line("\u{FEFF}z", 2)).unwrap();
+    assert_eq!(out.bytes, [BOM8, b"a\n", BOM8, b"z\n"].concat());
+    let out = edit(Some(b"a\nb\n"), EditMode::Replace, line("\u{FEFF}x", 1)).unwrap();
+    assert_eq!(out.bytes, [BOM8, b"x\nb\n"].concat());
+}
+
 #[test]
 fn new_break_after_lone_cr_takes_crlf_instead_of_joining() {
     // LF-dominant file whose line 1 ends with a stray lone CR; an empty line inserted
