@@ -1302,3 +1302,41 @@ fn an_over_long_or_invalid_line_does_not_stop_the_server() {
         d.stderr_text()
     );
 }
+
+/// Review of session 10: a `tools/call` whose strings hold a lone surrogate
+/// escape (`\ud83d` without its pair: a model's truncated emoji) is JSON by
+/// RFC 8259, but `serde_json` refuses it as a syntax error, and the server
+/// skipped it as "not JSON": the client waited for an answer forever. It is
+/// answered "Invalid params" with its id now (as ACP answers it), nothing
+/// is written, and a notification with one is still never answered.
+#[test]
+fn regression_a_call_with_a_lone_surrogate_is_answered_invalid_params() {
+    let t = Tree::new();
+    let mut d = t.spawn(mcp_command(&t), true, false);
+    let mut c = d.stdio_client();
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    assert_eq!(c.recv()["id"], 1);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"write_file\",\"arguments\":{\"path\":\"a.txt\",\"content\":\"smile \\ud83d\"}}}\n");
+    let r = c.recv();
+    assert_eq!(r["id"], 2, "{r}");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("lone surrogate")),
+        "{r}"
+    );
+    c.send_raw(
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":{\"a\":\"\\udc00\"}}\n",
+    );
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"tools/call\",\"params\":{\"name\":\"edit_file\",\"arguments\":{\"path\":\"a.txt\",\"mode\":\"append\",\"content\":\"x\\udc00\"}}}\n");
+    let r = c.recv();
+    assert_eq!(r["id"], "s", "{r}");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    c.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    let r = c.recv();
+    assert_eq!(r["id"], 3, "the notification got no answer: {r}");
+    assert!(!t.ws.join("a.txt").exists());
+    assert!(t.audit_events().is_empty());
+}

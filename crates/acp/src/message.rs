@@ -567,41 +567,12 @@ fn parse_failure(line: &[u8], e: &serde_json::Error) -> Incoming {
     malformed(RequestId::Null, PARSE_ERROR, "parse error", &e.to_string())
 }
 
-/// Parses a line whose only fault is surrogate escapes: every
-/// `\uD800`-`\uDFFF` escape is replaced with `\uFFFD` (for reading the id
-/// only; the content itself is refused). `None` when the line holds no such
-/// escape or is still not valid JSON after the replacement.
+/// Parses a line whose only fault is surrogate escapes, with each
+/// replaced by `\uFFFD` ([`scan::surrogate_escapes_replaced`]; for reading
+/// the id only, the content itself is refused). `None` when the line holds
+/// no such escape or is still not valid JSON after the replacement.
 fn without_surrogates(line: &[u8]) -> Option<Value> {
-    let text = std::str::from_utf8(line).ok()?;
-    let mut out = String::with_capacity(text.len());
-    let mut replaced = false;
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 1 < bytes.len() {
-            if bytes[i + 1] == b'u'
-                && i + 6 <= bytes.len()
-                && let Some(hex) = text.get(i + 2..i + 6)
-                && let Ok(cp) = u32::from_str_radix(hex, 16)
-                && (0xD800..=0xDFFF).contains(&cp)
-            {
-                out.push_str("\\uFFFD");
-                replaced = true;
-                i += 6;
-                continue;
-            }
-            out.push_str(text.get(i..i + 2)?);
-            i += 2;
-            continue;
-        }
-        let ch = text.get(i..)?.chars().next()?;
-        out.push(ch);
-        i += ch.len_utf8();
-    }
-    if !replaced {
-        return None;
-    }
-    serde_json::from_str(&out).ok()
+    serde_json::from_str(&scan::surrogate_escapes_replaced(line)?).ok()
 }
 
 #[derive(Serialize)]

@@ -309,6 +309,41 @@ fn hex4(b: &[u8]) -> Option<u32> {
     })
 }
 
+/// `text` with every `\uD800`-`\uDFFF` escape (a surrogate, paired or
+/// lone) replaced by `\uFFFD`; `None` when `text` is not UTF-8 or holds no
+/// such escape. `serde_json` refuses a line with a lone surrogate escape
+/// although it is JSON by RFC 8259; the front ends parse the replaced text
+/// only to read the request's id, and refuse the request itself (SPEC 9: the
+/// content is not valid Unicode).
+pub fn surrogate_escapes_replaced(text: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(text).ok()?;
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut replaced = false;
+    let mut i = 0;
+    while let Some(run) = memchr::memchr(b'\\', &bytes[i..]) {
+        out.push_str(&text[i..i + run]);
+        i += run;
+        let hex = text
+            .get(i + 2..i + 6)
+            .filter(|_| bytes.get(i + 1) == Some(&b'u'));
+        let code = hex.and_then(|h| u32::from_str_radix(h, 16).ok());
+        if code.is_some_and(|c| (0xD800..=0xDFFF).contains(&c)) {
+            out.push_str("\\uFFFD");
+            replaced = true;
+            i += 6;
+        } else {
+            // Any other escape (or a stray `\` at the end) is copied as
+            // it is, with the character after the backslash.
+            let next = text[i + 1..].chars().next().map_or(0, char::len_utf8);
+            out.push_str(&text[i..=i + next]);
+            i += 1 + next;
+        }
+    }
+    out.push_str(&text[i..]);
+    replaced.then_some(out)
+}
+
 /// Decodes the JSON string `raw` (with its quotes), which the scan
 /// accepted: its escapes are valid and its surrogates paired. `None` if it
 /// is not such a string after all.
@@ -401,6 +436,25 @@ fn escaped_char(e: &[u8]) -> Option<char> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn surrogate_escapes_are_replaced_and_nothing_else() {
+        let r = |t: &str| surrogate_escapes_replaced(t.as_bytes());
+        assert_eq!(
+            r(r#"{"a":"x\ud83d y"}"#).as_deref(),
+            Some(r#"{"a":"x\uFFFD y"}"#)
+        );
+        assert_eq!(
+            r(r#"["\ud83d\ude00","\uDC00é\n"]"#).as_deref(),
+            Some(r#"["\uFFFD\uFFFD","\uFFFDé\n"]"#)
+        );
+        // An escaped backslash before `u` is not an escape of a code unit.
+        assert_eq!(r(r#"["\\ud800"]"#), None);
+        assert_eq!(r(r#"["\\\ud800"]"#).as_deref(), Some(r#"["\\\uFFFD"]"#));
+        assert_eq!(r(r#"["\u00e9","\/"]"#), None);
+        assert_eq!(r("[\"\\"), None);
+        assert_eq!(surrogate_escapes_replaced(b"\"\\ud800\xff\""), None);
+    }
     use serde_json::Value;
 
     fn keys(text: &str) -> Option<Vec<(String, String)>> {

@@ -48,7 +48,15 @@ enum Line {
     /// A JSON object that is no valid message: answered with "Invalid
     /// request" (with its id when it has one).
     Invalid(Option<RequestId>),
+    /// A request whose strings hold a lone surrogate escape (`\ud800`):
+    /// JSON by RFC 8259, but not valid Unicode, so `serde_json` refuses it
+    /// as a syntax error. Answered "Invalid params" with its id (SPEC 9, as
+    /// the ACP front end does), so the client is not left waiting.
+    LoneSurrogate(RequestId),
 }
+
+/// The answer to a [`Line::LoneSurrogate`] request.
+const LONE_SURROGATE: &str = "a string is not valid Unicode: it holds a lone surrogate (\\ud800-\\udfff escape); send valid UTF-16 pairs";
 
 /// A `tools/call` line in the plain form `{jsonrpc, id, method, params:
 /// {name, arguments: {content, ...}, _meta?}}` with `content` a string,
@@ -142,6 +150,10 @@ fn parse(line: &[u8]) -> Line {
     match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
         Ok(m) => Line::Message(Box::new(m)),
         Err(e) if e.is_syntax() || e.is_eof() => {
+            if let Some(id) = lone_surrogate_request(line) {
+                tracing::debug!(error = %e, "a request holds a lone surrogate");
+                return Line::LoneSurrogate(id);
+            }
             // Not JSON: no id to answer, and answering could start an
             // error storm with a peer that echoes (as rmcp's own transport).
             tracing::debug!(error = %e, "ignoring a line that is not JSON");
@@ -171,6 +183,25 @@ fn parse(line: &[u8]) -> Line {
                 None => Line::Invalid(None),
             }
         }
+    }
+}
+
+/// The id of a request (an object with `method` and `id`) that is JSON
+/// once its surrogate escapes are replaced; `None` for anything else, a
+/// notification included (never answered).
+fn lone_surrogate_request(line: &[u8]) -> Option<RequestId> {
+    #[derive(Deserialize)]
+    struct Shape {
+        id: Option<RequestId>,
+        method: Option<serde_json::Value>,
+    }
+    let text = writegate_jsonscan::surrogate_escapes_replaced(line)?;
+    match serde_json::from_str::<Shape>(&text).ok()? {
+        Shape {
+            id: Some(id),
+            method: Some(_),
+        } => Some(id),
+        _ => None,
     }
 }
 
@@ -356,27 +387,26 @@ impl Transport<RoleServer> for Stdio {
                 Some(p) => p,
                 None => parse(&line),
             };
-            match parsed {
+            let (error, id) = match parsed {
                 Line::Message(m) => return Some(*m),
-                Line::Skip => {}
-                Line::Invalid(id) => {
-                    let answer = TxJsonRpcMessage::<RoleServer>::error(
-                        ErrorData::invalid_request("Invalid request", None),
-                        id,
-                    );
-                    // Written by a task of its own: `rmcp` polls `receive`
-                    // inside `select!`, and a send dropped there could lose
-                    // the answer after its line was consumed, or leave half
-                    // a line on stdout. The writer's lock keeps the answer
-                    // whole and in turn with the service's own sends.
-                    let send = self.out.send(answer);
-                    tokio::spawn(async move {
-                        if let Err(e) = send.await {
-                            tracing::warn!(error = %e, "cannot answer an invalid request");
-                        }
-                    });
+                Line::Skip => continue,
+                Line::Invalid(id) => (ErrorData::invalid_request("Invalid request", None), id),
+                Line::LoneSurrogate(id) => {
+                    (ErrorData::invalid_params(LONE_SURROGATE, None), Some(id))
                 }
-            }
+            };
+            let answer = TxJsonRpcMessage::<RoleServer>::error(error, id);
+            // Written by a task of its own: `rmcp` polls `receive`
+            // inside `select!`, and a send dropped there could lose
+            // the answer after its line was consumed, or leave half
+            // a line on stdout. The writer's lock keeps the answer
+            // whole and in turn with the service's own sends.
+            let send = self.out.send(answer);
+            tokio::spawn(async move {
+                if let Err(e) = send.await {
+                    tracing::warn!(error = %e, "cannot answer an invalid request");
+                }
+            });
         }
     }
 
@@ -633,6 +663,29 @@ mod tests {
         match parse(&line(&odd)) {
             Line::Invalid(Some(id)) => assert_eq!(id, RequestId::Number(3)),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_with_a_lone_surrogate_is_answered_and_anything_else_not_json_is_skipped() {
+        let call = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a","content":"\ud83d x \ud83d\ude00"}}}"#;
+        match parse(call) {
+            Line::LoneSurrogate(id) => assert_eq!(id, RequestId::Number(7)),
+            other => panic!("{other:?}"),
+        }
+        let mut owned = call.to_vec();
+        assert!(tool_call_with_content(&mut owned).is_none());
+        for skipped in [
+            &br#"{"jsonrpc":"2.0","method":"n","params":{"a":"\udc00"}}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"\udc00"}"#,
+            br"not JSON \ud800",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"a\":\"\xff\"}}",
+        ] {
+            assert!(
+                matches!(parse(skipped), Line::Skip),
+                "{}",
+                String::from_utf8_lossy(skipped)
+            );
         }
     }
 }
