@@ -497,10 +497,19 @@ impl<'v> Walker<'v> {
                 link.display()
             )));
         }
-        let target = self
-            .view
-            .read_link(&link)
-            .map_err(|e| io_error(&e, "readlink", &link))?;
+        let target = self.view.read_link(&link).map_err(|e| {
+            // `EINVAL`: no longer a symlink. It was one at the `lstat` just
+            // before, so it was swapped while being checked (errors.md:
+            // `symlink_escape`), not a malformed path.
+            if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
+                ResolveError::SymlinkEscape(format!(
+                    "{} was replaced while it was being resolved (a symlink, then not)",
+                    link.display()
+                ))
+            } else {
+                io_error(&e, "readlink", &link)
+            }
+        })?;
         if target.as_os_str().is_empty() {
             return Err(ResolveError::ParseError(format!(
                 "symlink {} has an empty target",

@@ -558,3 +558,51 @@ fn external_case_paths_are_outside_for_the_resolver() {
         );
     }
 }
+
+/// The real filesystem, but `swap` runs once just before the first
+/// `readlink` (between the resolver's `lstat` of a symlink and its read).
+struct SwapBeforeReadlink<F: Fn()> {
+    swap: F,
+    done: std::cell::Cell<bool>,
+}
+
+impl<F: Fn()> writegate_paths::FsView for SwapBeforeReadlink<F> {
+    fn lstat(&self, path: &Path) -> std::io::Result<writegate_paths::Stat> {
+        OsView.lstat(path)
+    }
+    fn read_link(&self, path: &Path) -> std::io::Result<PathBuf> {
+        if !self.done.replace(true) {
+            (self.swap)();
+        }
+        OsView.read_link(path)
+    }
+}
+
+/// Review of session 10: a directory swapped with a symlink in a tight loop
+/// while writes ran was sometimes answered `parse_error: readlink ...:
+/// Invalid argument`, telling the agent its path was malformed. `readlink`
+/// refuses (`EINVAL`) an entry that is no longer a symlink, which the
+/// `lstat` just before saw as one: it was swapped while being checked, the
+/// `symlink_escape` of errors.md.
+#[test]
+fn regression_a_symlink_replaced_before_its_readlink_is_an_escape() {
+    let fx = Fx::new();
+    fx.dir("root/real");
+    let link = fx.symlink("root/d", "real");
+    let view = SwapBeforeReadlink {
+        swap: || {
+            fs::remove_file(&link).unwrap();
+            fs::create_dir(&link).unwrap();
+        },
+        done: std::cell::Cell::new(false),
+    };
+    let got = resolve(
+        &view,
+        &fx.root.join("d/f.txt"),
+        std::slice::from_ref(&fx.root),
+    );
+    match got {
+        Err(ResolveError::SymlinkEscape(m)) => assert!(m.contains("replaced"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
