@@ -754,6 +754,7 @@ pub(crate) fn code_of(kind: &str) -> i64 {
         "ambiguous_text_match" => -32051,
         "line_out_of_range" => -32052,
         "line_mismatch" => -32053,
+        "line_ending_conflict" => -32054,
         "io_error" => -32060,
         "internal_error" => -32603,
         other => panic!("unknown errorKind {other}"),

@@ -467,3 +467,42 @@ fn sha256_hex(bytes: &[u8]) -> Option<String> {
         .success()
         .then(|| out.split_whitespace().next().unwrap_or("").to_string())
 }
+
+/// Review of session 10: deleting the line between a line that ends in a
+/// lone `\r` and an empty line (or replacing a find there with nothing) was
+/// answered `internal_error`, whose hint says to retry, for an edit that can
+/// never be built: the `\r` and the next `\n` would read as one `\r\n`. It is
+/// `line_ending_conflict` (-32054) naming the line; the file is unchanged,
+/// no temp file is left, and the refusal is one `fs.denied` event.
+#[test]
+fn regression_an_edit_joining_a_lone_cr_and_a_lf_is_line_ending_conflict() {
+    let s = Tree::new();
+    let p = s.ws.join("mixed.txt");
+    let before = b"one\rtwo\n\nthree\n";
+    fs::write(&p, before).unwrap();
+    let mut d = s.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
+    let r = c.call_id(
+        1,
+        "_writegate/edit_text_file",
+        json!({"sessionId": "s", "path": p, "mode": "delete", "line": 2}),
+    );
+    crate::common::assert_refused(&r, "line_ending_conflict");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("line 1"), "{r}");
+    let r = c.call_id(
+        2,
+        "_writegate/edit_text_file",
+        json!({"sessionId": "s", "path": p, "mode": "replace", "find": "two\n", "content": ""}),
+    );
+    crate::common::assert_refused(&r, "line_ending_conflict");
+    assert_eq!(fs::read(&p).unwrap(), before);
+    assert!(crate::common::temps(&s.ws).is_empty());
+    let events = s.audit_events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e["type"] == "fs.denied" && e["errorKind"] == "line_ending_conflict")
+    );
+}

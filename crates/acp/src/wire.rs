@@ -131,6 +131,7 @@ pub fn refusal_code(kind: ErrorKind) -> i64 {
         ErrorKind::AmbiguousTextMatch => -32051,
         ErrorKind::LineOutOfRange => -32052,
         ErrorKind::LineMismatch => -32053,
+        ErrorKind::LineEndingConflict => -32054,
         ErrorKind::IoError => -32060,
         ErrorKind::InternalError => INTERNAL_ERROR,
     }

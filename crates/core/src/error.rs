@@ -28,6 +28,9 @@ pub enum ErrorKind {
     LineOutOfRange,
     /// The numbered line does not hold `find`, and not exactly one other line does.
     LineMismatch,
+    /// The edit would leave a line's lone `\r` ending right before a `\n`,
+    /// where the two read as one `\r\n` (session 10: was `internal_error`).
+    LineEndingConflict,
     /// The workspace is not trusted for writes.
     UntrustedWorkspace,
     /// The operating system refused access.
@@ -55,8 +58,9 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in SPEC 11 table order (used by tests and docs;
-    /// `not_a_file` was added by issue 14).
-    pub const ALL: [ErrorKind; 22] = [
+    /// `not_a_file` was added by issue 14, `line_ending_conflict` in session
+    /// 10).
+    pub const ALL: [ErrorKind; 23] = [
         Self::PathOutsideWorkspace,
         Self::SymlinkEscape,
         Self::ParseError,
@@ -68,6 +72,7 @@ impl ErrorKind {
         Self::AmbiguousTextMatch,
         Self::LineOutOfRange,
         Self::LineMismatch,
+        Self::LineEndingConflict,
         Self::UntrustedWorkspace,
         Self::PermissionDenied,
         Self::ApprovalRequired,
@@ -95,6 +100,7 @@ impl ErrorKind {
             Self::AmbiguousTextMatch => "ambiguous_text_match",
             Self::LineOutOfRange => "line_out_of_range",
             Self::LineMismatch => "line_mismatch",
+            Self::LineEndingConflict => "line_ending_conflict",
             Self::UntrustedWorkspace => "untrusted_workspace",
             Self::PermissionDenied => "permission_denied",
             Self::ApprovalRequired => "approval_required",
@@ -130,6 +136,7 @@ impl ErrorKind {
             | Self::AmbiguousTextMatch
             | Self::LineOutOfRange
             | Self::LineMismatch
+            | Self::LineEndingConflict
             | Self::UnsupportedEncoding
             | Self::UnmappableCharacter => 422,
             Self::InternalError => 500,
@@ -354,6 +361,7 @@ impl From<writegate_text::TextError> for Failure {
                 .with_detail(Detail::LineOutOfRange { line, total }),
             T::LineMismatch { line, holds } => Refusal::new(ErrorKind::LineMismatch, hint)
                 .with_detail(Detail::LineMismatch { line, holds }),
+            T::LineEndingConflict { .. } => Refusal::new(ErrorKind::LineEndingConflict, hint),
             T::InvalidRequest(msg) => return Failure::InvalidParams(msg),
             T::Guard(_) => Refusal::new(ErrorKind::InternalError, hint),
         };
@@ -400,6 +408,7 @@ mod tests {
                 line: 2,
                 holds: "b".into(),
             },
+            T::LineEndingConflict { line: 1 },
             T::Guard("x".into()),
         ]
         .into_iter()
@@ -415,6 +424,7 @@ mod tests {
                 "ambiguous_text_match",
                 "line_out_of_range",
                 "line_mismatch",
+                "line_ending_conflict",
                 "internal_error"
             ]
         );

@@ -239,7 +239,8 @@ pub(crate) fn list(f: &Facts<'_>) -> Vec<Tool> {
          After an error nothing was written. text_not_found: read the file and copy the text \
          exactly. ambiguous_text_match: the error lists the lines where `find` occurs; add \
          neighbouring text to `find` or edit by `line`. line_out_of_range or line_mismatch: read \
-         the file again for current line numbers. hash_mismatch: the file changed; read it \
+         the file again for current line numbers. line_ending_conflict: include the line it \
+         names in the edit. hash_mismatch: the file changed; read it \
          again and redo the edit on its current text. approval_required: the user must allow \
          this path; do not retry until they have. {roots}",
         size(f.max_edit_bytes)

@@ -670,6 +670,20 @@ fn edit_existing<R: Repr>(
         strip_echoed_bom(&mut plan.ins, &doc.encode("\u{FEFF}")?);
     }
     avoid_joins(&units, &mut plan, &doc.encode("\r\n")?);
+    if plan.ins.is_empty()
+        && plan.a > 0
+        && plan.b < units.len()
+        && is_cr(units[plan.a - 1])
+        && is_lf(units[plan.b])
+    {
+        // Nothing inserted between a lone `\r` and a `\n`: they would join
+        // (the guard would catch it; this names it). The `\r` ends the line
+        // whose number is the count of breaks up to and including it.
+        let line = breaks_within(&units[..plan.a], 0, plan.a);
+        return Err(TextError::LineEndingConflict {
+            line: u64::try_from(line).unwrap_or(u64::MAX),
+        });
+    }
 
     if plan.a > plan.b || plan.b > units.len() {
         return Err(TextError::Guard(format!(

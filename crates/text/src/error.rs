@@ -56,6 +56,19 @@ pub enum TextError {
         /// What that line holds now.
         holds: String,
     },
+    /// SPEC 8.1 and 8.5: the edit removes everything between a line ending in a
+    /// lone `\r` (line `line`) and a `\n` (the ending of an empty line, or the
+    /// `\n` the kept text starts with), and inserts nothing: the two would read as
+    /// one `\r\n` ending, changing line `line` and merging the line after into
+    /// it. No bytes can keep both lines as they are. errorKind
+    /// `line_ending_conflict`.
+    #[error(
+        "the edit would join line {line}'s lone \\r ending and the next \\n into one \\r\\n ending"
+    )]
+    LineEndingConflict {
+        /// The 1-based number of the line that ends in the lone `\r`.
+        line: u64,
+    },
     /// A combination of edit parameters that makes no sense (for example `insert`
     /// without `line`, `endLine` before `line`). The caller answers JSON-RPC `-32602`
     /// (`invalid_params`).
@@ -91,6 +104,7 @@ impl TextError {
             TextError::LineOutOfRange { total: 0, .. } => "The file is empty; insert at line 1 or append instead.".to_string(),
             TextError::LineOutOfRange { total, .. } => format!("The file has {total} lines; use a line number from 1 to {total} (insert also accepts {} to add at the end).", total + 1),
             TextError::LineMismatch { line, holds } => format!("Line {line} holds \"{}\"; read the file again for current line numbers, or correct find.", show(holds)),
+            TextError::LineEndingConflict { line } => format!("Line {line} ends in a lone \\r and the text after the edit starts with \\n, which would read as one \\r\\n ending; include line {line} in the edit (replace it together with the lines you meant), or replace the whole file with mode write."),
             TextError::InvalidRequest(why) => format!("Fix the request parameters: {why}."),
             TextError::Guard(_) => "The edit was refused to protect the file and nothing was written; read the file again and retry, or edit by find instead.".to_string(),
         }

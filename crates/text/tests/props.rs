@@ -138,10 +138,10 @@ proptest! {
             }
             Err(TextError::UnmappableCharacter(_)) => return Ok(()),
             // Deleting lines, or emptying a line, between a lone CR and an LF cannot be
-            // represented (the two would read as one CRLF); the guard refuses it.
-            Err(TextError::Guard(m)) if m.contains("would join")
-                && (mode == EditMode::Delete
-                    || writegate_text::lines::strip_one_break(&c).is_empty()) => {
+            // represented (the two would read as one CRLF): `line_ending_conflict`.
+            Err(TextError::LineEndingConflict { .. })
+                if mode == EditMode::Delete
+                    || writegate_text::lines::strip_one_break(&c).is_empty() => {
                 return Ok(());
             }
             Err(e) => return Err(TestCaseError::fail(format!("unexpected error {e:?}"))),
@@ -252,10 +252,10 @@ proptest! {
         };
         let original = exists.then_some(bytes.as_slice());
         if let Err(e) = apply_edit(original, &r, &WriteOptions::default()) {
-            // The only guard refusal construction cannot avoid: a deletion that
-            // leaves a lone CR directly before an LF.
-            let join = matches!(&e, TextError::Guard(m) if m.contains("would join"));
-            prop_assert!(!matches!(e, TextError::Guard(_)) || join, "{e:?}");
+            // The guard never trips: the one edit construction cannot build (a
+            // lone CR left directly before an LF) is refused before it, as
+            // `line_ending_conflict` (session 10).
+            prop_assert!(!matches!(e, TextError::Guard(_)), "{e:?}");
             prop_assert!(!e.hint().is_empty());
         }
     }
