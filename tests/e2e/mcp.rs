@@ -1337,6 +1337,12 @@ fn regression_a_call_with_a_lone_surrogate_is_answered_invalid_params() {
     c.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
     let r = c.recv();
     assert_eq!(r["id"], 3, "the notification got no answer: {r}");
+    // Same review: `arguments` that are not an object were answered
+    // "method not found" (-32601); they are invalid params.
+    c.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "write_file", "arguments": ["a.txt", "x"]}}));
+    let r = c.recv();
+    assert_eq!(r["id"], 4, "{r}");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
     assert!(!t.ws.join("a.txt").exists());
     assert!(t.audit_events().is_empty());
 }

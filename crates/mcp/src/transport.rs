@@ -48,11 +48,13 @@ enum Line {
     /// A JSON object that is no valid message: answered with "Invalid
     /// request" (with its id when it has one).
     Invalid(Option<RequestId>),
-    /// A request whose strings hold a lone surrogate escape (`\ud800`):
+    /// A request answered "Invalid params" (`-32602`) with its id and this
+    /// message: one whose strings hold a lone surrogate escape (`\ud800`:
     /// JSON by RFC 8259, but not valid Unicode, so `serde_json` refuses it
-    /// as a syntax error. Answered "Invalid params" with its id (SPEC 9, as
-    /// the ACP front end does), so the client is not left waiting.
-    LoneSurrogate(RequestId),
+    /// as a syntax error; SPEC 9, as the ACP front end answers it), or a
+    /// `tools/call` whose params do not parse (`arguments` not an object:
+    /// `rmcp` would take it for an unknown method).
+    InvalidParams(RequestId, String),
 }
 
 /// The answer to a [`Line::LoneSurrogate`] request.
@@ -148,11 +150,23 @@ fn parse(line: &[u8]) -> Line {
         return tool_call(call.id, call.params);
     }
     match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+        Ok(JsonRpcMessage::Request(JsonRpcRequest {
+            id,
+            request: ClientRequest::CustomRequest(custom),
+            ..
+        })) if custom.method == "tools/call" => {
+            let why = serde_json::from_value::<CallToolRequestParams>(
+                custom.params.unwrap_or(Value::Null),
+            )
+            .err()
+            .map_or_else(|| "not a tools/call request".to_string(), |e| e.to_string());
+            Line::InvalidParams(id, format!("invalid params of tools/call: {why}"))
+        }
         Ok(m) => Line::Message(Box::new(m)),
         Err(e) if e.is_syntax() || e.is_eof() => {
             if let Some(id) = lone_surrogate_request(line) {
                 tracing::debug!(error = %e, "a request holds a lone surrogate");
-                return Line::LoneSurrogate(id);
+                return Line::InvalidParams(id, LONE_SURROGATE.to_string());
             }
             // Not JSON: no id to answer, and answering could start an
             // error storm with a peer that echoes (as rmcp's own transport).
@@ -391,9 +405,7 @@ impl Transport<RoleServer> for Stdio {
                 Line::Message(m) => return Some(*m),
                 Line::Skip => continue,
                 Line::Invalid(id) => (ErrorData::invalid_request("Invalid request", None), id),
-                Line::LoneSurrogate(id) => {
-                    (ErrorData::invalid_params(LONE_SURROGATE, None), Some(id))
-                }
+                Line::InvalidParams(id, why) => (ErrorData::invalid_params(why, None), Some(id)),
             };
             let answer = TxJsonRpcMessage::<RoleServer>::error(error, id);
             // Written by a task of its own: `rmcp` polls `receive`
@@ -652,11 +664,12 @@ mod tests {
         assert!(matches!(parse(&line(&unknown_note)), Line::Message(_)));
         let odd_note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": 7});
         assert!(matches!(parse(&line(&odd_note)), Line::Skip));
-        // A tools/call whose params do not fit is rmcp's custom request
-        // (answered "method not found" by the service), as rmcp parses it.
+        // A tools/call whose params do not fit is rmcp's custom request,
+        // which the service would answer "method not found": it is answered
+        // "Invalid params" here instead (session 10).
         let bad =
             json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"arguments": 3}});
-        assert!(matches!(parse(&line(&bad)), Line::Message(_)));
+        assert!(matches!(parse(&line(&bad)), Line::InvalidParams(..)));
         // No valid shape (a request that is also a response): answered
         // "Invalid request" with its id; the fast path does not take it.
         let odd = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x"}, "result": {}});
@@ -666,11 +679,35 @@ mod tests {
         }
     }
 
+    /// Review of session 10: `arguments` that are not an object made `rmcp`
+    /// take the call for an unknown method (`-32601 tools/call`).
+    #[test]
+    fn a_tools_call_whose_params_do_not_parse_is_invalid_params() {
+        for args in [json!([]), json!("x"), json!(7)] {
+            let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "read_file", "arguments": args}});
+            match parse(&line(&call)) {
+                Line::InvalidParams(id, why) => {
+                    assert_eq!(id, RequestId::Number(5));
+                    assert!(why.starts_with("invalid params of tools/call: "), "{why}");
+                }
+                other => panic!("{args}: {other:?}"),
+            }
+        }
+        let no_params = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call"});
+        assert!(matches!(parse(&line(&no_params)), Line::InvalidParams(..)));
+        // Another unknown method is still the service's to answer.
+        let other = json!({"jsonrpc": "2.0", "id": 8, "method": "x/y", "params": {}});
+        assert!(matches!(parse(&line(&other)), Line::Message(_)));
+    }
+
     #[test]
     fn a_request_with_a_lone_surrogate_is_answered_and_anything_else_not_json_is_skipped() {
         let call = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a","content":"\ud83d x \ud83d\ude00"}}}"#;
         match parse(call) {
-            Line::LoneSurrogate(id) => assert_eq!(id, RequestId::Number(7)),
+            Line::InvalidParams(id, why) => {
+                assert_eq!(id, RequestId::Number(7));
+                assert_eq!(why, LONE_SURROGATE);
+            }
             other => panic!("{other:?}"),
         }
         let mut owned = call.to_vec();
