@@ -506,3 +506,32 @@ fn regression_an_edit_joining_a_lone_cr_and_a_lf_is_line_ending_conflict() {
             .all(|e| e["type"] == "fs.denied" && e["errorKind"] == "line_ending_conflict")
     );
 }
+
+/// Review of session 10: a read refused by the resolver got its generic,
+/// path-free hint ("write inside the workspace root; ..."), where a write
+/// names what is wrong. Reads name it too now, and say "read".
+#[test]
+fn regression_read_refusals_name_the_path_and_say_read() {
+    let s = Tree::new();
+    let mut d = s.stdio_daemon(&["--allow-read"]);
+    let mut c = d.stdio_client();
+    let device = s.ws.join("aux.ts");
+    let outside = s.out.join("elsewhere.txt");
+    for (i, method) in ["fs/read_text_file", "_writegate/read_lines"]
+        .iter()
+        .enumerate()
+    {
+        let id = i64::try_from(i).unwrap() * 2;
+        let r = c.call_id(id, method, json!({"sessionId": "s", "path": device}));
+        crate::common::assert_refused(&r, "path_outside_workspace");
+        let m = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains("aux.ts") && m.contains("DOS device"), "{r}");
+        let r = c.call_id(id + 1, method, json!({"sessionId": "s", "path": outside}));
+        crate::common::assert_refused(&r, "path_outside_workspace");
+        let m = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            m.contains("read inside") && !m.contains("write inside"),
+            "{r}"
+        );
+    }
+}

@@ -267,7 +267,7 @@ impl<'s> Op<'s> {
             Err(ResolveError::OutsideWorkspace(msg)) => {
                 let enabled = self.ctx.allows.external_writer && self.cfg.external_writes_enabled();
                 let Some(Route::External(source)) = external_route(enabled, marker) else {
-                    let mut r = resolve_refusal(ResolveError::OutsideWorkspace(msg), root);
+                    let mut r = resolve_refusal(ResolveError::OutsideWorkspace(msg), root, "write");
                     // A marked write that could have taken the external
                     // route says why it did not.
                     if marker.is_some() {
@@ -289,18 +289,23 @@ impl<'s> Op<'s> {
                 e.writer = Writer::External;
                 e.source = Some(source.as_str().into());
                 let ext = writegate_paths::resolve_external(&OsView, raw)
-                    .map_err(|e| resolve_refusal(e, root))?;
+                    .map_err(|e| resolve_refusal(e, root, "write"))?;
                 // Only paths outside every root of this runtime may take
                 // the external route (SPEC 4): a path the resolver refused
                 // for another reason (a suspicious name reached through a
                 // link) but whose target is inside the workspace stays
                 // refused.
                 if writegate_paths::is_within(&ext.canonical, root) {
-                    return Err(resolve_refusal(ResolveError::OutsideWorkspace(msg), root).into());
+                    return Err(resolve_refusal(
+                        ResolveError::OutsideWorkspace(msg),
+                        root,
+                        "write",
+                    )
+                    .into());
                 }
                 ext.canonical
             }
-            Err(e) => return Err(resolve_refusal(e, root).into()),
+            Err(e) => return Err(resolve_refusal(e, root, "write").into()),
         };
         self.hash_canonical(&canonical);
         self.check_open()?;
@@ -310,9 +315,9 @@ impl<'s> Op<'s> {
     /// Resolves a read's path: workspace only (SPEC 3).
     pub(crate) fn resolve_read(&mut self, raw: &Path) -> Result<Target, Failure> {
         self.check_open()?;
-        let r =
-            writegate_paths::resolve(&OsView, raw, std::slice::from_ref(&self.ctx.runtime.root))
-                .map_err(Refusal::from)?;
+        let root = &self.ctx.runtime.root;
+        let r = writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root))
+            .map_err(|e| resolve_refusal(e, root, "read"))?;
         self.hash_canonical(&r.canonical);
         Ok(Target {
             canonical: r.canonical,
@@ -895,8 +900,11 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
 
 /// A resolver refusal with what a model or a person needs to act on it:
 /// what happened to which path (the resolver's own words), the workspace
-/// root when the path is outside it, and what to do next.
-fn resolve_refusal(e: ResolveError, root: &Path) -> Refusal {
+/// root when the path is outside it, and what to do next; `verb` is what
+/// the request does (`write` for writes and edits, `read` for reads: the
+/// review of session 10 found reads answered with the resolver's generic,
+/// path-free hint, which told a reader to "write inside the workspace").
+fn resolve_refusal(e: ResolveError, root: &Path, verb: &str) -> Refusal {
     // The resolver's own words without its kind prefix: the refusal's
     // message already starts with the errorKind.
     let what = match &e {
@@ -913,7 +921,7 @@ fn resolve_refusal(e: ResolveError, root: &Path) -> Refusal {
             "{what}; such names are refused everywhere (they can alias devices or other files); choose another name"
         ),
         ErrorKind::PathOutsideWorkspace => format!(
-            "{what} (the workspace is {root}); write inside {root}, or ask the user to register that directory as a workspace",
+            "{what} (the workspace is {root}); {verb} inside {root}, or ask the user to register that directory as a workspace",
             root = root.display()
         ),
         _ => format!("{what}; {}", r.hint),
