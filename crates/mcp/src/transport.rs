@@ -57,7 +57,8 @@ enum Line {
     InvalidParams(RequestId, String),
 }
 
-/// The answer to a [`Line::LoneSurrogate`] request.
+/// The message of the "Invalid params" answer to a request with a lone
+/// surrogate ([`Line::InvalidParams`]).
 const LONE_SURROGATE: &str = "a string is not valid Unicode: it holds a lone surrogate (\\ud800-\\udfff escape); send valid UTF-16 pairs";
 
 /// A `tools/call` line in the plain form `{jsonrpc, id, method, params:

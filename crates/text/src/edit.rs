@@ -667,7 +667,7 @@ fn edit_existing<R: Repr>(
         EditMode::Write => unreachable_write()?,
     };
     if format.bom && plan.a == 0 {
-        strip_echoed_bom(&mut plan.ins, &doc.encode("\u{FEFF}")?);
+        strip_echoed_bom(&mut plan.ins, &units[..plan.b], &doc.encode("\u{FEFF}")?);
     }
     avoid_joins(&units, &mut plan, &doc.encode("\r\n")?);
     if plan.ins.is_empty()
@@ -839,9 +839,12 @@ fn unreachable_write<U>() -> Result<Plan<U>, TextError> {
 /// character) that itself starts with U+FEFF holds the BOM a client echoed back (as
 /// a whole-file write's `content` may); that one U+FEFF is dropped (`feff`: its
 /// units in the file's encoding), so the file does not get a second BOM. A U+FEFF
-/// anywhere else, or in a file without a BOM, is content and stays.
-fn strip_echoed_bom<U: Unit>(ins: &mut Vec<U>, feff: &[U]) {
-    if ins.starts_with(feff) {
+/// anywhere else, or in a file without a BOM, is content and stays; so is one that
+/// replaces a U+FEFF the body itself starts with (`replaced`, the units the edit
+/// takes away: a file that already holds a second BOM and an edit that spells it
+/// out keep it).
+fn strip_echoed_bom<U: Unit>(ins: &mut Vec<U>, replaced: &[U], feff: &[U]) {
+    if ins.starts_with(feff) && !replaced.starts_with(feff) {
         ins.drain(..feff.len());
     }
 }

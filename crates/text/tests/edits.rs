@@ -329,6 +329,18 @@ fn regression_edit_at_the_start_of_a_bom_file_writes_one_bom() {
     assert_eq!(out.bytes, [BOM8, b"a\n", BOM8, b"z\n"].concat());
     let out = edit(Some(b"a\nb\n"), EditMode::Replace, line("\u{FEFF}x", 1)).unwrap();
     assert_eq!(out.bytes, [BOM8, b"x\nb\n"].concat());
+    // A file that already holds a second BOM keeps it when the edit replaces it
+    // with one of its own (the review of this fix).
+    let twice = [BOM8, BOM8, b"x\n"].concat();
+    let out = edit(
+        Some(&twice),
+        EditMode::Replace,
+        find("\u{FEFF}y", "\u{FEFF}x"),
+    )
+    .unwrap();
+    assert_eq!(out.bytes, [BOM8, BOM8, b"y\n"].concat());
+    let out = edit(Some(&twice), EditMode::Replace, line("\u{FEFF}y", 1)).unwrap();
+    assert_eq!(out.bytes, [BOM8, BOM8, b"y\n"].concat());
 }
 
 #[test]
