@@ -437,6 +437,8 @@ fn escaped_char(e: &[u8]) -> Option<char> {
 mod tests {
     use super::*;
 
+    use serde_json::Value;
+
     #[test]
     fn surrogate_escapes_are_replaced_and_nothing_else() {
         let r = |t: &str| surrogate_escapes_replaced(t.as_bytes());
@@ -455,7 +457,6 @@ mod tests {
         assert_eq!(r("[\"\\"), None);
         assert_eq!(surrogate_escapes_replaced(b"\"\\ud800\xff\""), None);
     }
-    use serde_json::Value;
 
     fn keys(text: &str) -> Option<Vec<(String, String)>> {
         let m = object_members(text.as_bytes())?;

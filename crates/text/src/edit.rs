@@ -666,6 +666,14 @@ fn edit_existing<R: Repr>(
         EditMode::Append => plan_append(&doc, req)?,
         EditMode::Write => unreachable_write()?,
     };
+    if plan.a > plan.b || plan.b > units.len() {
+        return Err(TextError::Guard(format!(
+            "the edit range {}..{} is not within the file's {} units",
+            plan.a,
+            plan.b,
+            units.len()
+        )));
+    }
     if format.bom && plan.a == 0 {
         strip_echoed_bom(&mut plan.ins, &units[..plan.b], &doc.encode("\u{FEFF}")?);
     }
@@ -685,14 +693,6 @@ fn edit_existing<R: Repr>(
         });
     }
 
-    if plan.a > plan.b || plan.b > units.len() {
-        return Err(TextError::Guard(format!(
-            "the edit range {}..{} is not within the file's {} units",
-            plan.a,
-            plan.b,
-            units.len()
-        )));
-    }
     // The new bytes in one allocation of their exact size: BOM, the units before
     // the edit, the new units, the units after it.
     let new_units = units.len() - (plan.b - plan.a) + plan.ins.len();
