@@ -3,7 +3,9 @@
 //! text's own memory): how the front ends read a request line without a
 //! `serde_json::Value` and without a second pass over a whole file in it
 //! (issues 11 and 12). The ACP front end reads every request and
-//! notification with it, the MCP front end its `tools/call` lines.
+//! notification with it, the MCP front end its `tools/call` lines. Both
+//! read the id of a request `serde_json` refuses for a lone surrogate
+//! escape through [`surrogate_escapes_replaced`].
 //!
 //! It must never accept text that `serde_json` would parse differently or
 //! refuse, never allocate per byte, and never know any protocol: it finds
