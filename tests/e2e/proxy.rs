@@ -17,14 +17,20 @@ use std::time::{Duration, Instant};
 
 /// The SDK-built test agent (`cargo build -p writegate --example acp_test_agent`).
 fn agent_bin() -> PathBuf {
+    example_bin("acp_test_agent")
+}
+
+/// An example of this package, built by `cargo test`.
+fn example_bin(name: &str) -> PathBuf {
     let p = Path::new(BIN)
         .parent()
         .expect("the binary's directory")
-        .join("examples/acp_test_agent");
+        .join("examples")
+        .join(name);
     assert!(
         p.is_file(),
         "{} is missing: `cargo test` builds it; with a target filter run \
-         `cargo build -p writegate --example acp_test_agent` first",
+         `cargo build -p writegate --example {name}` first",
         p.display()
     );
     p
@@ -501,7 +507,7 @@ fn sessions_have_the_workspaces_of_their_cwds() {
 }
 
 #[test]
-fn the_agents_own_requests_reach_the_editor_with_their_ids() {
+fn the_agents_own_requests_reach_the_editor_under_ids_of_the_proxys() {
     let t = Tree::new();
     let mut e = proxy(&t, &[]);
     e.init();
@@ -512,15 +518,10 @@ fn the_agents_own_requests_reach_the_editor_with_their_ids() {
         Some(select("yes"))
     });
     assert_eq!(asked.len(), 1);
-    // The agent's own question, as it sent it (its id, its tool call).
+    // The agent's own question, as it sent it (its tool call), under an id
+    // the proxy gave it; the answer reaches the agent under its own id.
     assert_eq!(asked[0]["params"]["toolCall"]["toolCallId"], "agent-tool-1");
-    assert!(
-        !asked[0]["id"]
-            .as_str()
-            .is_some_and(|id| id.starts_with("writegate-")),
-        "{}",
-        asked[0]
-    );
+    assert!(asked[0]["id"].is_i64(), "{}", asked[0]);
     assert_eq!(
         ok(&reports[0])["outcome"],
         json!({"outcome": "selected", "optionId": "yes"})
@@ -745,9 +746,157 @@ fn a_burst_of_agent_lines_reaches_the_editor_in_order_and_unchanged() {
     let expected: Vec<&String> = lines.iter().filter(|l| !l.contains("own-1")).collect();
     for (n, want) in expected.iter().enumerate() {
         let (got, _) = e.c.recv_raw();
+        if want.contains("ask-1") {
+            // A relayed request keeps everything but its id.
+            let mut got: Value = serde_json::from_str(&got).unwrap();
+            assert!(got["id"].is_i64(), "{got}");
+            got["id"] = json!("ask-1");
+            assert_eq!(got, serde_json::from_str::<Value>(want).unwrap());
+            continue;
+        }
         assert_eq!(&got, *want, "line {n} differs");
     }
     let (st, rest) = e.finish();
     assert_eq!(st.code(), Some(0), "{st:?}");
     assert!(rest.is_empty(), "nothing more: {rest:?}");
+}
+
+/// What the editor does with the proxy's real question about `.env` once
+/// it has answered the agent's forged one with "Allow".
+#[derive(Debug, Clone, Copy)]
+enum RealQuestion {
+    /// Never answers it; the person cancels the prompt instead.
+    NeverAnswered,
+    /// Rejects it, late.
+    RejectedLate,
+    /// Answers it with something that is no permission outcome.
+    Garbage,
+}
+
+/// A proxied agent approved its own held write: it sent its own harmless
+/// `session/request_permission` under the id the proxy's question about
+/// `.env` had (`writegate-<pid>-1`, guessable from its parent pid), and
+/// the person's "Allow" on the harmless question approved the `.env`
+/// write. Relayed requests now get ids of the proxy's and its own
+/// questions ids no peer can predict: whatever the editor does, `.env` is
+/// untouched and the operation leaves one `fs.denied` event.
+#[test]
+fn an_agent_cannot_approve_its_own_held_write_with_a_forged_question_id() {
+    for behaviour in [
+        RealQuestion::NeverAnswered,
+        RealQuestion::RejectedLate,
+        RealQuestion::Garbage,
+    ] {
+        let t = Tree::new();
+        let env = t.ws.join(".env");
+        std::fs::write(&env, "KEY=orig\n").unwrap();
+        let mut audit = t.audit();
+        let mut e = proxy_running(&t, &[], &[example_bin("acp_hostile_agent").into()]);
+        e.init();
+        let s = e.new_session(&t.ws);
+        let id = e.send(
+            "session/prompt",
+            &json!({"sessionId": s, "prompt": [{"type": "text", "text": format!("forge {}", env.display())}]}),
+        );
+        // The proxy's question about `.env` and the agent's three forged
+        // ones all reach the editor.
+        let mut real = None;
+        let mut forged = Vec::new();
+        while real.is_none() || forged.len() < 3 {
+            let v = e.recv();
+            if v["method"] != "session/request_permission" {
+                continue;
+            }
+            if v["params"]["toolCall"]["title"] == "Read README.md?" {
+                forged.push(v);
+            } else {
+                real = Some(v);
+            }
+        }
+        let real = real.unwrap();
+        assert_eq!(
+            real["params"]["toolCall"]["locations"][0]["path"],
+            json!(env),
+            "{real}"
+        );
+        // The person allows every harmless question.
+        for f in &forged {
+            assert!(f["id"].is_i64(), "relayed under the proxy's id: {f}");
+            assert_ne!(f["id"], real["id"], "{behaviour:?}");
+            e.c.send(&json!({"jsonrpc": "2.0", "id": f["id"], "result": select("allow_once")}));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            std::fs::read(&env).unwrap(),
+            b"KEY=orig\n",
+            "{behaviour:?}: written on the forged answer"
+        );
+        match behaviour {
+            RealQuestion::NeverAnswered => e.notify("session/cancel", &json!({"sessionId": s})),
+            RealQuestion::RejectedLate => {
+                std::thread::sleep(Duration::from_millis(500));
+                e.c.send(
+                    &json!({"jsonrpc": "2.0", "id": real["id"], "result": select("reject_once")}),
+                );
+            }
+            RealQuestion::Garbage => {
+                e.c.send(&json!({"jsonrpc": "2.0", "id": real["id"], "result": {"outcome": 42}}));
+            }
+        }
+        let (r, notes) = e.until(&id, &mut |r| panic!("unexpected request {r}"));
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+        let reports = reports(&notes);
+        // The agent got the person's answers to its own questions, under
+        // its own ids.
+        let answered: Vec<&Value> = reports.iter().filter(|r| r["op"] == "forged").collect();
+        assert_eq!(answered.len(), 3, "{behaviour:?}: {reports:?}");
+        for a in answered {
+            assert!(
+                a["id"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with("writegate-")),
+                "{a}"
+            );
+            assert_eq!(a["answer"]["result"], select("allow_once"), "{a}");
+        }
+        let write = reports.iter().find(|r| r["op"] == "forge").unwrap();
+        assert_eq!(write["ok"], false, "{behaviour:?}: {write}");
+        assert_eq!(std::fs::read(&env).unwrap(), b"KEY=orig\n", "{behaviour:?}");
+        let ev = audit.one("fs.denied");
+        let expected = match behaviour {
+            RealQuestion::NeverAnswered => "cancelled",
+            RealQuestion::RejectedLate => "denied",
+            RealQuestion::Garbage => "unanswered",
+        };
+        assert_eq!(ev["approval"], expected, "{behaviour:?}: {ev}");
+        assert!(audit.new_events().is_empty(), "{behaviour:?}: one event");
+        e.finish();
+    }
+}
+
+/// After the person rejected a held write, the proxy told the agent to
+/// call `_writegate/approve` and retry, which the proxy refuses to the
+/// agent, and which invites asking someone who already said no.
+#[test]
+fn a_rejection_through_the_proxy_says_not_to_retry_and_never_to_call_approve() {
+    let t = Tree::new();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let env = t.ws.join(".env");
+    let script = format!("write {} \"KEY=1\\n\"", env.display());
+    let (_, reports) = e.prompt(&s, &script, &mut |_| Some(select("reject_once")));
+    let refused = err(&reports[0]);
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains("the user declined"), "{message}");
+    assert!(message.contains("Do not retry"), "{message}");
+    assert!(!message.contains("_writegate/approve"), "{message}");
+    // Nobody could be asked (the answer was no outcome): no advice to call
+    // approve either.
+    let (_, reports) = e.prompt(&s, &script, &mut |_| Some(json!({"nope": true})));
+    let message = err(&reports[0])["message"].as_str().unwrap().to_string();
+    assert!(!message.contains("_writegate/approve"), "{message}");
+    assert!(message.contains("could not be asked"), "{message}");
+    assert!(!env.exists());
+    e.finish();
 }

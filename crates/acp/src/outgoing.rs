@@ -1,8 +1,12 @@
 //! The table of requests this side sent and still waits for (like
 //! lsp-server's request queue, outgoing half): each gets an id of its own
-//! that cannot collide with the peer's ids, and its response is handed to
-//! whoever sent it. A response whose id is not in the table is not ours
-//! (a proxy forwards it).
+//! that no other party can predict, and its response is handed to whoever
+//! sent it. A response whose id is not in the table is not ours.
+//!
+//! The ids are `writegate-<128 random bits in hex>-<n>`, the random part
+//! drawn once per table from the operating system: a party that sees none
+//! of them (a proxied agent, another connection) cannot forge an answer to
+//! one, and a peer that sees one learns nothing about another table's.
 
 use crate::message::{ErrorObject, Response};
 use agent_client_protocol::v1::schema::RequestId;
@@ -13,8 +17,8 @@ use tokio::sync::oneshot;
 
 /// Pending outgoing requests of one connection.
 pub struct Outgoing {
-    /// Prefix of every id: `writegate-<pid>-<n>`, a string no agent or
-    /// editor generates by accident.
+    /// Prefix of every id: `writegate-<random hex>-`, a string no peer
+    /// generates by accident or can guess.
     prefix: String,
     next: AtomicU64,
     pending: Mutex<HashMap<String, oneshot::Sender<Result<serde_json::Value, ErrorObject>>>>,
@@ -30,7 +34,7 @@ impl Outgoing {
     /// An empty table.
     pub fn new() -> Outgoing {
         Outgoing {
-            prefix: format!("writegate-{}-", std::process::id()),
+            prefix: format!("writegate-{}-", unpredictable_hex()),
             next: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
         }
@@ -100,6 +104,22 @@ impl Outgoing {
     }
 }
 
+/// 128 bits from the operating system's random source, as 32 hex digits:
+/// the part of an id or a name that another party must not guess. Without
+/// a random source (a kernel without `getrandom(2)` and no `/dev/urandom`)
+/// there is no safe id: the process stops rather than ask a question whose
+/// answer anyone could forge.
+pub fn unpredictable_hex() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    let mut hex = String::with_capacity(32);
+    for b in bytes {
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    hex
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +158,27 @@ mod tests {
         );
         t.forget(&id2);
         assert!(t.is_empty());
+    }
+
+    /// A proxied agent approved its own held write by sending a question
+    /// with the id the proxy's next question would get (`writegate-<pid>-1`):
+    /// ids are no longer derived from anything another party knows.
+    #[test]
+    fn ids_are_unpredictable_not_pid_and_counter() {
+        let a = Outgoing::new();
+        let b = Outgoing::new();
+        let (RequestId::Str(ia), _ra) = a.register() else {
+            panic!("string ids")
+        };
+        let (RequestId::Str(ib), _rb) = b.register() else {
+            panic!("string ids")
+        };
+        assert_ne!(ia, format!("writegate-{}-1", std::process::id()));
+        assert!(ia.starts_with("writegate-") && ia.ends_with("-1"), "{ia}");
+        let random = &ia["writegate-".len()..ia.len() - 2];
+        assert_eq!(random.len(), 32, "{ia}");
+        assert!(random.bytes().all(|c| c.is_ascii_hexdigit()), "{ia}");
+        // Two tables in one process share nothing guessable.
+        assert_ne!(ia, ib);
     }
 }

@@ -378,7 +378,7 @@ impl<'s> Op<'s> {
             path: target.canonical.clone(),
             mode,
             level,
-            reason,
+            reason: reason.clone(),
         });
         self.event().approval = Some(answer.as_str().into());
         match answer {
@@ -401,12 +401,23 @@ impl<'s> Op<'s> {
                 Ok(())
             }
             ApprovalAnswer::Cancelled => Err(Failure::Cancelled),
+            // The caller asked through an approver, so it has no
+            // `_writegate/approve` of its own to call: the hints say what
+            // to do instead, and a "no" is final.
             ApprovalAnswer::Deny => Err(Refusal {
-                hint: format!("the user declined: {}", refusal.hint),
+                hint: format!(
+                    "the user declined `{command}` ({reason}); nothing was written. Do not retry it or ask again unless the user asks for it"
+                ),
                 ..refusal
             }
             .into()),
-            ApprovalAnswer::Unavailable => Err(refusal.into()),
+            ApprovalAnswer::Unavailable => Err(Refusal {
+                hint: format!(
+                    "`{command}` needs the user's approval ({reason}, rated {level}) and the user could not be asked; nothing was written. Tell the user, and do not retry before they have allowed it"
+                ),
+                ..refusal
+            }
+            .into()),
         }
     }
 

@@ -96,7 +96,7 @@ pub(crate) fn permission_request(
         }));
     RequestPermissionRequest::new(
         session_id.to_string(),
-        ToolCallUpdate::new(format!("writegate-approval-{n}"), fields),
+        ToolCallUpdate::new(crate::sessions::tool_call_id(n), fields),
         vec![
             PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
             PermissionOption::new(
@@ -143,7 +143,12 @@ mod tests {
         };
         let v = serde_json::to_value(permission_request("s1", 7, &q)).unwrap();
         assert_eq!(v["sessionId"], "s1");
-        assert_eq!(v["toolCall"]["toolCallId"], "writegate-approval-7");
+        let tool_call = v["toolCall"]["toolCallId"].as_str().unwrap();
+        assert!(
+            tool_call.starts_with("writegate-approval-") && tool_call.ends_with("-7"),
+            "{tool_call}"
+        );
+        assert_ne!(tool_call, "writegate-approval-7", "not guessable");
         assert_eq!(v["toolCall"]["kind"], "edit");
         assert_eq!(v["toolCall"]["status"], "pending");
         assert_eq!(v["toolCall"]["locations"][0]["path"], "/w/.env");

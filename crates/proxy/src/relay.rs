@@ -1,7 +1,13 @@
-//! The two connection handlers and what they share. Every message is
-//! forwarded as the raw line it came as, ids kept; a request's answer goes
-//! back with the ticket of the connection it came from (so each side's
-//! backpressure holds until its request is answered). The exceptions:
+//! The two connection handlers and what they share. Notifications are
+//! forwarded as the raw line they came as. Requests relayed either way get
+//! an id of the proxy's own (one id space per peer), and their answers go
+//! back under the id the sender chose, with the ticket of the connection
+//! the request came from (so each side's backpressure holds until its
+//! request is answered). So no answer from one side can complete a
+//! question the proxy asked the other side, or a question another party
+//! asked: the agent never learns the ids the editor answers to, and an
+//! answer whose id matches nothing pending is dropped, never forwarded.
+//! The exceptions to forwarding:
 //!
 //! - the editor's `initialize` reaches the agent offering
 //!   `clientCapabilities.fs.readTextFile` and `writeTextFile`;
@@ -14,14 +20,16 @@
 //!   blocking thread, and never reach the editor;
 //! - the editor's `session/cancel` cancels that session's operations and
 //!   open permission questions before it is forwarded; the agent's
-//!   `$/cancel_request` for a request answered here is applied here.
+//!   `$/cancel_request` for a request answered here is applied here, and a
+//!   `$/cancel_request` for a relayed request is forwarded naming the
+//!   proxy's id for it (dropped when it names nothing relayed).
 
 use crate::approver::EditorApprover;
 use crate::sessions::{Session, Sessions, lock};
 use agent_client_protocol::v1::schema::{AGENT_METHOD_NAMES, RequestId};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -49,8 +57,12 @@ pub(crate) struct Relay {
     editor_input_ended: AtomicBool,
     /// Editor requests forwarded to the agent, and whether the agent is gone.
     to_agent: Mutex<ToAgent>,
-    /// Agent requests forwarded to the editor, with the agent side's tickets.
-    to_editor: Mutex<HashMap<String, Ticket>>,
+    /// Agent requests forwarded to the editor, by the proxy's id for them:
+    /// the agent's own id and the agent side's ticket.
+    to_editor: Mutex<HashMap<i64, Relayed>>,
+    /// The next id of a relayed request (both directions; numbers, so they
+    /// never meet the string ids of the proxy's own questions).
+    next_id: AtomicI64,
     sessions: Sessions,
     /// Agent requests being answered here, by id: their session.
     answering: Mutex<HashMap<String, Arc<Session>>>,
@@ -71,15 +83,25 @@ enum Editor {
 
 #[derive(Default)]
 struct ToAgent {
-    pending: HashMap<String, Pending>,
+    /// By the proxy's id for the request.
+    pending: HashMap<i64, Pending>,
     /// Why the agent can answer nothing more, once it cannot.
     gone: Option<String>,
 }
 
 /// An editor request waiting for the agent's answer.
 struct Pending {
+    /// The editor's id for it.
+    id: RequestId,
     ticket: Ticket,
     then: Then,
+}
+
+/// An agent request waiting for the editor's answer.
+struct Relayed {
+    /// The agent's id for it.
+    id: RequestId,
+    ticket: Ticket,
 }
 
 /// What to do when the agent answers.
@@ -106,6 +128,7 @@ impl Relay {
             editor_input_ended: AtomicBool::new(false),
             to_agent: Mutex::new(ToAgent::default()),
             to_editor: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(1),
             sessions: Sessions::default(),
             answering: Mutex::new(HashMap::new()),
         }
@@ -165,13 +188,10 @@ impl Relay {
     /// get no answer, and the agent's stdin is closed (after what was already
     /// forwarded to it).
     pub(crate) fn editor_closed(&self) {
-        let waiting: Vec<(String, Ticket)> = lock(&self.to_editor).drain().collect();
+        let waiting: Vec<Relayed> = lock(&self.to_editor).drain().map(|(_, r)| r).collect();
         if let Some(agent) = self.agent() {
-            for (key, ticket) in waiting {
-                let Ok(id) = serde_json::from_str::<RequestId>(&key) else {
-                    continue;
-                };
-                agent.answer(message::error_line(&id, &editor_gone()), ticket);
+            for r in waiting {
+                agent.answer(message::error_line(&r.id, &editor_gone()), r.ticket);
             }
             agent.close();
         }
@@ -185,14 +205,11 @@ impl Relay {
         );
         let mut to_agent = lock(&self.to_agent);
         to_agent.gone = Some(why.clone());
-        let waiting: Vec<(String, Pending)> = to_agent.pending.drain().collect();
+        let waiting: Vec<Pending> = to_agent.pending.drain().map(|(_, p)| p).collect();
         drop(to_agent);
         if let Some(editor) = self.editor() {
-            for (key, p) in waiting {
-                let Ok(id) = serde_json::from_str::<RequestId>(&key) else {
-                    continue;
-                };
-                editor.answer(message::error_line(&id, &agent_gone(&why)), p.ticket);
+            for p in waiting {
+                editor.answer(message::error_line(&p.id, &agent_gone(&why)), p.ticket);
             }
         }
     }
@@ -208,12 +225,18 @@ impl Relay {
         lock(&self.agent).take();
     }
 
-    /// Forwards an editor request to the agent, remembering its ticket.
+    /// A fresh id for a relayed request.
+    fn relay_id(&self) -> i64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Forwards an editor request to the agent under an id of the proxy's
+    /// own, remembering the editor's id and ticket.
     fn to_agent(
         &self,
         editor: &Arc<Link>,
-        id: &RequestId,
-        line: Vec<u8>,
+        id: RequestId,
+        (method, params): (&str, &Value),
         ticket: Ticket,
         then: Then,
     ) {
@@ -221,39 +244,67 @@ impl Relay {
         let agent = self.agent();
         match (&to_agent.gone, agent) {
             (None, Some(agent)) => {
-                to_agent.pending.insert(key(id), Pending { ticket, then });
-                agent.send(line);
+                let n = self.relay_id();
+                to_agent.pending.insert(n, Pending { id, ticket, then });
+                agent.send(relayed_request(n, method, params));
             }
             (gone, _) => {
                 let why = gone
                     .clone()
                     .unwrap_or_else(|| "the agent is not running; start a new session".into());
                 drop(to_agent);
-                editor.answer(message::error_line(id, &agent_gone(&why)), ticket);
+                editor.answer(message::error_line(&id, &agent_gone(&why)), ticket);
             }
         }
     }
 
-    /// Forwards an agent request to the editor, remembering its ticket.
-    fn to_editor(&self, agent: &Arc<Link>, id: &RequestId, line: Vec<u8>, ticket: Ticket) {
+    /// Forwards an agent request to the editor under an id of the proxy's
+    /// own, remembering the agent's id and ticket.
+    fn to_editor(&self, agent: &Arc<Link>, req: Request, ticket: Ticket) {
         let mut to_editor = lock(&self.to_editor);
         let mut editor = lock(&self.editor);
-        match &mut *editor {
+        let n = self.relay_id();
+        let open = match &mut *editor {
             // Sent in order once the editor is connected.
             Editor::NotYet(early) => {
-                to_editor.insert(key(id), ticket);
-                early.push(line);
+                early.push(relayed_request(n, &req.method, &req.params));
+                true
             }
             Editor::Up(link) if !self.editor_input_ended() => {
-                to_editor.insert(key(id), ticket);
-                link.send(line);
+                link.send(relayed_request(n, &req.method, &req.params));
+                true
             }
-            Editor::Up(_) | Editor::Gone => {
-                drop(editor);
-                drop(to_editor);
-                agent.answer(message::error_line(id, &editor_gone()), ticket);
-            }
+            Editor::Up(_) | Editor::Gone => false,
+        };
+        if open {
+            to_editor.insert(n, Relayed { id: req.id, ticket });
+        } else {
+            drop(editor);
+            drop(to_editor);
+            agent.answer(message::error_line(&req.id, &editor_gone()), ticket);
         }
+    }
+
+    /// A `$/cancel_request` naming a relayed request, rewritten to name the
+    /// proxy's id for it; `None` when it names no request relayed that way.
+    fn relayed_cancel(&self, n: &Notification, towards_agent: bool) -> Option<Vec<u8>> {
+        let id = n
+            .params
+            .get("requestId")
+            .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok())?;
+        let ours = if towards_agent {
+            lock(&self.to_agent)
+                .pending
+                .iter()
+                .find_map(|(k, p)| (p.id == id).then_some(*k))
+        } else {
+            lock(&self.to_editor)
+                .iter()
+                .find_map(|(k, r)| (r.id == id).then_some(*k))
+        }?;
+        let mut params = n.params.clone();
+        params["requestId"] = json!(ours);
+        Some(message::notification_line(&n.method, &params))
     }
 
     /// Answers an agent request through writegate's method table, in the
@@ -335,14 +386,14 @@ impl Handler for EditorSide {
         self.relay.editor_eof.cancel();
     }
 
-    fn request(&self, link: &Arc<Link>, req: Request, raw: &[u8], mut ticket: Ticket) {
+    fn request(&self, link: &Arc<Link>, req: Request, _raw: &[u8], mut ticket: Ticket) {
         let method = req.method.as_str();
-        let mut line = None;
+        let mut initialize_params = None;
         let mut then = Then::Forward;
         if method == AGENT_METHOD_NAMES.initialize {
             let mut params = req.params.clone();
             offer_fs(&mut params);
-            line = Some(message::request_line(&req.id, method, &params));
+            initialize_params = Some(params);
         } else if method == AGENT_METHOD_NAMES.session_new
             || method == AGENT_METHOD_NAMES.session_load
             || method == AGENT_METHOD_NAMES.session_resume
@@ -366,8 +417,10 @@ impl Handler for EditorSide {
             }
         }
         ticket.built();
-        let line = line.unwrap_or_else(|| with_newline(raw));
-        self.relay.to_agent(link, &req.id, line, ticket, then);
+        let Request { id, method, params } = req;
+        let params = initialize_params.unwrap_or(params);
+        self.relay
+            .to_agent(link, id, (&method, &params), ticket, then);
     }
 
     fn notification(&self, _link: &Arc<Link>, n: Notification, raw: &[u8]) {
@@ -376,19 +429,33 @@ impl Handler for EditorSide {
         {
             self.relay.sessions.cancel(sid);
         }
+        let line = if n.method == CANCEL_REQUEST {
+            let Some(line) = self.relay.relayed_cancel(&n, true) else {
+                tracing::debug!("the editor cancelled a request it has not sent the agent");
+                return;
+            };
+            line
+        } else {
+            with_newline(raw)
+        };
         if let Some(agent) = self.relay.agent() {
-            agent.send(with_newline(raw));
+            agent.send(line);
         }
     }
 
-    fn response(&self, _link: &Arc<Link>, r: Response, raw: &[u8]) {
-        // An answer to an agent request forwarded to the editor.
-        let Some(agent) = self.relay.agent() else {
+    fn response(&self, _link: &Arc<Link>, r: Response, _raw: &[u8]) {
+        // An answer to an agent request forwarded to the editor, under the
+        // proxy's id for it: it goes back under the agent's id.
+        let relayed = match r.id {
+            RequestId::Number(n) => lock(&self.relay.to_editor).remove(&n),
+            _ => None,
+        };
+        let Some(Relayed { id, ticket }) = relayed else {
+            tracing::warn!(id = %key(&r.id), "the editor answered a request nobody asked it: dropped");
             return;
         };
-        match lock(&self.relay.to_editor).remove(&key(&r.id)) {
-            Some(ticket) => agent.answer(with_newline(raw), ticket),
-            None => agent.send(with_newline(raw)),
+        if let Some(agent) = self.relay.agent() {
+            agent.answer(message::response_line(&id, &r.result), ticket);
         }
     }
 }
@@ -414,28 +481,34 @@ impl Handler for AgentSide {
         self.relay.agent_eof.cancel();
     }
 
-    fn request(&self, link: &Arc<Link>, req: Request, raw: &[u8], mut ticket: Ticket) {
+    fn request(&self, link: &Arc<Link>, req: Request, _raw: &[u8], mut ticket: Ticket) {
         if answered_here(&req.method) {
             self.relay.answer_here(link, req, ticket);
             return;
         }
         ticket.built();
-        self.relay
-            .to_editor(link, &req.id, with_newline(raw), ticket);
+        self.relay.to_editor(link, req, ticket);
     }
 
     fn notification(&self, _link: &Arc<Link>, n: Notification, raw: &[u8]) {
-        if n.method == CANCEL_REQUEST
-            && let Some(id) = n
-                .params
-                .get("requestId")
-                .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok())
+        if n.method != CANCEL_REQUEST {
+            self.relay.forward_to_editor(with_newline(raw), false);
+            return;
+        }
+        if let Some(id) = n
+            .params
+            .get("requestId")
+            .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok())
             && let Some(session) = lock(&self.relay.answering).get(&key(&id)).cloned()
         {
             session.state.cancel(&id);
             return;
         }
-        self.relay.forward_to_editor(with_newline(raw), false);
+        if let Some(line) = self.relay.relayed_cancel(&n, false) {
+            self.relay.forward_to_editor(line, false);
+        } else {
+            tracing::debug!("the agent cancelled a request it has not sent the editor");
+        }
     }
 
     fn raw_notification(&self, link: &Arc<Link>, n: RawNotification) {
@@ -460,14 +533,18 @@ impl Handler for AgentSide {
         }
     }
 
-    fn response(&self, _link: &Arc<Link>, r: Response, raw: &[u8]) {
-        // An answer to an editor request forwarded to the agent.
-        let pending = lock(&self.relay.to_agent).pending.remove(&key(&r.id));
-        let Some(editor) = self.relay.editor() else {
+    fn response(&self, _link: &Arc<Link>, r: Response, _raw: &[u8]) {
+        // An answer to an editor request forwarded to the agent, under the
+        // proxy's id for it: it goes back under the editor's id.
+        let pending = match r.id {
+            RequestId::Number(n) => lock(&self.relay.to_agent).pending.remove(&n),
+            _ => None,
+        };
+        let Some(Pending { id, ticket, then }) = pending else {
+            tracing::warn!(id = %key(&r.id), "the agent answered a request nobody asked it: dropped");
             return;
         };
-        let Some(Pending { ticket, then }) = pending else {
-            editor.send(with_newline(raw));
+        let Some(editor) = self.relay.editor() else {
             return;
         };
         if let (
@@ -488,7 +565,7 @@ impl Handler for AgentSide {
                 self.relay.sessions.bind(&sid, runtime, &self.relay.service);
             }
         }
-        editor.answer(with_newline(raw), ticket);
+        editor.answer(message::response_line(&id, &r.result), ticket);
     }
 
     fn shutdown(&self) {
@@ -528,6 +605,20 @@ fn offer_fs(params: &mut Value) {
 /// The map key of a request id: its JSON text (`1` and `"1"` differ).
 fn key(id: &RequestId) -> String {
     serde_json::to_string(id).unwrap_or_default()
+}
+
+/// A relayed request's line under the proxy's id `n` (`params` left out
+/// when the sender sent none).
+fn relayed_request(n: i64, method: &str, params: &Value) -> Vec<u8> {
+    let id = RequestId::Number(n);
+    if params.is_null() {
+        let mut line = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method}))
+            .unwrap_or_default();
+        line.push(b'\n');
+        line
+    } else {
+        message::request_line(&id, method, params)
+    }
 }
 
 fn with_newline(raw: &[u8]) -> Vec<u8> {

@@ -23,8 +23,18 @@ pub(crate) struct Session {
     questions: Mutex<HashMap<u64, CancellationToken>>,
 }
 
-/// Numbers permission questions (and their tool-call ids) across sessions.
+/// Numbers permission questions across sessions.
 static QUESTIONS: AtomicU64 = AtomicU64::new(1);
+
+/// The tool-call id of question `n`: `writegate-approval-<random>-<n>`, the
+/// random part drawn once per process. The agent never sees it, so it
+/// cannot send a `session/update` that retitles the question in the
+/// editor's view.
+pub(crate) fn tool_call_id(n: u64) -> String {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let prefix = PREFIX.get_or_init(writegate_acp::outgoing::unpredictable_hex);
+    format!("writegate-approval-{prefix}-{n}")
+}
 
 impl Session {
     /// Opens a permission question: its number and the token that
