@@ -900,3 +900,47 @@ fn a_rejection_through_the_proxy_says_not_to_retry_and_never_to_call_approve() {
     assert!(!env.exists());
     e.finish();
 }
+
+/// When the agent died while a child of its own kept its stdout open, the
+/// proxy answered the editor's pending prompt only after the 5 s grace
+/// (it waited for the end of the output, not for the process), and the
+/// child outlived the proxy (Claude's ACP adapter leaves its CLI running).
+/// The proxy now watches the process: the prompt is answered at once, and
+/// the agent's whole process group ends with it.
+#[test]
+fn an_agent_whose_child_holds_its_stdout_is_answered_at_exit_and_its_group_ended() {
+    let t = Tree::new();
+    let pidfile = t.base.join("child.pid");
+    // The agent starts a child that inherits its stdout and outlives it.
+    let command = [
+        "/bin/sh".into(),
+        "-c".into(),
+        "sleep 60 & echo $! > \"$0\"; exec \"$1\"".into(),
+        pidfile.clone().into_os_string(),
+        agent_bin().into_os_string(),
+    ];
+    let mut e = proxy_running(&t, &[], &command);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let child: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!gone(child));
+    let start = Instant::now();
+    let (r, _) = e.prompt(&s, "exit 3", &mut |r| panic!("unexpected request {r}"));
+    let waited = start.elapsed();
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the agent exited (exit status 3)")),
+        "{r}"
+    );
+    // Far below the 5 s grace it used to take (the target is 100 ms; the
+    // bound is loose for a loaded machine).
+    assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
+    assert_eq!(e.d.wait_exit().code(), Some(3));
+    eventually("the agent's child ended with it", || gone(child));
+    assert_no_fs(&e.seen);
+}

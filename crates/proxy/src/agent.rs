@@ -22,15 +22,17 @@ pub(crate) struct Spawned {
 }
 
 /// Starts `program args`: stdin and stdout are pipes to the proxy, stderr
-/// is the proxy's own. The child gets SIGTERM from the kernel if the thread
-/// that spawned it (the proxy's main thread) dies first, so a proxy killed
-/// with SIGKILL leaves no agent behind.
+/// is the proxy's own. The child leads a process group of its own, so the
+/// proxy can end whatever it started ([`end_group`]), and gets SIGTERM from
+/// the kernel if the thread that spawned it (the proxy's main thread) dies
+/// first, so a proxy killed with SIGKILL leaves no agent behind.
 pub(crate) fn spawn(program: &OsStr, args: &[OsString]) -> io::Result<Spawned> {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(Stdio::inherit())
+        .process_group(0);
     // SAFETY: the closure runs in the forked child before `exec`; it only
     // makes the prctl(2) system call, which is async-signal-safe, and
     // allocates nothing.
@@ -67,6 +69,40 @@ pub(crate) fn terminate(child: &Child) {
     {
         let _ = rustix::process::kill_process(pid, Signal::TERM);
     }
+}
+
+/// Sends `signal` to every process left in the agent's process group (its
+/// children; the agent itself has been reaped). `pid` is the agent's pid,
+/// which is the group's id. Returns whether any process was left.
+pub(crate) fn signal_group(pid: Option<u32>, signal: Signal) -> bool {
+    let Some(pid) = pid
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw)
+    else {
+        return false;
+    };
+    rustix::process::kill_process_group(pid, signal).is_ok()
+}
+
+/// Ends what is left of the agent's process group: SIGTERM, then SIGKILL
+/// to whatever is still there after `grace`.
+pub(crate) async fn end_group(pid: Option<u32>, grace: std::time::Duration) {
+    if !signal_group(pid, Signal::TERM) {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + grace;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        if let Some(pid) = pid
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(Pid::from_raw)
+            && rustix::process::test_kill_process_group(pid).is_err()
+        {
+            return;
+        }
+    }
+    tracing::warn!("the agent's children did not exit within the grace period: killing them");
+    signal_group(pid, Signal::KILL);
 }
 
 /// The proxy's own exit status for the agent's: its exit code, or 128 +

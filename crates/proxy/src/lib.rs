@@ -80,7 +80,8 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
         stdout,
         direct,
     } = agent;
-    tracing::info!(pid = child.id(), "agent started");
+    let agent_pid = child.id();
+    tracing::info!(pid = agent_pid, "agent started");
     let relay = Arc::new(Relay::new(service.clone()));
     let agent_shared = shared(&service);
     let editor_shared = shared(&service);
@@ -138,8 +139,21 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
     tracing::info!(%status, "agent exited");
     // Nobody will read answers to what the agent still asked.
     relay.cancel_sessions();
-    // Whatever the agent wrote before it exited is still forwarded; a
-    // descendant holding its stdout open does not keep the proxy alive.
+    // The agent's children (Claude's ACP adapter leaves its CLI running)
+    // end with it: SIGTERM now, SIGKILL after the grace period.
+    let group = tokio::spawn(agent::end_group(agent_pid, grace));
+    // Whatever the agent wrote before it exited is already in the pipe and
+    // still forwarded; the editor's pending requests are answered once that
+    // is read, or after a moment when a descendant keeps the pipe open (it
+    // is the process's exit that counts, not the end of its output).
+    if !agent_eof
+        && tokio::time::timeout(AGENT_OUTPUT_DRAIN, relay.agent_eof.cancelled())
+            .await
+            .is_err()
+    {
+        tracing::debug!("the agent's stdout is still open after it exited (a child holds it)");
+    }
+    relay.agent_exited(&agent::describe(status));
     if !agent_eof
         && tokio::time::timeout(grace, relay.agent_eof.cancelled())
             .await
@@ -147,7 +161,7 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
     {
         agent_shared.shutdown.cancel();
     }
-    relay.agent_exited(&agent::describe(status));
+    let _ = group.await;
     if !editor_eof {
         editor_shared.shutdown.cancel();
     }
@@ -157,6 +171,12 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
     restore.put_back();
     Ok(code)
 }
+
+/// How long the editor's pending requests wait, once the agent has exited,
+/// for the end of its output before they are answered: what it wrote is
+/// already in the pipe, so this only bounds the wait when its children
+/// hold the pipe open.
+const AGENT_OUTPUT_DRAIN: Duration = Duration::from_millis(50);
 
 /// Passes a signal the proxy got on to the agent as SIGTERM and starts the
 /// grace period.
