@@ -1346,3 +1346,34 @@ fn regression_a_call_with_a_lone_surrogate_is_answered_invalid_params() {
     assert!(!t.ws.join("a.txt").exists());
     assert!(t.audit_events().is_empty());
 }
+
+/// MCP client roots were readable whole: a client root of a home
+/// directory let the model read `.ssh/id_rsa`. In a workspace that only
+/// the client's roots named, a credential path is held like a write to it:
+/// the person is asked (here the client cannot ask, so it is refused), and
+/// ordinary files there still read freely.
+#[test]
+fn a_client_root_of_a_home_directory_cannot_read_ssh_keys() {
+    let t = Tree::new();
+    let caps = Caps {
+        roots: true,
+        ..PLAIN
+    };
+    let home = t.wsb.clone();
+    fs::create_dir(home.join(".ssh")).unwrap();
+    let key = home.join(".ssh/id_rsa");
+    fs::write(&key, "SECRET KEY\n").unwrap();
+    fs::write(home.join(".env"), "TOKEN=1\n").unwrap();
+    fs::write(home.join("notes.txt"), "hello\n").unwrap();
+    let mut audit = t.audit();
+    let m = start(&t, &[], &caps, &[&home]);
+    let (txt, _) = m.ok("read_file", json!({"path": home.join("notes.txt")}));
+    assert!(txt.contains("hello"), "{txt}");
+    one_event(&mut audit, "fs.access", "read_file");
+    for secret in [key.clone(), home.join(".env")] {
+        let txt = m.refused("read_file", json!({"path": secret}), "approval_required");
+        assert!(!txt.contains("SECRET") && !txt.contains("TOKEN"), "{txt}");
+        one_event(&mut audit, "fs.denied", "read_file");
+    }
+    m.close();
+}

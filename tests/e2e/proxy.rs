@@ -944,3 +944,73 @@ fn an_agent_whose_child_holds_its_stdout_is_answered_at_exit_and_its_group_ended
     eventually("the agent's child ended with it", || gone(child));
     assert_no_fs(&e.seen);
 }
+
+/// A marked external edit of an existing file never happened: an agent
+/// reads a file before it edits it (qwen-code does), and reads outside the
+/// workspace were refused. Where a marked write would be allowed, the read
+/// is served too (one event, writer `external`); a credential path outside
+/// the workspace is read only when the person allows it.
+#[test]
+fn an_outside_file_is_read_then_edited_as_qwen_code_does_but_credentials_are_asked() {
+    let t = Tree::new();
+    let mut audit = t.audit();
+    let notes = t.out.join("notes.txt");
+    std::fs::write(&notes, "one\r\ntwo\r\n").unwrap();
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let reports = e.run(
+        &s,
+        &format!(
+            "read {}\nexternal {} \"one\\r\\nTWO\\r\\n\"",
+            notes.display(),
+            notes.display()
+        ),
+    );
+    assert_eq!(ok(&reports[0])["content"], "one\r\ntwo\r\n", "{reports:?}");
+    ok(&reports[1]);
+    assert_eq!(std::fs::read(&notes).unwrap(), b"one\r\nTWO\r\n");
+    let ev = audit.new_events();
+    assert_eq!(ev.len(), 2, "one event each: {ev:?}");
+    for (e, intent) in ev.iter().zip(["read", "write"]) {
+        assert_eq!(e["type"], "fs.access", "{e}");
+        assert_eq!(e["intent"], intent, "{e}");
+        assert_eq!(e["writer"], "external", "{e}");
+    }
+
+    // A private key outside the workspace: the person is asked; "Reject"
+    // returns nothing of it.
+    let ssh = t.out.join(".ssh");
+    std::fs::create_dir(&ssh).unwrap();
+    let key = ssh.join("id_rsa");
+    std::fs::write(&key, "SECRET KEY\n").unwrap();
+    let script = format!("read {}", key.display());
+    let mut asked = Vec::new();
+    let (_, reports) = e.prompt(&s, &script, &mut |q| {
+        asked.push(q.clone());
+        Some(select("reject_once"))
+    });
+    assert_eq!(asked.len(), 1);
+    let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(title.starts_with("Read "), "{title}");
+    let refused = err(&reports[0]);
+    assert_eq!(
+        refused["data"]["errorKind"], "approval_required",
+        "{refused}"
+    );
+    assert!(!refused.to_string().contains("SECRET"), "{refused}");
+    assert_eq!(audit.one("fs.denied")["approval"], "denied");
+    // Allowed once: read.
+    let (_, reports) = e.prompt(&s, &script, &mut |_| Some(select("allow_once")));
+    assert_eq!(ok(&reports[0])["content"], "SECRET KEY\n");
+    assert_eq!(audit.one("fs.access")["approval"], "allowed_once");
+    e.finish();
+
+    // Without external writes, reads outside stay refused.
+    let mut e = proxy(&t, &["--no-external-writes"]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let r = e.run(&s, &format!("read {}", notes.display()));
+    assert_eq!(err(&r[0])["data"]["errorKind"], "path_outside_workspace");
+    e.finish();
+}

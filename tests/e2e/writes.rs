@@ -513,7 +513,9 @@ fn regression_an_edit_joining_a_lone_cr_and_a_lf_is_line_ending_conflict() {
 #[test]
 fn regression_read_refusals_name_the_path_and_say_read() {
     let s = Tree::new();
-    let mut d = s.stdio_daemon(&["--allow-read"]);
+    // With external writes on, a read outside is served where a marked
+    // write would be; off, it is refused in a read's words.
+    let mut d = s.stdio_daemon(&["--allow-read", "--no-external-writes"]);
     let mut c = d.stdio_client();
     let device = s.ws.join("aux.ts");
     let outside = s.out.join("elsewhere.txt");

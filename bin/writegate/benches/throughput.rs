@@ -283,6 +283,7 @@ fn inproc_service(t: &Tree) -> (Service, OpCtx) {
         route: "ACP writeTextFile",
         cancel: Arc::new(AtomicBool::new(false)),
         approver: None,
+        client_root: false,
     };
     (svc, ctx)
 }

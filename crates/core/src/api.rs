@@ -111,6 +111,10 @@ pub struct OpCtx {
     /// Who to ask when the approval gate holds the operation; `None`: the
     /// refusal `approval_required` goes back to the client (SPEC 12).
     pub approver: Option<Arc<dyn Approver>>,
+    /// The runtime's workspace was named only by the MCP client's roots,
+    /// not by the user: credential paths in it are read only with a
+    /// person's approval, as outside any workspace.
+    pub client_root: bool,
 }
 
 impl OpCtx {

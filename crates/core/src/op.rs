@@ -312,16 +312,56 @@ impl<'s> Op<'s> {
         Ok(Target { canonical })
     }
 
-    /// Resolves a read's path: workspace only (SPEC 3).
+    /// Resolves a read's path (SPEC 3): inside the workspace; or, on a
+    /// connection whose marked writes may take the external writer (and
+    /// with external writes on), outside it where such a write would be
+    /// allowed, through the same external checks, recorded with writer
+    /// `external`. Outside the workspace, and in a workspace that only an
+    /// MCP client's roots named, a credential path is held by the gate
+    /// ([`Approvals::check_read`]) until a person allows it.
     pub(crate) fn resolve_read(&mut self, raw: &Path) -> Result<Target, Failure> {
         self.check_open()?;
         let root = &self.ctx.runtime.root;
-        let r = writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root))
-            .map_err(|e| resolve_refusal(e, root, "read"))?;
-        self.hash_canonical(&r.canonical);
-        Ok(Target {
-            canonical: r.canonical,
-        })
+        let (canonical, outside) =
+            match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root)) {
+                Ok(r) => (r.canonical, false),
+                Err(ResolveError::OutsideWorkspace(msg))
+                    if self.ctx.allows.external_writer && self.cfg.external_writes_enabled() =>
+                {
+                    self.event().writer = Writer::External;
+                    let ext = writegate_paths::resolve_external(&OsView, raw)
+                        .map_err(|e| resolve_refusal(e, root, "read"))?;
+                    // As for writes: a path refused inside for another
+                    // reason stays refused.
+                    if writegate_paths::is_within(&ext.canonical, root) {
+                        return Err(resolve_refusal(
+                            ResolveError::OutsideWorkspace(msg),
+                            root,
+                            "read",
+                        )
+                        .into());
+                    }
+                    (ext.canonical, true)
+                }
+                Err(e) => return Err(resolve_refusal(e, root, "read").into()),
+            };
+        self.hash_canonical(&canonical);
+        let target = Target { canonical };
+        if outside || self.ctx.client_root {
+            let session = self.ctx.session_id.as_deref().unwrap_or("");
+            let held = self.svc.approvals().check_read(
+                &self.cfg.policy,
+                &GateRequest {
+                    mode: "read",
+                    canonical: &target.canonical,
+                    root: &self.ctx.runtime.root,
+                    session,
+                    workspace: &self.ctx.runtime.id,
+                },
+            );
+            self.ask_if_held(held, &target, "read")?;
+        }
+        Ok(target)
     }
 
     /// The event's `pathHash` becomes the canonical path's. `begin` hashed
@@ -360,6 +400,19 @@ impl<'s> Op<'s> {
                 workspace: &self.ctx.runtime.id,
             },
         );
+        self.ask_if_held(held, target, mode)
+    }
+
+    /// What the gate `held` becomes: nothing when it let the operation
+    /// through; otherwise, with an [`Approver`], the person's answer (see
+    /// [`Op::approve`]); without one, the refusal.
+    fn ask_if_held(
+        &mut self,
+        held: Result<(), Refusal>,
+        target: &Target,
+        mode: &'static str,
+    ) -> Result<(), Failure> {
+        let session = self.ctx.session_id.as_deref().unwrap_or("");
         let Err(refusal) = held else { return Ok(()) };
         let (
             Some(approver),

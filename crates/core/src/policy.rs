@@ -1107,6 +1107,42 @@ impl Approvals {
     }
 }
 
+impl Approvals {
+    /// The gate for a read (`mode` `read`) of a file the connection may read
+    /// only because of where the request came from: outside the workspace
+    /// (a marked flow's read), or in a workspace that only an MCP client's
+    /// roots named. There a credential path (the [`protected_reason`] list:
+    /// `.ssh/`, keys, `.env`, `.netrc`, cloud credentials ...) is held, as a
+    /// write would be, until a person approves the literal command
+    /// `edit_file read <path>`; every other file reads freely. A config
+    /// rule that matches the command rates it instead (so a rule can allow
+    /// one such read for good); system paths do not apply to reads.
+    pub fn check_read(&self, policy: &PolicyConfig, req: &GateRequest<'_>) -> Result<(), Refusal> {
+        let command = synthetic_command(req.mode, req.canonical);
+        let verdict = if let Some(rule) = policy
+            .rules
+            .iter()
+            .find(|r| glob_match(&r.pattern, &command))
+        {
+            Verdict {
+                level: rule.level,
+                reason: format!("config rule `{}`", rule.pattern).into(),
+            }
+        } else if let Some(reason) = protected_reason(req.canonical) {
+            Verdict {
+                level: Level::Dangerous,
+                reason: Cow::Borrowed(reason),
+            }
+        } else {
+            return Ok(());
+        };
+        if verdict.level <= policy.auto_approve || self.take(&command, req.session, req.workspace) {
+            return Ok(());
+        }
+        Err(approval_required(&command, &verdict, req.session))
+    }
+}
+
 /// The `approval_required` refusal for `command`, with the facts a front
 /// end needs to offer the approval ([`Detail::Approval`]).
 fn approval_required(command: &str, verdict: &Verdict, session: &str) -> Refusal {

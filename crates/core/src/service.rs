@@ -617,6 +617,7 @@ mod tests {
             route: "test",
             cancel: Arc::new(AtomicBool::new(false)),
             approver: None,
+            client_root: false,
         }
     }
 

@@ -57,6 +57,7 @@ impl World {
             route: "test",
             cancel: Arc::new(AtomicBool::new(false)),
             approver: None,
+            client_root: false,
         }
     }
 

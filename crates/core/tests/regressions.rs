@@ -81,6 +81,7 @@ fn issue_13_appends_through_a_bind_mount_lose_nothing() {
                     route: "test",
                     cancel: Arc::new(AtomicBool::new(false)),
                     approver: None,
+                    client_root: false,
                 };
                 for i in 0..per {
                     svc.edit_text_file(&ctx, &append(&dir.join("log.txt"), format!("{t} {i}\n")))

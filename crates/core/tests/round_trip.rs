@@ -97,6 +97,7 @@ fn world() -> World {
         route: "test",
         cancel: Arc::new(AtomicBool::new(false)),
         approver: None,
+        client_root: false,
     };
     World {
         svc,

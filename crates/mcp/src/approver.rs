@@ -67,10 +67,9 @@ pub(crate) fn form(version: Option<&ProtocolVersion>) -> ElicitationSchema {
 
 /// The question in words.
 pub(crate) fn message(q: &ApprovalQuestion) -> String {
-    let what = if q.mode == "write" {
-        "write".to_string()
-    } else {
-        format!("edit ({})", q.mode)
+    let what = match q.mode {
+        "write" | "read" => q.mode.to_string(),
+        _ => format!("edit ({})", q.mode),
     };
     format!(
         "An agent asks writegate to {what} {}. This path is held for your approval: {} (rated {}). Allow it?",

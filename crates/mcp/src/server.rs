@@ -213,6 +213,7 @@ impl McpServer {
                 route,
                 cancel: Arc::new(AtomicBool::new(false)),
                 approver,
+                client_root,
             },
             client_root,
         })

@@ -81,7 +81,11 @@ pub(crate) fn permission_request(
     n: u64,
     q: &ApprovalQuestion,
 ) -> RequestPermissionRequest {
-    let verb = if q.mode == "write" { "Write" } else { "Edit" };
+    let verb = match q.mode {
+        "write" => "Write",
+        "read" => "Read",
+        _ => "Edit",
+    };
     let fields = ToolCallUpdateFields::new()
         .title(format!("{verb} {} ({})", q.path.display(), q.reason))
         .kind(ToolKind::Edit)

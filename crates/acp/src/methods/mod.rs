@@ -61,6 +61,7 @@ impl Call<'_> {
             route,
             cancel: self.cancel.clone(),
             approver: self.approver.clone(),
+            client_root: false,
         }
     }
 }
