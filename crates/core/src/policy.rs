@@ -3,7 +3,9 @@
 //! Every write and edit is judged as `edit_file <mode> <canonical path>`
 //! ([`synthetic_command`]). The rating is pure ([`judge`], [`rate`]): the
 //! first matching config rule, else the built-in protected-path rules
-//! ([`protected_reason`], [`system_reason`]), else `moderate`. Approvals live
+//! ([`protected_reason`]), an existing read-only file
+//! ([`read_only_reason`]) or a system path ([`system_reason`]), else
+//! `moderate`. Approvals live
 //! in [`Approvals`]; the persistent scope is written through `writegate-fs`.
 //!
 //! An approval names what it covers in one of two forms ([`Grant`]):
@@ -424,6 +426,24 @@ pub fn system_reason(canonical: &Path, root: Option<&Path>) -> Option<String> {
     None
 }
 
+/// Whether permission bits `mode` leave the owner without write
+/// permission (`0o200` unset): the file is read-only.
+pub fn is_read_only(mode: u32) -> bool {
+    mode & 0o200 == 0
+}
+
+/// The reason an existing file with permission bits `file_mode` is held,
+/// or `None` (no file yet, or its owner may write it). Someone took the
+/// write bit away on purpose; the atomic rename would replace the file
+/// anyway (it needs only the directory's permission), so a person decides.
+pub fn read_only_reason(file_mode: Option<u32>) -> Option<String> {
+    let mode = file_mode.filter(|m| is_read_only(*m))?;
+    Some(format!(
+        "read-only file (mode {:04o}): its owner write bit is off, so it is meant to stay as it is; an approved write keeps that mode",
+        mode & 0o7777
+    ))
+}
+
 /// The gate's judgement of one operation: its level and why, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -435,14 +455,17 @@ pub struct Verdict {
 
 /// Judges a synthetic command (SPEC 12): the first matching config rule
 /// decides (it may lower a built-in rule); otherwise a protected path
-/// ([`protected_reason`]) or a system path ([`system_reason`], with the
-/// workspace `root` of the operation) is `dangerous`; otherwise `moderate`
-/// (every write and edit is at least moderate).
+/// ([`protected_reason`]), an existing read-only file (`file_mode`, its
+/// permission bits, [`read_only_reason`]) or a system path
+/// ([`system_reason`], with the workspace `root` of the operation) is
+/// `dangerous`; otherwise `moderate` (every write and edit is at least
+/// moderate).
 pub fn judge(
     policy: &PolicyConfig,
     command: &str,
     canonical: &Path,
     root: Option<&Path>,
+    file_mode: Option<u32>,
 ) -> Verdict {
     if let Some(rule) = policy
         .rules
@@ -460,6 +483,12 @@ pub fn judge(
             reason: reason.into(),
         };
     }
+    if let Some(reason) = read_only_reason(file_mode) {
+        return Verdict {
+            level: Level::Dangerous,
+            reason: reason.into(),
+        };
+    }
     if let Some(reason) = system_reason(canonical, root) {
         return Verdict {
             level: Level::Dangerous,
@@ -472,10 +501,10 @@ pub fn judge(
     }
 }
 
-/// The level of a synthetic command with no workspace exemption (see
-/// [`judge`]).
+/// The level of a synthetic command with no workspace exemption, for a
+/// file that does not exist yet or is writable (see [`judge`]).
 pub fn rate(policy: &PolicyConfig, command: &str, canonical: &Path) -> Level {
-    judge(policy, command, canonical, None).level
+    judge(policy, command, canonical, None, None).level
 }
 
 // ---------------------------------------------------------------------------
@@ -653,6 +682,9 @@ pub struct GateRequest<'a> {
     pub session: &'a str,
     /// Runtime id of the workspace.
     pub workspace: &'a str,
+    /// Permission bits of the existing file (`None`: no file there yet),
+    /// for [`read_only_reason`].
+    pub file_mode: Option<u32>,
 }
 
 /// Whom a grant covers.
@@ -1087,7 +1119,13 @@ impl Approvals {
     /// the hint says how to approve.
     pub fn check(&self, policy: &PolicyConfig, req: &GateRequest<'_>) -> Result<(), Refusal> {
         let command = synthetic_command(req.mode, req.canonical);
-        let verdict = judge(policy, &command, req.canonical, Some(req.root));
+        let verdict = judge(
+            policy,
+            &command,
+            req.canonical,
+            Some(req.root),
+            req.file_mode,
+        );
         if verdict.level <= policy.auto_approve || self.take(&command, req.session, req.workspace) {
             return Ok(());
         }
@@ -1396,7 +1434,7 @@ mod tests {
             "/run/systemd/system/x.service",
         ] {
             let path = Path::new(path);
-            let v = judge(&p, &cmd(path.to_str().unwrap()), path, Some(ws));
+            let v = judge(&p, &cmd(path.to_str().unwrap()), path, Some(ws), None);
             assert_eq!(v.level, Level::Dangerous, "{}", path.display());
             assert!(v.reason.starts_with("system path"), "{v:?}");
             assert_eq!(
@@ -1413,7 +1451,7 @@ mod tests {
         ] {
             let path = Path::new(path);
             assert_eq!(
-                judge(&p, &cmd(path.to_str().unwrap()), path, Some(ws)).level,
+                judge(&p, &cmd(path.to_str().unwrap()), path, Some(ws), None).level,
                 Level::Moderate,
                 "{}",
                 path.display()
@@ -1453,7 +1491,7 @@ mod tests {
         let root = Path::new("/root/src");
         let env = Path::new("/root/src/.env");
         assert_eq!(
-            judge(&p, &cmd("/root/src/.env"), env, Some(root)).level,
+            judge(&p, &cmd("/root/src/.env"), env, Some(root), None).level,
             Level::Dangerous
         );
         // A workspace of `/` or `/etc` exempts nothing in the hard system
@@ -1461,6 +1499,83 @@ mod tests {
         for root in ["/", "/etc", "/usr"] {
             assert!(system_reason(Path::new("/etc/passwd"), Some(Path::new(root))).is_some());
         }
+    }
+
+    /// Issue 25: a write over a file whose owner write bit is off replaced
+    /// it silently (the rename needs only the directory's permission). It
+    /// is held now, like a protected path, and a config rule can still
+    /// lower it.
+    #[test]
+    fn issue_25_a_read_only_file_is_held() {
+        let p = PolicyConfig::default();
+        let f = Path::new("/r/notes.txt");
+        let c = cmd("/r/notes.txt");
+        for mode in [0o444, 0o400, 0o555, 0o440, 0o044, 0o000, 0o4444, 0o1555] {
+            let v = judge(&p, &c, f, Some(Path::new("/r")), Some(mode));
+            assert_eq!(v.level, Level::Dangerous, "{mode:o}");
+            assert!(v.reason.starts_with("read-only file (mode "), "{v:?}");
+            assert!(
+                v.reason.contains(&format!("{:04o}", mode & 0o7777)),
+                "{v:?}"
+            );
+        }
+        for mode in [
+            None,
+            Some(0o644),
+            Some(0o600),
+            Some(0o200),
+            Some(0o755),
+            Some(0o4755),
+        ] {
+            let v = judge(&p, &c, f, Some(Path::new("/r")), mode);
+            assert_eq!(v.level, Level::Moderate, "{mode:?}");
+        }
+        // A protected path keeps its own reason; a rule lowers both.
+        let env = Path::new("/r/.env");
+        let v = judge(&p, &cmd("/r/.env"), env, None, Some(0o444));
+        assert_eq!(v.reason, ENV_FILE);
+        let lax = PolicyConfig {
+            auto_approve: Level::Moderate,
+            rules: vec![PolicyRule {
+                pattern: "edit_file * /r/*".into(),
+                level: Level::Moderate,
+            }],
+        };
+        assert_eq!(judge(&lax, &c, f, None, Some(0o444)).level, Level::Moderate);
+        // The gate holds it until the refused command is approved.
+        let (_d, a) = approvals();
+        let req = GateRequest {
+            mode: "append",
+            canonical: f,
+            root: Path::new("/r"),
+            session: "s",
+            workspace: "w",
+            file_mode: Some(0o444),
+        };
+        let r = a.check(&p, &req).unwrap_err();
+        assert_eq!(r.kind, ErrorKind::ApprovalRequired);
+        assert!(r.hint.contains("read-only file"), "{}", r.hint);
+        let Some(Detail::Approval {
+            command, reason, ..
+        }) = r.detail
+        else {
+            panic!("no detail")
+        };
+        assert!(reason.starts_with("read-only file"), "{reason}");
+        assert!(
+            a.check(
+                &p,
+                &GateRequest {
+                    file_mode: Some(0o644),
+                    ..req
+                }
+            )
+            .is_ok()
+        );
+        a.grant(&Grant::Command(command), Scope::Once, "s", "w")
+            .unwrap();
+        assert!(a.check(&p, &req).is_ok());
+        assert!(a.check(&p, &req).is_err(), "once is spent");
     }
 
     #[test]
@@ -1481,7 +1596,7 @@ mod tests {
         let env = Path::new("/r/.env");
         assert_eq!(rate(&p, &synthetic_command("write", env), env), Level::Safe);
         let other = Path::new("/r/a.txt");
-        let v = judge(&p, &synthetic_command("write", other), other, None);
+        let v = judge(&p, &synthetic_command("write", other), other, None, None);
         assert_eq!(v.level, Level::Dangerous);
         assert_eq!(v.reason, "config rule `edit_file * /r/*`");
     }
@@ -1613,6 +1728,7 @@ mod tests {
             root: Path::new("/r"),
             session: "s",
             workspace: "w",
+            file_mode: None,
         };
         let r = a.check(&policy, &req).unwrap_err();
         let Some(Detail::Approval { command: shown, .. }) = r.detail else {
@@ -1913,6 +2029,7 @@ mod tests {
             root: Path::new("/r"),
             session: "s1",
             workspace: "w",
+            file_mode: None,
         };
         let r = a.check(&policy, &req).unwrap_err();
         assert_eq!(r.kind, ErrorKind::ApprovalRequired);

@@ -19,6 +19,9 @@ pub struct ExternalTarget {
     /// `(dev, ino)` of the lstat'd existing regular leaf (equal to those of
     /// its realpath when this was computed); `None` for a new leaf.
     pub existing: Option<(u64, u64)>,
+    /// Permission bits (`st_mode & 0o7777`) of that existing leaf; `None`
+    /// for a new leaf.
+    pub mode: Option<u32>,
 }
 
 /// SPEC 7.1 steps 2-3, in exactly this order:
@@ -116,6 +119,7 @@ fn check_once(
             return Ok(ExternalTarget {
                 canonical: canonical_parent.join(leaf),
                 existing: None,
+                mode: None,
             });
         }
         Err(e) => return Err(io_error(&e, "lstat", input)),
@@ -164,5 +168,6 @@ fn check_once(
     Ok(ExternalTarget {
         canonical,
         existing: Some((first.dev, first.ino)),
+        mode: Some(second.mode),
     })
 }

@@ -27,6 +27,10 @@ pub struct Resolved {
     /// Kind of the existing canonical leaf (never [`FileKind::Symlink`]);
     /// `None` when it does not exist.
     pub kind: Option<FileKind>,
+    /// Permission bits (`st_mode & 0o7777`) of the existing canonical leaf,
+    /// as the resolver's own `lstat` of it saw them; `None` when it does not
+    /// exist or was not looked at (a path that names the root itself).
+    pub mode: Option<u32>,
 }
 
 /// Whether `path` is `root` or inside it, comparing whole path components
@@ -134,12 +138,12 @@ pub fn resolve(
         None => walk_outside(&mut walker, &lex, input, &roots)?,
     };
 
-    let (canonical, kind) = match loc {
-        Loc::Exists { path, kind } => (path, Some(kind)),
+    let (canonical, kind, mode) = match loc {
+        Loc::Exists { path, kind, mode } => (path, Some(kind), mode),
         Loc::Missing { base, tail } => {
             let mut p = base;
             p.extend(tail);
-            (p, None)
+            (p, None, None)
         }
     };
     if lex.dir_required && kind != Some(FileKind::Dir) {
@@ -167,6 +171,7 @@ pub fn resolve(
         root,
         exists: kind.is_some(),
         kind,
+        mode,
     })
 }
 
@@ -365,8 +370,13 @@ enum Piece {
 
 /// Where a walk stands.
 enum Loc {
-    /// An existing, canonical entry (never a symlink).
-    Exists { path: PathBuf, kind: FileKind },
+    /// An existing, canonical entry (never a symlink); `mode` its
+    /// permission bits when it was looked at.
+    Exists {
+        path: PathBuf,
+        kind: FileKind,
+        mode: Option<u32>,
+    },
     /// `base` is the deepest existing ancestor (a canonical directory); `tail`
     /// (non-empty, plain names) is missing below it.
     Missing { base: PathBuf, tail: Vec<OsString> },
@@ -415,20 +425,29 @@ impl<'v> Walker<'v> {
         let mut loc = Loc::Exists {
             path: start,
             kind: FileKind::Dir,
+            mode: None,
         };
         while let Some(piece) = pending.pop_front() {
             loc = match loc {
-                Loc::Exists { path, kind } if kind != FileKind::Dir => {
+                Loc::Exists { path, kind, .. } if kind != FileKind::Dir => {
                     return Err(ResolveError::ParseError(format!(
                         "{} is not a directory",
                         path.display()
                     )));
                 }
-                Loc::Exists { mut path, kind } => match piece {
-                    Piece::Cur => Loc::Exists { path, kind },
+                Loc::Exists {
+                    mut path,
+                    kind,
+                    mode,
+                } => match piece {
+                    Piece::Cur => Loc::Exists { path, kind, mode },
                     Piece::Parent => {
                         path.pop();
-                        Loc::Exists { path, kind }
+                        Loc::Exists {
+                            path,
+                            kind,
+                            mode: None,
+                        }
                     }
                     Piece::Name(name) => self.step(path, name)?,
                 },
@@ -445,6 +464,7 @@ impl<'v> Walker<'v> {
                             Loc::Exists {
                                 path: std::mem::take(&mut base),
                                 kind: FileKind::Dir,
+                                mode: None,
                             }
                         } else {
                             Loc::Missing { base, tail }
@@ -468,7 +488,11 @@ impl<'v> Walker<'v> {
                     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
                     self.follow(path, &dir)
                 }
-                kind => Ok(Loc::Exists { path, kind }),
+                kind => Ok(Loc::Exists {
+                    path,
+                    kind,
+                    mode: Some(st.mode),
+                }),
             },
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // `name` is one normal component: popping it gives `dir`.
