@@ -296,6 +296,33 @@ fn issue_25_a_read_only_file_is_held_until_approved() {
     assert_eq!(audit.one("fs.access")["mode"], "replace");
 }
 
+/// Issue 25: NTFS spellings of protected names (an 8.3 short name, an
+/// alternate data stream) were ordinary names, written without asking.
+/// Through `serve` they are held like the names they stand for, and
+/// nothing is created.
+#[test]
+fn issue_25_ntfs_spellings_of_protected_names_are_held() {
+    let t = Tree::new();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
+    for rel in [
+        "GIT~1/config",
+        "ENV~1",
+        ".git::$INDEX_ALLOCATION/config",
+        ".env::$DATA",
+        ".env:stream",
+        "SSH~1/authorized_keys",
+    ] {
+        let target = t.ws.join(rel);
+        let before = t.snapshot();
+        let r = c.call("fs/write_text_file", write_params(&target, "x\n"));
+        assert_refused(&r, "approval_required");
+        assert_eq!(r["error"]["data"]["level"], "dangerous", "{rel}: {r}");
+        assert_eq!(t.snapshot(), before, "{rel}: nothing created");
+        assert_eq!(audit.one("fs.denied")["errorKind"], "approval_required");
+    }
+    assert!(temps(&t.ws).is_empty());
+}
+
 /// A write to `target` by `session` is refused with `approval_required`;
 /// returns the synthetic command.
 fn needs_approval(
