@@ -606,3 +606,21 @@ fn regression_a_symlink_replaced_before_its_readlink_is_an_escape() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The resolver reports the permission bits of an existing leaf from its
+/// own `lstat` (the approval gate holds read-only files by them, issue 25),
+/// through a symlink too; a new leaf has none.
+#[test]
+fn an_existing_leaf_reports_its_permission_bits() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fx::new();
+    let f = fx.file("root/ro.txt", b"x");
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o444)).unwrap();
+    fx.file("root/rw.txt", b"x");
+    fs::set_permissions(fx.p("root/rw.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+    fx.symlink("root/link", "ro.txt");
+    assert_eq!(fx.resolve(&f).unwrap().mode, Some(0o444));
+    assert_eq!(fx.resolve(fx.p("root/link")).unwrap().mode, Some(0o444));
+    assert_eq!(fx.resolve(fx.p("root/rw.txt")).unwrap().mode, Some(0o640));
+    assert_eq!(fx.resolve(fx.p("root/new.txt")).unwrap().mode, None);
+}
