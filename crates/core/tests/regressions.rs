@@ -211,3 +211,51 @@ fn issue_25_a_read_only_file_is_not_replaced_silently() {
     svc.write_text_file(&ctx, &write("free\n")).unwrap();
     assert_eq!(std::fs::read(&f).unwrap(), b"free\n");
 }
+
+/// Issue 25: a path over `PATH_MAX` was created component by component by
+/// the first write (its missing tail is never looked up), and every later
+/// write, edit or read failed with `ENAMETOOLONG`. It is refused
+/// `parse_error` before anything is created, and so is a name over
+/// `NAME_MAX`.
+#[test]
+fn issue_25_a_path_over_path_max_is_refused_before_anything_is_created() {
+    use writegate_core::{ErrorKind, Failure, WriteParams};
+    let (svc, ctx, root, _keep) = workspace();
+    let mut long = root.clone();
+    while long.as_os_str().len() < 4239 - 201 {
+        long.push("d".repeat(200));
+    }
+    long.push("f".repeat(4239 - long.as_os_str().len() - 1));
+    assert_eq!(long.as_os_str().len(), 4239);
+    for (path, limit) in [
+        (long, "PATH_MAX"),
+        (root.join("sub").join("n".repeat(256)), "NAME_MAX"),
+    ] {
+        let r = svc.write_text_file(
+            &ctx,
+            &WriteParams {
+                path: path.clone(),
+                content: "x\n".into(),
+                options: WriteOptions::default(),
+                marker: None,
+                convert_encoding: false,
+            },
+        );
+        let Err(Failure::Refused(r)) = r else {
+            panic!("expected parse_error, got {r:?}")
+        };
+        assert_eq!(r.kind, ErrorKind::ParseError, "{}", r.hint);
+        assert!(r.hint.contains(limit), "{}", r.hint);
+        assert!(
+            names(&root).is_empty(),
+            "nothing created: {:?}",
+            names(&root)
+        );
+        let r = svc.edit_text_file(&ctx, &append(&path, "x\n".into()));
+        assert!(
+            matches!(&r, Err(Failure::Refused(r)) if r.kind == ErrorKind::ParseError),
+            "{r:?}"
+        );
+        assert!(names(&root).is_empty());
+    }
+}
