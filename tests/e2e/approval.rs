@@ -229,6 +229,100 @@ fn a_config_rule_raises_an_ordinary_path_and_auto_approve_dangerous_lets_credent
     }
 }
 
+/// Issue 25: a write, append or edit of a read-only file (mode 0444)
+/// replaced it silently through `serve`. It is held now (reason "read-only
+/// file"), leaving the tree as it was and no temp file; once the refused
+/// command is approved, the write lands and the file stays 0444.
+#[test]
+fn issue_25_a_read_only_file_is_held_until_approved() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = Tree::new();
+    let target = t.ws.join("frozen.txt");
+    fs::write(&target, "keep me\n").unwrap();
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o444)).unwrap();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
+    let mut last = None;
+    for (method, mode) in [
+        ("fs/write_text_file", "write"),
+        ("_writegate/edit_text_file", "append"),
+        ("_writegate/edit_text_file", "replace"),
+    ] {
+        let mut params = write_params(&target, "changed\n");
+        if mode != "write" {
+            params["mode"] = json!(mode);
+        }
+        if mode == "replace" {
+            params["find"] = json!("keep");
+            params["content"] = json!("changed");
+        }
+        let before = t.snapshot();
+        let r = c.call(method, params.clone());
+        assert_refused(&r, "approval_required");
+        let data = &r["error"]["data"];
+        assert_eq!(
+            data["command"],
+            format!("edit_file {mode} {}", target.display()),
+            "{r}"
+        );
+        assert_eq!(data["level"], "dangerous", "{r}");
+        assert!(
+            data["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("read-only file (mode 0444)"),
+            "{r}"
+        );
+        assert_eq!(t.snapshot(), before, "{mode}: nothing written");
+        assert!(temps(&t.ws).is_empty());
+        assert_eq!(audit.one("fs.denied")["errorKind"], "approval_required");
+        last = Some((
+            method,
+            params,
+            data["command"].as_str().unwrap().to_string(),
+        ));
+    }
+    let (method, params, command) = last.unwrap();
+    let r = c.call(
+        "_writegate/approve",
+        json!({"sessionId": "s", "command": command, "scope": "once"}),
+    );
+    assert!(r["result"].is_object(), "{r}");
+    audit.one("approval.grant");
+    let r = c.call(method, params);
+    assert!(r["result"].is_object(), "{r}");
+    assert_eq!(fs::read(&target).unwrap(), b"changed me\n");
+    assert_eq!(mode_of(&target), 0o444, "the file keeps its mode");
+    assert!(temps(&t.ws).is_empty());
+    assert_eq!(audit.one("fs.access")["mode"], "replace");
+}
+
+/// Issue 25: NTFS spellings of protected names (an 8.3 short name, an
+/// alternate data stream) were ordinary names, written without asking.
+/// Through `serve` they are held like the names they stand for, and
+/// nothing is created.
+#[test]
+fn issue_25_ntfs_spellings_of_protected_names_are_held() {
+    let t = Tree::new();
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
+    for rel in [
+        "GIT~1/config",
+        "ENV~1",
+        ".git::$INDEX_ALLOCATION/config",
+        ".env::$DATA",
+        ".env:stream",
+        "SSH~1/authorized_keys",
+    ] {
+        let target = t.ws.join(rel);
+        let before = t.snapshot();
+        let r = c.call("fs/write_text_file", write_params(&target, "x\n"));
+        assert_refused(&r, "approval_required");
+        assert_eq!(r["error"]["data"]["level"], "dangerous", "{rel}: {r}");
+        assert_eq!(t.snapshot(), before, "{rel}: nothing created");
+        assert_eq!(audit.one("fs.denied")["errorKind"], "approval_required");
+    }
+    assert!(temps(&t.ws).is_empty());
+}
+
 /// A write to `target` by `session` is refused with `approval_required`;
 /// returns the synthetic command.
 fn needs_approval(

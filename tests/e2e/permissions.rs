@@ -53,10 +53,14 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
     fs::write(locked.join("f.txt"), "original\n").unwrap();
     fs::set_permissions(locked.join("f.txt"), fs::Permissions::from_mode(0o644)).unwrap();
-    // A root-owned 0400 file in nobody's own directory.
+    // A root-owned 0600 file in nobody's own directory. (A read-only one,
+    // 0400, is held by the approval gate before anything reads it: below.)
     let secret = s.ws.join("secret.txt");
     fs::write(&secret, "top secret\n").unwrap();
-    fs::set_permissions(&secret, fs::Permissions::from_mode(0o400)).unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    let frozen = s.ws.join("frozen.txt");
+    fs::write(&frozen, "top secret\n").unwrap();
+    fs::set_permissions(&frozen, fs::Permissions::from_mode(0o400)).unwrap();
     let mut d = nobody_daemon(&s, &setpriv);
     let mut c = d.stdio_client();
 
@@ -94,6 +98,8 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
         );
         assert_eq!(r["error"]["data"]["status"], 403, "{mode} {p:?}: {r}");
     }
+    let r = c.call_id(20, "fs/write_text_file", write_params(&frozen, "x\n"));
+    assert_eq!(r["error"]["data"]["errorKind"], "approval_required", "{r}");
     assert_eq!(
         snapshot(&s.ws, &[]),
         before,
@@ -101,15 +107,19 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
     );
     assert_eq!(fs::read(locked.join("f.txt")).unwrap(), b"original\n");
     assert_eq!(fs::read(&secret).unwrap(), b"top secret\n");
+    assert_eq!(fs::read(&frozen).unwrap(), b"top secret\n");
     assert!(!locked.join("new.txt").exists());
     assert!(temps(&s.ws).is_empty(), "no temp file left");
     let a = s.audit_events();
     let denied: Vec<_> = a.iter().filter(|e| e["type"] == "fs.denied").collect();
-    assert_eq!(denied.len(), 4, "{a:?}");
+    assert_eq!(denied.len(), 5, "{a:?}");
     assert!(
-        denied.iter().all(|e| e["errorKind"] == "permission_denied"),
+        denied[..4]
+            .iter()
+            .all(|e| e["errorKind"] == "permission_denied"),
         "{a:?}"
     );
+    assert_eq!(denied[4]["errorKind"], "approval_required", "{a:?}");
 }
 
 /// The read a write or an edit makes of the file it replaces asks for

@@ -537,3 +537,66 @@ fn regression_read_refusals_name_the_path_and_say_read() {
         );
     }
 }
+
+/// `base` followed by names of 200 bytes and a last one, `total` bytes in
+/// all (every name within `NAME_MAX`).
+fn path_of_len(base: &Path, total: usize) -> PathBuf {
+    let mut p = base.to_path_buf();
+    while total - p.as_os_str().len() > 1 + 255 {
+        p.push("d".repeat(200));
+    }
+    let rest = total - p.as_os_str().len() - 1;
+    p.push("f".repeat(rest));
+    assert_eq!(p.as_os_str().len(), total);
+    p
+}
+
+/// Issue 25: a 4,239-byte path was created component by component by the
+/// first write, and every later write, edit or read of it failed with
+/// `ENAMETOOLONG`. Paths of 4096 bytes or more and names over 255 bytes
+/// are refused `parse_error` before anything is created, the message
+/// naming the limit.
+#[test]
+fn issue_25_paths_over_path_max_and_names_over_name_max_are_refused_before_anything_is_created() {
+    let t = Tree::new();
+    let (_d, mut c, mut audit) = stdio_session(&t, &["--allow-read"]);
+    let long = path_of_len(&t.ws, 4239);
+    let name = t.ws.join("sub").join("n".repeat(256));
+    for (target, limit) in [(&long, "(PATH_MAX"), (&name, "(NAME_MAX)")] {
+        for (method, mut params) in [
+            ("fs/write_text_file", write_params(target, "x\n")),
+            ("_writegate/edit_text_file", write_params(target, "x\n")),
+            (
+                "_writegate/read_lines",
+                json!({"sessionId": "s", "path": target}),
+            ),
+        ] {
+            if method == "_writegate/edit_text_file" {
+                params["mode"] = json!("append");
+            }
+            refused_unchanged(
+                &t,
+                &mut c,
+                &mut audit,
+                method,
+                params.clone(),
+                "parse_error",
+            );
+            let r = c.call(method, params);
+            let msg = r["error"]["message"].as_str().unwrap_or_default();
+            assert!(msg.starts_with("parse_error: "), "{method}: {r}");
+            assert!(msg.contains(limit), "{method}: {msg}");
+            assert!(
+                msg.len() < 1000,
+                "the message does not repeat the path: {msg}"
+            );
+            audit.one("fs.denied");
+        }
+    }
+    assert_eq!(fs::read_dir(&t.ws).unwrap().count(), 0, "nothing created");
+    // The longest path Linux takes still works.
+    let at_limit = path_of_len(&t.ws, 4095);
+    let r = c.call("fs/write_text_file", write_params(&at_limit, "ok\n"));
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert_eq!(fs::read(&at_limit).unwrap(), b"ok\n");
+}

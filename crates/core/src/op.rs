@@ -22,7 +22,7 @@ use crate::api::{ApprovalAnswer, ApprovalQuestion};
 use crate::audit::{AuditEvent, CommitFacts, CommitIntent, EventKind, Intent, Writer, now_rfc3339};
 use crate::config::{Config, NewFileMode};
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
-use crate::policy::{GateRequest, Grant, Scope};
+use crate::policy::{GateRequest, Grant, Scope, is_read_only};
 use crate::routing::{MarkerSource, Route, external_route};
 use crate::service::Service;
 use crate::{path_hash, sha256_tagged};
@@ -49,6 +49,10 @@ pub(crate) enum ReadMode {
 /// A canonical target: where the operation really goes.
 pub(crate) struct Target {
     pub(crate) canonical: PathBuf,
+    /// Permission bits of the existing file as the resolver's `lstat` saw
+    /// them (`None`: no file there yet). The gate judges by them; what
+    /// [`Op::read`] finds inside the lock is checked again.
+    pub(crate) mode: Option<u32>,
 }
 
 impl Target {
@@ -136,6 +140,11 @@ pub(crate) struct Op<'s> {
     /// The event's `pathHash` is still the one `begin` took of the path as
     /// named (see [`Op::hash_canonical`]).
     raw_path_hashed: bool,
+    /// The mode name [`Op::approve`] judged (empty until then) and whether
+    /// it judged an existing read-only file: [`Op::read`] asks the gate
+    /// again when the file it finds inside the lock is read-only and the
+    /// gate did not see it so.
+    gated: (&'static str, bool),
 }
 
 impl<'s> Op<'s> {
@@ -189,6 +198,7 @@ impl<'s> Op<'s> {
             intent: None,
             hash_before: None,
             raw_path_hashed: true,
+            gated: ("", false),
         }
     }
 
@@ -262,8 +272,11 @@ impl<'s> Op<'s> {
         marker: Option<MarkerSource>,
     ) -> Result<Target, Failure> {
         let root = &self.ctx.runtime.root;
-        let canonical = match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root)) {
-            Ok(r) => r.canonical,
+        let target = match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root)) {
+            Ok(r) => Target {
+                canonical: r.canonical,
+                mode: r.mode,
+            },
             Err(ResolveError::OutsideWorkspace(msg)) => {
                 let enabled = self.ctx.allows.external_writer && self.cfg.external_writes_enabled();
                 let Some(Route::External(source)) = external_route(enabled, marker) else {
@@ -303,13 +316,16 @@ impl<'s> Op<'s> {
                     )
                     .into());
                 }
-                ext.canonical
+                Target {
+                    canonical: ext.canonical,
+                    mode: ext.mode,
+                }
             }
             Err(e) => return Err(resolve_refusal(e, root, "write").into()),
         };
-        self.hash_canonical(&canonical);
+        self.hash_canonical(&target.canonical);
         self.check_open()?;
-        Ok(Target { canonical })
+        Ok(target)
     }
 
     /// Resolves a read's path (SPEC 3): inside the workspace; or, on a
@@ -322,9 +338,9 @@ impl<'s> Op<'s> {
     pub(crate) fn resolve_read(&mut self, raw: &Path) -> Result<Target, Failure> {
         self.check_open()?;
         let root = &self.ctx.runtime.root;
-        let (canonical, outside) =
+        let (canonical, mode, outside) =
             match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root)) {
-                Ok(r) => (r.canonical, false),
+                Ok(r) => (r.canonical, r.mode, false),
                 Err(ResolveError::OutsideWorkspace(msg))
                     if self.ctx.allows.external_writer && self.cfg.external_writes_enabled() =>
                 {
@@ -341,12 +357,12 @@ impl<'s> Op<'s> {
                         )
                         .into());
                     }
-                    (ext.canonical, true)
+                    (ext.canonical, ext.mode, true)
                 }
                 Err(e) => return Err(resolve_refusal(e, root, "read").into()),
             };
         self.hash_canonical(&canonical);
-        let target = Target { canonical };
+        let target = Target { canonical, mode };
         if outside || self.ctx.client_root {
             let session = self.ctx.session_id.as_deref().unwrap_or("");
             let held = self.svc.approvals().check_read(
@@ -357,6 +373,7 @@ impl<'s> Op<'s> {
                     root: &self.ctx.runtime.root,
                     session,
                     workspace: &self.ctx.runtime.id,
+                    file_mode: target.mode,
                 },
             );
             self.ask_if_held(held, &target, "read")?;
@@ -381,8 +398,9 @@ impl<'s> Op<'s> {
     }
 
     /// The approval gate (SPEC 12): the synthetic command of `mode` on the
-    /// target, judged by the config's rules and the built-in protected
-    /// paths; above `auto_approve` it needs a matching approval (a `once`
+    /// target, judged by the config's rules, the built-in protected paths
+    /// and the existing file's mode (a read-only file is held); above
+    /// `auto_approve` it needs a matching approval (a `once`
     /// approval is consumed). When it is held and the context has an
     /// [`Approver`], the person is asked (once, before any lock is taken):
     /// "allow once" goes ahead, "allow always" also grants the literal
@@ -390,6 +408,7 @@ impl<'s> Op<'s> {
     /// else refuses; the answer goes into the operation's one audit event.
     pub(crate) fn approve(&mut self, target: &Target, mode: &'static str) -> Result<(), Failure> {
         let session = self.ctx.session_id.as_deref().unwrap_or("");
+        self.gated = (mode, target.mode.is_some_and(is_read_only));
         let held = self.svc.approvals().check(
             &self.cfg.policy,
             &GateRequest {
@@ -398,6 +417,7 @@ impl<'s> Op<'s> {
                 root: &self.ctx.runtime.root,
                 session,
                 workspace: &self.ctx.runtime.id,
+                file_mode: target.mode,
             },
         );
         self.ask_if_held(held, target, mode)
@@ -533,6 +553,11 @@ impl<'s> Op<'s> {
 
     /// Reads the existing file with `O_NOFOLLOW` through the directory
     /// [`Op::lock`] opened. Records its size and, when read whole, its hash.
+    ///
+    /// A file that is read-only now but was not when the gate judged it (a
+    /// `chmod` in between) goes back to the gate, without asking anyone
+    /// (the lock is held): unless a rule or a grant lets it through, the
+    /// operation is refused `approval_required` and the retry is asked about.
     pub(crate) fn read(&mut self, target: &Target, mode: ReadMode) -> Result<Loaded, Failure> {
         let (_, leaf) = target.split()?;
         let Some(dir) = self.dir.take() else {
@@ -568,11 +593,31 @@ impl<'s> Op<'s> {
             ev.bytes_before = Some(e.len);
             ev.hash_before = hash;
         }
-        Ok(Loaded {
+        let loaded = Loaded {
             dir: Some(dir),
             existing,
             hash_before: later,
-        })
+        };
+        let (mode, gate_saw_read_only) = self.gated;
+        if let Some(e) = &loaded.existing
+            && is_read_only(e.mode)
+            && !gate_saw_read_only
+            && !mode.is_empty()
+        {
+            let session = self.ctx.session_id.as_deref().unwrap_or("");
+            self.svc.approvals().check(
+                &self.cfg.policy,
+                &GateRequest {
+                    mode,
+                    canonical: &target.canonical,
+                    root: &self.ctx.runtime.root,
+                    session,
+                    workspace: &self.ctx.runtime.id,
+                    file_mode: Some(e.mode),
+                },
+            )?;
+        }
+        Ok(loaded)
     }
 
     /// Reads a whole file for the read methods (no lock: a read sees one

@@ -3,7 +3,9 @@
 //! Every write and edit is judged as `edit_file <mode> <canonical path>`
 //! ([`synthetic_command`]). The rating is pure ([`judge`], [`rate`]): the
 //! first matching config rule, else the built-in protected-path rules
-//! ([`protected_reason`], [`system_reason`]), else `moderate`. Approvals live
+//! ([`protected_reason`]), an existing read-only file
+//! ([`read_only_reason`]) or a system path ([`system_reason`]), else
+//! `moderate`. Approvals live
 //! in [`Approvals`]; the persistent scope is written through `writegate-fs`.
 //!
 //! An approval names what it covers in one of two forms ([`Grant`]):
@@ -332,12 +334,151 @@ fn fold(name: Cow<'_, str>) -> Cow<'_, str> {
     }
 }
 
-/// The folded normal components of `path` (the root `/` left out),
-/// borrowed from `path` where folding changes nothing.
-fn folded_components(path: &Path) -> Vec<Cow<'_, str>> {
+/// One path component as the protected-path rules see it: case folded
+/// ([`fold`]), and also as NTFS would read it (git's `is_ntfs_dotgit` and
+/// `verify_path` rules, for every protected name): an alternate data
+/// stream suffix (`.git::$INDEX_ALLOCATION`, `.env:$DATA`, `.env:x`)
+/// and trailing dots and spaces (`.git.`, `.env `) removed, and, when what
+/// is left has the shape of an 8.3 short name (`git~1`, `env~1.loc`), its
+/// short base and extension. A rule name matches the component in any of
+/// these readings, so each only ever adds matches.
+struct Name<'a> {
+    /// The whole component, folded.
+    folded: Cow<'a, str>,
+    /// Length of the NTFS reading: the prefix of `folded` before its
+    /// first `:`, trailing dots and spaces removed.
+    plain: usize,
+    /// When the NTFS reading is an 8.3 short name `BASE~N[.EXT]`: where
+    /// the base ends (at the `~`) and where the extension starts (the end
+    /// when there is none).
+    short: Option<(usize, usize)>,
+}
+
+impl<'a> Name<'a> {
+    fn of(folded: Cow<'a, str>) -> Name<'a> {
+        let stream = folded.find(':').unwrap_or(folded.len());
+        let plain = folded[..stream].trim_end_matches(['.', ' ']).len();
+        let short = short_name_parts(&folded[..plain]);
+        Name {
+            folded,
+            plain,
+            short,
+        }
+    }
+
+    /// The NTFS reading (see the type).
+    fn plain(&self) -> &str {
+        &self.folded[..self.plain]
+    }
+
+    /// The base and extension of an 8.3 short name, if it is shaped so.
+    fn short(&self) -> Option<(&str, &str)> {
+        self.short
+            .map(|(base, ext)| (&self.folded[..base], &self.folded[ext..self.plain]))
+    }
+
+    /// Whether this component is (or, on NTFS, names) `name`.
+    fn is(&self, name: &str) -> bool {
+        *self.folded == *name
+            || self.plain() == name
+            || self.short().is_some_and(|(base, ext)| {
+                let (long_base, long_ext) = long_name_parts(name);
+                ext == ntfs_ext(long_ext) && short_base_fits(base, long_base, false)
+            })
+    }
+
+    /// Whether this component (or, on NTFS, what it names) starts with
+    /// `prefix`. The NTFS reading is a prefix of the whole component, so
+    /// only the short name needs a look of its own (any extension).
+    fn starts_with(&self, prefix: &str) -> bool {
+        self.folded.starts_with(prefix)
+            || self
+                .short()
+                .is_some_and(|(base, _)| short_base_fits(base, long_name_parts(prefix).0, true))
+    }
+
+    /// Whether this component (or, on NTFS, what it names) ends with
+    /// `suffix` (`.pem`): a short name by its extension.
+    fn ends_with(&self, suffix: &str) -> bool {
+        self.folded.ends_with(suffix)
+            || self.plain().ends_with(suffix)
+            || self.short().is_some_and(|(_, ext)| {
+                !ext.is_empty()
+                    && suffix
+                        .rsplit_once('.')
+                        .is_some_and(|(_, e)| ext == ntfs_ext(e))
+            })
+    }
+}
+
+/// `(base end, extension start)` of `name` when it has the shape of an
+/// NTFS 8.3 short name, `BASE~N[.EXT]`: an ASCII base of 1 to 6 characters
+/// without a dot, `~`, one or more digits, and an optional extension of 1
+/// to 3 characters (`git~1`, `env~1.loc`, `gi7eba~1`); else `None`.
+fn short_name_parts(name: &str) -> Option<(usize, usize)> {
+    let tilde = name.find('~')?;
+    if !name.is_ascii() || !(1..=6).contains(&tilde) || name[..tilde].contains('.') {
+        return None;
+    }
+    let rest = &name[tilde + 1..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let end = tilde + 1 + digits;
+    match &name[end..] {
+        "" => Some((tilde, end)),
+        ext => ext
+            .strip_prefix('.')
+            .filter(|e| (1..=3).contains(&e.len()) && !e.contains(['.', '~']))
+            .map(|_| (tilde, end + 1)),
+    }
+}
+
+/// A long name's base and extension as NTFS shortens it: leading dots
+/// dropped, the extension after the last dot (`.env.local` is `env` and
+/// `local`, `.gitconfig` is `gitconfig` and nothing).
+fn long_name_parts(name: &str) -> (&str, &str) {
+    let n = name.trim_start_matches('.');
+    n.rsplit_once('.').unwrap_or((n, ""))
+}
+
+/// The extension of a short name made from a long one's: its first three
+/// characters.
+fn ntfs_ext(long_ext: &str) -> &str {
+    long_ext.get(..3).unwrap_or(long_ext)
+}
+
+/// Whether `base`, the part of an 8.3 short name before its `~`, can be
+/// made from the long base `long` (its dots and spaces dropped, as NTFS
+/// does): `base` starts it (`git` of `.git`, `gitcon` of `.gitconfig`), or
+/// is its first two characters and four hex digits of a hash (the form
+/// NTFS falls back to, git's `gi7eba~1`). With `open` (a prefix rule: the
+/// long name may go on), `long` may also start `base`.
+fn short_base_fits(base: &str, long: &str, open: bool) -> bool {
+    let mut long_chars = long.bytes().filter(|c| *c != b'.' && *c != b' ');
+    let (mut same, mut long_ended) = (0, false);
+    for b in base.bytes() {
+        match long_chars.next() {
+            Some(l) if l == b => same += 1,
+            Some(_) => break,
+            None => {
+                long_ended = true;
+                break;
+            }
+        }
+    }
+    let starts = same == base.len() || (open && long_ended);
+    let hashed = same >= 2 && base.len() == 6 && base[2..].bytes().all(|c| c.is_ascii_hexdigit());
+    starts || hashed
+}
+
+/// The normal components of `path` (the root `/` left out) as the rules
+/// see them ([`Name`]), borrowed from `path` where folding changes nothing.
+fn names(path: &Path) -> Vec<Name<'_>> {
     path.components()
         .filter_map(|c| match c {
-            Component::Normal(s) => Some(fold(s.to_string_lossy())),
+            Component::Normal(s) => Some(Name::of(fold(s.to_string_lossy()))),
             _ => None,
         })
         .collect()
@@ -347,13 +488,18 @@ fn folded_components(path: &Path) -> Vec<Cow<'_, str>> {
 /// start-up) path, or `None`. Matching is by whole components after case
 /// folding, so `src/keyboard.rs`, `notes/environment.md`, `.gitignore` and
 /// `my.env.example` are not protected while `.ENV`, `sub/.git`, `KEY.PEM`
-/// and `ID_ED25519` are.
+/// and `ID_ED25519` are. A component also matches in its NTFS readings
+/// ([`Name`]): `GIT~1/config`, `ENV~1`, `.git::$INDEX_ALLOCATION/config`,
+/// `.env:$DATA` and `.env.` are protected as `.git` and `.env` are.
 pub fn protected_reason(canonical: &Path) -> Option<&'static str> {
-    let comps = folded_components(canonical);
+    let comps = names(canonical);
     let leaf = comps.last()?;
     // A sequence whose first name starts with `.` (most of them) needs a
-    // component that does: most paths have none, and skip them all.
-    let dotted = comps.iter().any(|c| c.starts_with('.'));
+    // component that does, or a short name: most paths have neither, and
+    // skip them all.
+    let dotted = comps
+        .iter()
+        .any(|c| c.folded.starts_with('.') || c.short.is_some());
     PROTECTED
         .iter()
         .find(|r| match r.matches {
@@ -361,9 +507,9 @@ pub fn protected_reason(canonical: &Path) -> Option<&'static str> {
                 (dotted || !seq.first().is_some_and(|s| s.starts_with('.')))
                     && comps
                         .windows(seq.len())
-                        .any(|w| w.iter().zip(seq).all(|(a, b)| a == b))
+                        .any(|w| w.iter().zip(seq).all(|(a, b)| a.is(b)))
             }
-            Match::Leaf(name) => leaf == name,
+            Match::Leaf(name) => leaf.is(name),
             Match::LeafPrefix(p) => leaf.starts_with(p),
             Match::LeafSuffix(s) => leaf.ends_with(s),
         })
@@ -424,6 +570,24 @@ pub fn system_reason(canonical: &Path, root: Option<&Path>) -> Option<String> {
     None
 }
 
+/// Whether permission bits `mode` leave the owner without write
+/// permission (`0o200` unset): the file is read-only.
+pub fn is_read_only(mode: u32) -> bool {
+    mode & 0o200 == 0
+}
+
+/// The reason an existing file with permission bits `file_mode` is held,
+/// or `None` (no file yet, or its owner may write it). Someone took the
+/// write bit away on purpose; the atomic rename would replace the file
+/// anyway (it needs only the directory's permission), so a person decides.
+pub fn read_only_reason(file_mode: Option<u32>) -> Option<String> {
+    let mode = file_mode.filter(|m| is_read_only(*m))?;
+    Some(format!(
+        "read-only file (mode {:04o}): its owner write bit is off, so it is meant to stay as it is; an approved write keeps that mode",
+        mode & 0o7777
+    ))
+}
+
 /// The gate's judgement of one operation: its level and why, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -435,14 +599,17 @@ pub struct Verdict {
 
 /// Judges a synthetic command (SPEC 12): the first matching config rule
 /// decides (it may lower a built-in rule); otherwise a protected path
-/// ([`protected_reason`]) or a system path ([`system_reason`], with the
-/// workspace `root` of the operation) is `dangerous`; otherwise `moderate`
-/// (every write and edit is at least moderate).
+/// ([`protected_reason`]), an existing read-only file (`file_mode`, its
+/// permission bits, [`read_only_reason`]) or a system path
+/// ([`system_reason`], with the workspace `root` of the operation) is
+/// `dangerous`; otherwise `moderate` (every write and edit is at least
+/// moderate).
 pub fn judge(
     policy: &PolicyConfig,
     command: &str,
     canonical: &Path,
     root: Option<&Path>,
+    file_mode: Option<u32>,
 ) -> Verdict {
     if let Some(rule) = policy
         .rules
@@ -460,6 +627,12 @@ pub fn judge(
             reason: reason.into(),
         };
     }
+    if let Some(reason) = read_only_reason(file_mode) {
+        return Verdict {
+            level: Level::Dangerous,
+            reason: reason.into(),
+        };
+    }
     if let Some(reason) = system_reason(canonical, root) {
         return Verdict {
             level: Level::Dangerous,
@@ -472,10 +645,10 @@ pub fn judge(
     }
 }
 
-/// The level of a synthetic command with no workspace exemption (see
-/// [`judge`]).
+/// The level of a synthetic command with no workspace exemption, for a
+/// file that does not exist yet or is writable (see [`judge`]).
 pub fn rate(policy: &PolicyConfig, command: &str, canonical: &Path) -> Level {
-    judge(policy, command, canonical, None).level
+    judge(policy, command, canonical, None, None).level
 }
 
 // ---------------------------------------------------------------------------
@@ -653,6 +826,9 @@ pub struct GateRequest<'a> {
     pub session: &'a str,
     /// Runtime id of the workspace.
     pub workspace: &'a str,
+    /// Permission bits of the existing file (`None`: no file there yet),
+    /// for [`read_only_reason`].
+    pub file_mode: Option<u32>,
 }
 
 /// Whom a grant covers.
@@ -1087,7 +1263,13 @@ impl Approvals {
     /// the hint says how to approve.
     pub fn check(&self, policy: &PolicyConfig, req: &GateRequest<'_>) -> Result<(), Refusal> {
         let command = synthetic_command(req.mode, req.canonical);
-        let verdict = judge(policy, &command, req.canonical, Some(req.root));
+        let verdict = judge(
+            policy,
+            &command,
+            req.canonical,
+            Some(req.root),
+            req.file_mode,
+        );
         if verdict.level <= policy.auto_approve || self.take(&command, req.session, req.workspace) {
             return Ok(());
         }
@@ -1392,6 +1574,112 @@ mod tests {
         }
     }
 
+    /// Issue 25: protected names were matched only as spelled, so NTFS
+    /// spellings of them (git's `is_ntfs_dotgit` forms) were ordinary: an
+    /// 8.3 short name (`GIT~1`, `ENV~1`), an alternate data stream
+    /// (`.git::$INDEX_ALLOCATION`, `.env::$DATA`, `.env:stream`) and
+    /// trailing dots or spaces. Every protected name is now matched in
+    /// those readings too.
+    #[test]
+    fn issue_25_ntfs_short_names_and_streams_of_protected_names_are_protected() {
+        for (p, reason) in [
+            // The brief's examples.
+            ("/r/GIT~1/config", GIT),
+            ("/r/ENV~1", ENV_FILE),
+            ("/r/.git::$INDEX_ALLOCATION/config", GIT),
+            ("/r/.env::$DATA", ENV_FILE),
+            ("/r/.env:stream", ENV_FILE),
+            // Short names, any case, any number, trailing dots and spaces.
+            ("/r/git~1/hooks/pre-commit", GIT),
+            ("/r/Git~2", GIT),
+            ("/r/GIT~12/config", GIT),
+            ("/r/GIT~1./config", GIT),
+            ("/r/GIT~1 /config", GIT),
+            ("/r/GIT~1::$INDEX_ALLOCATION/config", GIT),
+            // NTFS's hashed fallback: two letters and four hex digits.
+            ("/r/GI7EBA~1/config", GIT),
+            ("/r/sub/.GIT::$index_allocation/hooks/x", GIT),
+            ("/r/.git:$DATA", GIT),
+            ("/r/.git./config", GIT),
+            ("/r/.git /config", GIT),
+            ("/r/.git. . /config", GIT),
+            ("/r/.env.", ENV_FILE),
+            ("/r/.env ", ENV_FILE),
+            ("/r/.ENV:$DATA", ENV_FILE),
+            // Every protected name, not only `.git` and `.env`.
+            ("/r/ENV~1.LOC", ENV_FILE),
+            ("/r/PROD~1.ENV", ENV_FILE),
+            // Could be `.env.iro.md` (as could `environment.md`): held.
+            ("/r/ENVIRO~1.MD", ENV_FILE),
+            ("/r/prod.env:x", ENV_FILE),
+            (
+                "/h/SSH~1/config",
+                "SSH directory: keys, authorized logins and client settings",
+            ),
+            (
+                "/h/.ssh::$INDEX_ALLOCATION/config",
+                "SSH directory: keys, authorized logins and client settings",
+            ),
+            (
+                "/h/CONFIG~1/git/config",
+                "git configuration: it can run commands",
+            ),
+            ("/h/.config/GH~1/hosts.yml", "GitHub CLI tokens"),
+            ("/h/GITCON~1", "git configuration: it can run commands"),
+            ("/h/GIT-CR~1", TOKENS),
+            ("/h/.docker/CONFIG~1.JSO", "Docker registry credentials"),
+            ("/h/ID_RSA~1", SSH_KEY),
+            ("/h/ID_RSA~1.PUB", SSH_KEY),
+            ("/h/id_rsa:backup", SSH_KEY),
+            ("/h/AUTHOR~1", "SSH authorized keys: who may log in"),
+            ("/h/SERVER~1.PEM", KEY_FILE),
+            ("/h/key.pem::$DATA", KEY_FILE),
+            ("/h/BASHRC~1", SHELL_RC),
+            ("/h/BASH_P~1", SHELL_RC),
+            ("/h/.bashrc.", SHELL_RC),
+            ("/h/MY~1.CNF", TOKENS),
+            ("/h/x/CRON~1.D/job", CRON),
+            ("/h/CRONTA~1", CRON),
+            ("/Users/me/Library/LAUNCH~1/x.plist", LAUNCHD),
+        ] {
+            assert_eq!(protected_reason(Path::new(p)), Some(reason), "{p}");
+        }
+        // What no protected name can be shortened to stays ordinary, and a
+        // colon in a Linux name does not drop what is after it.
+        for p in [
+            "/r/GITHUB~1/workflows/ci.yml",
+            "/r/GITIGN~1",
+            "/r/main~1.rs",
+            "/r/notes~1.txt",
+            "/r/KEYBOA~1.RS",
+            "/r/PEM~1.TXT",
+            "/r/CRON~1.RS",
+            "/r/file.txt~",
+            "/r/file.txt.~1~",
+            "/r/a~b",
+            "/r/~1",
+            "/r/GIT~",
+            "/r/GIT~X",
+            "/r/GIT~1.ABCD",
+            "/r/.gitignore:x",
+            "/r/time:12.md",
+            "/r/src/keyboard.rs",
+            "/r/.github/workflows/ci.yml",
+        ] {
+            assert_eq!(protected_reason(Path::new(p)), None, "{p} is ordinary");
+        }
+        // A colon in a Linux name is an ordinary character too: the whole
+        // name still counts.
+        assert_eq!(protected_reason(Path::new("/r/a:b.pem")), Some(KEY_FILE));
+        // The gate holds them like their long names.
+        let p = PolicyConfig::default();
+        for path in ["/r/GIT~1/config", "/r/.env::$DATA", "/r/ENV~1"] {
+            let path = Path::new(path);
+            let v = judge(&p, &cmd(path.to_str().unwrap()), path, None, None);
+            assert_eq!(v.level, Level::Dangerous, "{}", path.display());
+        }
+    }
+
     #[test]
     fn each_rule_has_a_reason_in_words() {
         for r in PROTECTED {
@@ -1432,7 +1720,7 @@ mod tests {
             "/run/systemd/system/x.service",
         ] {
             let path = Path::new(path);
-            let v = judge(&p, &cmd(path.to_str().unwrap()), path, Some(ws));
+            let v = judge(&p, &cmd(path.to_str().unwrap()), path, Some(ws), None);
             assert_eq!(v.level, Level::Dangerous, "{}", path.display());
             assert!(v.reason.starts_with("system path"), "{v:?}");
             assert_eq!(
@@ -1449,7 +1737,7 @@ mod tests {
         ] {
             let path = Path::new(path);
             assert_eq!(
-                judge(&p, &cmd(path.to_str().unwrap()), path, Some(ws)).level,
+                judge(&p, &cmd(path.to_str().unwrap()), path, Some(ws), None).level,
                 Level::Moderate,
                 "{}",
                 path.display()
@@ -1489,7 +1777,7 @@ mod tests {
         let root = Path::new("/root/src");
         let env = Path::new("/root/src/.env");
         assert_eq!(
-            judge(&p, &cmd("/root/src/.env"), env, Some(root)).level,
+            judge(&p, &cmd("/root/src/.env"), env, Some(root), None).level,
             Level::Dangerous
         );
         // A workspace of `/` or `/etc` exempts nothing in the hard system
@@ -1497,6 +1785,83 @@ mod tests {
         for root in ["/", "/etc", "/usr"] {
             assert!(system_reason(Path::new("/etc/passwd"), Some(Path::new(root))).is_some());
         }
+    }
+
+    /// Issue 25: a write over a file whose owner write bit is off replaced
+    /// it silently (the rename needs only the directory's permission). It
+    /// is held now, like a protected path, and a config rule can still
+    /// lower it.
+    #[test]
+    fn issue_25_a_read_only_file_is_held() {
+        let p = PolicyConfig::default();
+        let f = Path::new("/r/notes.txt");
+        let c = cmd("/r/notes.txt");
+        for mode in [0o444, 0o400, 0o555, 0o440, 0o044, 0o000, 0o4444, 0o1555] {
+            let v = judge(&p, &c, f, Some(Path::new("/r")), Some(mode));
+            assert_eq!(v.level, Level::Dangerous, "{mode:o}");
+            assert!(v.reason.starts_with("read-only file (mode "), "{v:?}");
+            assert!(
+                v.reason.contains(&format!("{:04o}", mode & 0o7777)),
+                "{v:?}"
+            );
+        }
+        for mode in [
+            None,
+            Some(0o644),
+            Some(0o600),
+            Some(0o200),
+            Some(0o755),
+            Some(0o4755),
+        ] {
+            let v = judge(&p, &c, f, Some(Path::new("/r")), mode);
+            assert_eq!(v.level, Level::Moderate, "{mode:?}");
+        }
+        // A protected path keeps its own reason; a rule lowers both.
+        let env = Path::new("/r/.env");
+        let v = judge(&p, &cmd("/r/.env"), env, None, Some(0o444));
+        assert_eq!(v.reason, ENV_FILE);
+        let lax = PolicyConfig {
+            auto_approve: Level::Moderate,
+            rules: vec![PolicyRule {
+                pattern: "edit_file * /r/*".into(),
+                level: Level::Moderate,
+            }],
+        };
+        assert_eq!(judge(&lax, &c, f, None, Some(0o444)).level, Level::Moderate);
+        // The gate holds it until the refused command is approved.
+        let (_d, a) = approvals();
+        let req = GateRequest {
+            mode: "append",
+            canonical: f,
+            root: Path::new("/r"),
+            session: "s",
+            workspace: "w",
+            file_mode: Some(0o444),
+        };
+        let r = a.check(&p, &req).unwrap_err();
+        assert_eq!(r.kind, ErrorKind::ApprovalRequired);
+        assert!(r.hint.contains("read-only file"), "{}", r.hint);
+        let Some(Detail::Approval {
+            command, reason, ..
+        }) = r.detail
+        else {
+            panic!("no detail")
+        };
+        assert!(reason.starts_with("read-only file"), "{reason}");
+        assert!(
+            a.check(
+                &p,
+                &GateRequest {
+                    file_mode: Some(0o644),
+                    ..req
+                }
+            )
+            .is_ok()
+        );
+        a.grant(&Grant::Command(command), Scope::Once, "s", "w")
+            .unwrap();
+        assert!(a.check(&p, &req).is_ok());
+        assert!(a.check(&p, &req).is_err(), "once is spent");
     }
 
     #[test]
@@ -1517,7 +1882,7 @@ mod tests {
         let env = Path::new("/r/.env");
         assert_eq!(rate(&p, &synthetic_command("write", env), env), Level::Safe);
         let other = Path::new("/r/a.txt");
-        let v = judge(&p, &synthetic_command("write", other), other, None);
+        let v = judge(&p, &synthetic_command("write", other), other, None, None);
         assert_eq!(v.level, Level::Dangerous);
         assert_eq!(v.reason, "config rule `edit_file * /r/*`");
     }
@@ -1649,6 +2014,7 @@ mod tests {
             root: Path::new("/r"),
             session: "s",
             workspace: "w",
+            file_mode: None,
         };
         let r = a.check(&policy, &req).unwrap_err();
         let Some(Detail::Approval { command: shown, .. }) = r.detail else {
@@ -1949,6 +2315,7 @@ mod tests {
             root: Path::new("/r"),
             session: "s1",
             workspace: "w",
+            file_mode: None,
         };
         let r = a.check(&policy, &req).unwrap_err();
         assert_eq!(r.kind, ErrorKind::ApprovalRequired);

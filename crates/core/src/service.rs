@@ -693,6 +693,65 @@ mod tests {
         assert_eq!(events[0]["errorKind"], "generation_closed");
     }
 
+    /// Issue 25: a file made read-only after the gate judged it writable
+    /// (here while the write waits on the path lock) goes back to the gate
+    /// inside the lock: `approval_required`, the file byte-identical, no
+    /// temp file, one event.
+    #[test]
+    fn a_file_made_read_only_while_a_write_waits_is_held() {
+        use std::os::unix::fs::PermissionsExt;
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(ws.path()).unwrap();
+        let file = root.join("f.txt");
+        std::fs::write(&file, b"old\n").unwrap();
+        let (svc, rt) = service(&root, state.path());
+        let key = writegate_fs::LockKey::of(
+            &writegate_fs::Dir::open_canonical(&root).unwrap(),
+            std::ffi::OsStr::new("f.txt"),
+        );
+        let held = svc.locks.lock(key.clone());
+        let writer = {
+            let svc = svc.clone();
+            let c = ctx(&rt);
+            let file = file.clone();
+            std::thread::spawn(move || {
+                svc.write_text_file(
+                    &c,
+                    &WriteParams {
+                        path: file,
+                        content: "new\n".into(),
+                        options: WriteOptions::default(),
+                        marker: None,
+                        convert_encoding: false,
+                    },
+                )
+            })
+        };
+        while svc.locks.queued(key.clone()) < 2 {
+            std::thread::yield_now();
+        }
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+        drop(held);
+        match writer.join().unwrap() {
+            Err(Failure::Refused(r)) => {
+                assert_eq!(r.kind, ErrorKind::ApprovalRequired);
+                assert!(r.hint.contains("read-only file"), "{}", r.hint);
+            }
+            other => panic!("expected approval_required, got {other:?}"),
+        }
+        assert_eq!(std::fs::read(&file).unwrap(), b"old\n");
+        let names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("f.txt")]);
+        let events = audit_lines(state.path());
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["errorKind"], "approval_required");
+        assert!(events[0]["hashBefore"].is_string(), "{}", events[0]);
+    }
+
     /// SPEC 7.4: two edits to one file both land (read-modify-write inside the lock).
     #[test]
     fn concurrent_appends_all_land() {

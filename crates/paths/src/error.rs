@@ -13,9 +13,11 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
     /// `parse_error`: empty path, NUL byte, relative path where an absolute one
-    /// is required, a non-directory in the middle of the path, a trailing `/`
-    /// on something that is not a directory, or (external check) a leaf that is
-    /// a fifo, socket or device / a parent that is not a directory.
+    /// is required, a path of [`crate::PATH_MAX`] bytes or more or a name over
+    /// [`crate::NAME_MAX`] bytes, a non-directory in the middle of the path, a
+    /// trailing `/` on something that is not a directory, or (external check)
+    /// a leaf that is a fifo, socket or device / a parent that is not a
+    /// directory.
     #[error("parse error: {0}")]
     ParseError(String),
     /// `not_a_file`: (external check) the leaf is a directory, where a
@@ -48,7 +50,7 @@ impl ResolveError {
     pub fn hint(&self) -> String {
         match self {
             ResolveError::ParseError(_) => {
-                "use an absolute path whose parent components are directories and whose leaf is a regular file (or does not exist yet)"
+                "use an absolute path of at most 4095 bytes with names of at most 255 bytes, whose parent components are directories and whose leaf is a regular file (or does not exist yet)"
             }
             ResolveError::NotAFile(_) => {
                 "name a file inside it instead (a directory is never replaced)"

@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{ResolveError, io_error};
-use crate::resolve::check_shape;
+use crate::resolve::{check_length, check_shape};
 use crate::suspicious::is_suspicious;
 use crate::view::{FileKind, FsView};
 
@@ -19,11 +19,16 @@ pub struct ExternalTarget {
     /// `(dev, ino)` of the lstat'd existing regular leaf (equal to those of
     /// its realpath when this was computed); `None` for a new leaf.
     pub existing: Option<(u64, u64)>,
+    /// Permission bits (`st_mode & 0o7777`) of that existing leaf; `None`
+    /// for a new leaf.
+    pub mode: Option<u32>,
 }
 
 /// SPEC 7.1 steps 2-3, in exactly this order:
 ///
-/// 1. empty, NUL byte or not absolute: [`ResolveError::ParseError`];
+/// 1. empty, NUL byte, not absolute, a component over [`crate::NAME_MAX`]
+///    bytes, or [`crate::PATH_MAX`] bytes or more:
+///    [`ResolveError::ParseError`];
 /// 2. a `.` or `..` component anywhere: [`ResolveError::OutsideWorkspace`]
 ///    (an approved path must say where it really goes);
 /// 3. suspicious (SPEC 6): `OutsideWorkspace`;
@@ -41,6 +46,9 @@ pub struct ExternalTarget {
 ///      regular file with the same device and inode as the first lstat, else
 ///      `SymlinkEscape` (the file was swapped meanwhile; also when it vanished
 ///      in between).
+///
+/// The target's canonical path must be shorter than [`crate::PATH_MAX`]
+/// bytes too (`ParseError`).
 ///
 /// `EACCES` anywhere is [`ResolveError::PermissionDenied`]; `ENOTDIR` from the
 /// leaf lstat (a parent component is a file) is `ParseError`.
@@ -73,6 +81,7 @@ fn check_once(
     changed: &std::cell::Cell<bool>,
 ) -> Result<ExternalTarget, ResolveError> {
     check_shape(input)?;
+    check_length(input, input)?;
     let bytes = input.as_os_str().as_encoded_bytes();
     if bytes
         .split(|b| *b == b'/')
@@ -113,9 +122,12 @@ fn check_once(
                     parent.display()
                 )));
             }
+            let canonical = canonical_parent.join(leaf);
+            check_length(&canonical, input)?;
             return Ok(ExternalTarget {
-                canonical: canonical_parent.join(leaf),
+                canonical,
                 existing: None,
+                mode: None,
             });
         }
         Err(e) => return Err(io_error(&e, "lstat", input)),
@@ -161,8 +173,10 @@ fn check_once(
     if second.kind != FileKind::File || (second.dev, second.ino) != (first.dev, first.ino) {
         return Err(swapped());
     }
+    check_length(&canonical, input)?;
     Ok(ExternalTarget {
         canonical,
         existing: Some((first.dev, first.ino)),
+        mode: Some(second.mode),
     })
 }

@@ -24,6 +24,6 @@ mod view;
 
 pub use error::ResolveError;
 pub use external::{EXTERNAL_CHECK_ATTEMPTS, ExternalTarget, resolve_external};
-pub use resolve::{MAX_SYMLINK_HOPS, Resolved, is_within, resolve};
+pub use resolve::{MAX_SYMLINK_HOPS, NAME_MAX, PATH_MAX, Resolved, is_within, resolve};
 pub use suspicious::{is_suspicious, is_suspicious_component};
 pub use view::{FileKind, FsView, OsView, Stat};

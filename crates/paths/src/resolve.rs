@@ -14,6 +14,15 @@ use crate::view::{FileKind, FsView};
 /// following one more is [`ResolveError::SymlinkEscape`] (SPEC 5).
 pub const MAX_SYMLINK_HOPS: u32 = 40;
 
+/// Linux's `PATH_MAX`: the kernel takes a path only when it is shorter than
+/// this (the count includes the terminating NUL), so a path is at most
+/// `PATH_MAX - 1` = 4095 bytes. A longer one is [`ResolveError::ParseError`].
+pub const PATH_MAX: usize = 4096;
+
+/// Linux's `NAME_MAX`: the most bytes one component (a file or directory
+/// name) may have. A longer one is [`ResolveError::ParseError`].
+pub const NAME_MAX: usize = 255;
+
 /// Classified target of the workspace resolver ([`resolve`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
@@ -27,6 +36,10 @@ pub struct Resolved {
     /// Kind of the existing canonical leaf (never [`FileKind::Symlink`]);
     /// `None` when it does not exist.
     pub kind: Option<FileKind>,
+    /// Permission bits (`st_mode & 0o7777`) of the existing canonical leaf,
+    /// as the resolver's own `lstat` of it saw them; `None` when it does not
+    /// exist or was not looked at (a path that names the root itself).
+    pub mode: Option<u32>,
 }
 
 /// Whether `path` is `root` or inside it, comparing whole path components
@@ -65,9 +78,11 @@ fn is_plain_absolute(b: &[u8]) -> bool {
 /// `realpath`, it walks the components itself so it can classify).
 ///
 /// Order of checks:
-/// 1. empty, NUL byte, or not absolute: [`ResolveError::ParseError`];
+/// 1. empty, NUL byte, not absolute, or a component over [`NAME_MAX`]
+///    bytes: [`ResolveError::ParseError`];
 /// 2. suspicious (SPEC 6, [`is_suspicious`]): [`ResolveError::OutsideWorkspace`];
-/// 3. `.` and `..` are resolved lexically; containment in a root is judged by
+/// 3. `.` and `..` are resolved lexically; a lexical path of [`PATH_MAX`]
+///    bytes or more is `ParseError`; containment in a root is judged by
 ///    components ([`is_within`]);
 /// 4. the lexical path is walked component by component from `/`, following
 ///    symlinks (relative targets from the link's directory, absolute ones from
@@ -83,8 +98,11 @@ fn is_plain_absolute(b: &[u8]) -> bool {
 ///    lexically to the deepest existing ancestor (a `..` there, which can only
 ///    come from a link target, pops lexically and must stay inside; popping
 ///    back into existing directories continues the real walk from there).
-/// 6. A trailing `/` (or final `.`/`..`) requires the result to be an
-///    existing directory, else `ParseError`.
+/// 6. The canonical path must be shorter than [`PATH_MAX`] bytes and, when a
+///    symlink was followed, each of its components at most [`NAME_MAX`]
+///    bytes, else `ParseError`: nothing is ever created at a path the kernel
+///    would refuse to look up afterwards. A trailing `/` (or final `.`/`..`)
+///    requires the result to be an existing directory, else `ParseError`.
 /// 7. The part of the canonical path below the root must not hold a
 ///    suspicious component (so a link cannot smuggle in `aux.ts` or `a.`):
 ///    `OutsideWorkspace`. Checked when the walk followed a symlink; without
@@ -123,6 +141,7 @@ pub fn resolve(
         )));
     }
     let lex = Lexical::of(input);
+    check_length(&lex.path, input)?;
     let roots: Vec<&PathBuf> = roots.iter().filter(|r| r.is_absolute()).collect();
     let mut walker = Walker::new(view);
 
@@ -134,14 +153,18 @@ pub fn resolve(
         None => walk_outside(&mut walker, &lex, input, &roots)?,
     };
 
-    let (canonical, kind) = match loc {
-        Loc::Exists { path, kind } => (path, Some(kind)),
+    let (canonical, kind, mode) = match loc {
+        Loc::Exists { path, kind, mode } => (path, Some(kind), mode),
         Loc::Missing { base, tail } => {
             let mut p = base;
             p.extend(tail);
-            (p, None)
+            (p, None, None)
         }
     };
+    check_length(&canonical, input)?;
+    if walker.hops > 0 {
+        check_names(&canonical, input)?;
+    }
     if lex.dir_required && kind != Some(FileKind::Dir) {
         return Err(ResolveError::ParseError(format!(
             "{} ends in `/` but {} is not an existing directory",
@@ -167,10 +190,73 @@ pub fn resolve(
         root,
         exists: kind.is_some(),
         kind,
+        mode,
     })
 }
 
-/// Empty, NUL byte, relative: `ParseError` (shared with the external check).
+/// At most the first 80 and the last 40 bytes of a long path or name, for
+/// a message (a path over the limits can be many kilobytes).
+fn shown(path: &Path) -> String {
+    shorten(&path.to_string_lossy())
+}
+
+fn shorten(s: &str) -> String {
+    if s.len() <= 160 {
+        return s.to_string();
+    }
+    let mut head = 80;
+    while !s.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = s.len() - 40;
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}...{}", &s[..head], &s[tail..])
+}
+
+/// `path` (which `input` named) must be shorter than [`PATH_MAX`] bytes:
+/// the kernel refuses every later lookup of a longer one (`ENAMETOOLONG`).
+pub(crate) fn check_length(path: &Path, input: &Path) -> Result<(), ResolveError> {
+    let len = path.as_os_str().len();
+    if len < PATH_MAX {
+        return Ok(());
+    }
+    let what = if path == input {
+        format!("{} is {len} bytes long", shown(input))
+    } else {
+        format!("{} is {len} bytes long as {}", shown(input), shown(path))
+    };
+    Err(ResolveError::ParseError(format!(
+        "{what}; Linux takes paths of at most {} bytes (PATH_MAX, {PATH_MAX}, counts the terminating NUL): use a shorter path (fewer or shorter directory names)",
+        PATH_MAX - 1
+    )))
+}
+
+/// Every component of `path` (which `input` named) must be at most
+/// [`NAME_MAX`] bytes.
+fn check_names(path: &Path, input: &Path) -> Result<(), ResolveError> {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    match bytes.split(|b| *b == b'/').find(|c| c.len() > NAME_MAX) {
+        None => Ok(()),
+        Some(name) => {
+            let whose = if path == input {
+                String::new()
+            } else {
+                format!(" (as {})", shown(path))
+            };
+            Err(ResolveError::ParseError(format!(
+                "{}{whose} has a name of {} bytes, {}; Linux takes names of at most {NAME_MAX} bytes (NAME_MAX): choose a shorter name",
+                shown(input),
+                name.len(),
+                shorten(&String::from_utf8_lossy(name))
+            )))
+        }
+    }
+}
+
+/// Empty, NUL byte, relative, or a component over [`NAME_MAX`] bytes:
+/// `ParseError` (shared with the external check).
 pub(crate) fn check_shape(input: &Path) -> Result<(), ResolveError> {
     let bytes = input.as_os_str().as_encoded_bytes();
     if bytes.is_empty() {
@@ -185,7 +271,7 @@ pub(crate) fn check_shape(input: &Path) -> Result<(), ResolveError> {
             input.display()
         )));
     }
-    Ok(())
+    check_names(input, input)
 }
 
 /// The input with `.` and `..` resolved lexically.
@@ -365,8 +451,13 @@ enum Piece {
 
 /// Where a walk stands.
 enum Loc {
-    /// An existing, canonical entry (never a symlink).
-    Exists { path: PathBuf, kind: FileKind },
+    /// An existing, canonical entry (never a symlink); `mode` its
+    /// permission bits when it was looked at.
+    Exists {
+        path: PathBuf,
+        kind: FileKind,
+        mode: Option<u32>,
+    },
     /// `base` is the deepest existing ancestor (a canonical directory); `tail`
     /// (non-empty, plain names) is missing below it.
     Missing { base: PathBuf, tail: Vec<OsString> },
@@ -415,20 +506,29 @@ impl<'v> Walker<'v> {
         let mut loc = Loc::Exists {
             path: start,
             kind: FileKind::Dir,
+            mode: None,
         };
         while let Some(piece) = pending.pop_front() {
             loc = match loc {
-                Loc::Exists { path, kind } if kind != FileKind::Dir => {
+                Loc::Exists { path, kind, .. } if kind != FileKind::Dir => {
                     return Err(ResolveError::ParseError(format!(
                         "{} is not a directory",
                         path.display()
                     )));
                 }
-                Loc::Exists { mut path, kind } => match piece {
-                    Piece::Cur => Loc::Exists { path, kind },
+                Loc::Exists {
+                    mut path,
+                    kind,
+                    mode,
+                } => match piece {
+                    Piece::Cur => Loc::Exists { path, kind, mode },
                     Piece::Parent => {
                         path.pop();
-                        Loc::Exists { path, kind }
+                        Loc::Exists {
+                            path,
+                            kind,
+                            mode: None,
+                        }
                     }
                     Piece::Name(name) => self.step(path, name)?,
                 },
@@ -445,6 +545,7 @@ impl<'v> Walker<'v> {
                             Loc::Exists {
                                 path: std::mem::take(&mut base),
                                 kind: FileKind::Dir,
+                                mode: None,
                             }
                         } else {
                             Loc::Missing { base, tail }
@@ -468,7 +569,11 @@ impl<'v> Walker<'v> {
                     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
                     self.follow(path, &dir)
                 }
-                kind => Ok(Loc::Exists { path, kind }),
+                kind => Ok(Loc::Exists {
+                    path,
+                    kind,
+                    mode: Some(st.mode),
+                }),
             },
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // `name` is one normal component: popping it gives `dir`.

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 /// [`FsView::lstat`], and must have no side effects. Tests wrap [`OsView`] to
 /// change the filesystem between calls and so simulate races.
 pub trait FsView {
-    /// `lstat(2)`: the kind, device and inode of `path` without following a
-    /// symlink in its last component. A missing entry is `ErrorKind::NotFound`.
+    /// `lstat(2)`: the kind, device, inode and permission bits of `path`
+    /// without following a symlink in its last component. A missing entry
+    /// is `ErrorKind::NotFound`.
     fn lstat(&self, path: &Path) -> io::Result<Stat>;
 
     /// `readlink(2)`: the raw target of the symlink at `path`, unresolved.
@@ -27,7 +28,8 @@ pub trait FsView {
     }
 }
 
-/// The result of [`FsView::lstat`]: what kind of entry, and its identity.
+/// The result of [`FsView::lstat`]: what kind of entry, its identity and
+/// its permission bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
     /// The kind of the entry itself (a symlink is [`FileKind::Symlink`]).
@@ -36,6 +38,8 @@ pub struct Stat {
     pub dev: u64,
     /// `st_ino`.
     pub ino: u64,
+    /// Permission bits: `st_mode & 0o7777`.
+    pub mode: u32,
 }
 
 /// The kind of a directory entry, as `lstat` sees it.
@@ -73,6 +77,7 @@ impl FsView for OsView {
             kind,
             dev: st.st_dev as u64,
             ino: st.st_ino as u64,
+            mode: (st.st_mode as u32) & 0o7777,
         })
     }
 

@@ -300,3 +300,17 @@ fn permission_denied_while_looking() {
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o700)).unwrap();
     assert_err!(r, ResolveError::PermissionDenied(_));
 }
+
+/// The external check reports an existing leaf's permission bits (the
+/// approval gate holds read-only files by them, issue 25); a new leaf has
+/// none.
+#[test]
+fn an_existing_leaf_reports_its_permission_bits() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fx::new();
+    fx.dir("outside");
+    let f = fx.file("outside/ro.txt", b"x");
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o400)).unwrap();
+    assert_eq!(ext(&f).unwrap().mode, Some(0o400));
+    assert_eq!(ext(fx.p("outside/new.txt")).unwrap().mode, None);
+}

@@ -606,3 +606,100 @@ fn regression_a_symlink_replaced_before_its_readlink_is_an_escape() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The resolver reports the permission bits of an existing leaf from its
+/// own `lstat` (the approval gate holds read-only files by them, issue 25),
+/// through a symlink too; a new leaf has none.
+#[test]
+fn an_existing_leaf_reports_its_permission_bits() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fx::new();
+    let f = fx.file("root/ro.txt", b"x");
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o444)).unwrap();
+    fx.file("root/rw.txt", b"x");
+    fs::set_permissions(fx.p("root/rw.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+    fx.symlink("root/link", "ro.txt");
+    assert_eq!(fx.resolve(&f).unwrap().mode, Some(0o444));
+    assert_eq!(fx.resolve(fx.p("root/link")).unwrap().mode, Some(0o444));
+    assert_eq!(fx.resolve(fx.p("root/rw.txt")).unwrap().mode, Some(0o640));
+    assert_eq!(fx.resolve(fx.p("root/new.txt")).unwrap().mode, None);
+}
+
+/// `base` followed by names of 200 bytes and a last one, `total` bytes in
+/// all (every name within `NAME_MAX`).
+fn path_of_len(base: &Path, total: usize) -> PathBuf {
+    let mut p = base.to_path_buf();
+    while total - p.as_os_str().len() > 1 + 255 {
+        p.push("d".repeat(200));
+    }
+    let rest = total - p.as_os_str().len() - 1;
+    p.push("f".repeat(rest));
+    assert_eq!(p.as_os_str().len(), total);
+    p
+}
+
+fn message(r: Result<writegate_paths::Resolved, ResolveError>) -> String {
+    match r {
+        Err(ResolveError::ParseError(m)) => m,
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+}
+
+/// Issue 25: a path over `PATH_MAX` was accepted (its missing tail is
+/// never looked up), so the first write created it component by component
+/// and every later write, edit or read of it failed with `ENAMETOOLONG`.
+/// The resolver measures the path the kernel would see and refuses it,
+/// naming the limit.
+#[test]
+fn issue_25_a_path_over_path_max_is_refused() {
+    let fx = Fx::new();
+    let ok = path_of_len(&fx.root, writegate_paths::PATH_MAX - 1);
+    assert!(fx.resolve(&ok).is_ok(), "4095 bytes is the longest path");
+    for len in [writegate_paths::PATH_MAX, 4239, 10_000] {
+        let m = message(fx.resolve(path_of_len(&fx.root, len)));
+        assert!(m.contains(&format!("{len} bytes long")), "{m}");
+        assert!(m.contains("4095 bytes (PATH_MAX"), "{m}");
+        assert!(m.len() < 600, "the message does not repeat the path: {m}");
+    }
+    // Measured after `..`: a long spelling of a short path is fine.
+    let mut detour = fx.root.clone();
+    for _ in 0..30 {
+        detour.push("x".repeat(200));
+        detour.push("..");
+    }
+    detour.push("a.txt");
+    assert!(detour.as_os_str().len() > 4096);
+    assert_eq!(
+        fx.resolve(&detour).unwrap().canonical,
+        fx.root.join("a.txt")
+    );
+    // Measured on the canonical path: a short input that a symlink makes
+    // too long.
+    let far = path_of_len(&fx.root, 4000);
+    fx.symlink("root/far", &far);
+    let m = message(fx.resolve(fx.root.join("far").join("g".repeat(120))));
+    assert!(m.contains("bytes long as "), "{m}");
+    assert!(m.contains("PATH_MAX"), "{m}");
+}
+
+/// Issue 25: a name over `NAME_MAX` (255 bytes) is refused, naming the
+/// limit, in the input and where a symlink's target puts it below a
+/// missing directory (where nothing looks it up).
+#[test]
+fn issue_25_a_name_over_name_max_is_refused() {
+    let fx = Fx::new();
+    let at_limit = fx.root.join("n".repeat(writegate_paths::NAME_MAX));
+    assert!(fx.resolve(&at_limit).is_ok());
+    for input in [
+        fx.root.join("n".repeat(256)),
+        fx.root.join("missing").join("n".repeat(256)).join("f.txt"),
+        fx.root.join(format!("{}.txt", "é".repeat(127))),
+    ] {
+        let m = message(fx.resolve(&input));
+        assert!(m.contains("at most 255 bytes (NAME_MAX)"), "{m}");
+        assert!(m.contains("has a name of 25"), "{m}");
+    }
+    fx.symlink("root/link", fx.root.join("missing").join("n".repeat(300)));
+    let m = message(fx.resolve(fx.root.join("link")));
+    assert!(m.contains("has a name of 300 bytes"), "{m}");
+}
