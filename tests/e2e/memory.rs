@@ -155,6 +155,60 @@ fn sixteen_then_sixty_four_connections_writing_5_mib_at_once_stay_within_160_mib
     assert!(events.iter().all(|e| e["type"] == "fs.access"));
 }
 
+/// Memory grew with concurrent writers (about 2.4 MiB per connection: 983
+/// MiB at 400 connections sending two 5 MiB writes each): a connection
+/// whose read brought the start of its next line along with the end of a
+/// long one kept the long line's whole buffer for those few bytes while it
+/// waited for budget for the next line. 200 connections each pipeline two
+/// 5 MiB writes at the same moment: the peak stays within 160 MiB, every
+/// write lands whole, one event each.
+#[test]
+fn two_hundred_connections_pipelining_two_5_mib_writes_stay_within_160_mib() {
+    const CONNS: usize = 200;
+    let t = Tree::new();
+    let d = t.socket_daemon(&[]);
+    let expect = Arc::new(content("piped"));
+    let escaped = Arc::new(serde_json::to_vec(&*expect).unwrap());
+    let barrier = Arc::new(Barrier::new(CONNS));
+    let threads: Vec<_> = (0..CONNS)
+        .map(|i| {
+            let paths = [0, 1].map(|k| t.ws.join(format!("c{i:03}-{k}.txt")));
+            let (barrier, escaped, sock) = (barrier.clone(), escaped.clone(), t.sock.clone());
+            std::thread::spawn(move || {
+                let mut c = Conn::open(&sock);
+                barrier.wait();
+                for (k, path) in paths.iter().enumerate() {
+                    let (prefix, suffix) = pieces(k as u64, path);
+                    c.w.write_all(&prefix).unwrap();
+                    c.w.write_all(&escaped).unwrap();
+                    c.w.write_all(suffix).unwrap();
+                }
+                ([c.answer(), c.answer()], paths)
+            })
+        })
+        .collect();
+    for th in threads {
+        let (answers, paths) = th.join().unwrap();
+        for a in answers {
+            assert_eq!(a["result"], json!({}), "{}", truncate(&a.to_string()));
+        }
+        for path in paths {
+            assert!(
+                fs::read_to_string(&path).unwrap() == *expect,
+                "{} holds other bytes",
+                path.display()
+            );
+        }
+    }
+    let peak = status_bytes(&d, "VmHWM");
+    assert!(
+        peak <= CONCURRENT_BOUND,
+        "{CONNS} connections x 2 x 5 MiB: peak {} MiB",
+        peak / MIB
+    );
+    assert_eq!(t.audit_events().len(), 2 * CONNS);
+}
+
 /// 64 connections each send all of a 5 MiB line but its newline and wait:
 /// a line still being read counts against the budget too, so the daemon
 /// does not buffer 64 x 5 MiB (it reads on only with budget for the line,

@@ -102,7 +102,7 @@ pub const READ_CHUNK: usize = 64 * 1024;
 
 /// Most bytes one read brings while a long line is being read (the buffer
 /// doubles as the line grows).
-pub const READ_MAX: usize = 256 * 1024;
+pub const READ_MAX: usize = 128 * 1024;
 
 /// A connection's input: a reader, its buffer and the [`LineCodec`]. The
 /// caller decides when to read more ([`LineReader::fill`]), so it can hold
@@ -137,12 +137,15 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         };
         let frame = frame.ok().flatten();
         // A long line shares its allocation with what is left of the
-        // buffer: give the rest a small buffer of its own, so the long
-        // line's memory goes as soon as the line does (not when this
-        // connection next reads a long line).
-        if self.buf.capacity() > READ_MAX && self.buf.len() <= READ_CHUNK {
+        // buffer: give the rest a buffer of its own, so the long line's
+        // memory goes as soon as the line does (not when this connection
+        // next reads a long line). The rest is at most one read past the
+        // line (`READ_MAX`); a connection that kept the long line's whole
+        // allocation for it held megabytes while it waited for budget for
+        // its next line, and hundreds of such connections held a gigabyte.
+        if self.buf.capacity() > READ_MAX && self.buf.len() <= READ_MAX {
             let rest = std::mem::take(&mut self.buf);
-            self.buf = BytesMut::with_capacity(READ_CHUNK);
+            self.buf = BytesMut::with_capacity(rest.len().max(READ_CHUNK));
             self.buf.extend_from_slice(&rest);
         }
         frame
