@@ -16,10 +16,14 @@ use tokio::sync::Semaphore;
 /// holds one can finish its line (no two half-read lines can wait for each
 /// other); when the line is complete the reservation shrinks to the line's
 /// cost. A connection whose line does not fit waits before reading more or
-/// handling it. So all connections together hold at most the budget, plus
-/// less than [`PARTIAL_FREE`] + [`READ_MAX`](crate::frame::READ_MAX)
-/// unbudgeted bytes each. Answers are not counted (a small
-/// `_writegate/read_lines` can have a large answer); the per-connection
+/// handling it, holding no budget meanwhile. A connection holding a
+/// reservation whose peer sends nothing for
+/// [`Shared::line_stall`](crate::conn::Shared::line_stall)
+/// (`line_stall_timeout_ms`) loses it and is closed (`conn`). So all
+/// connections together hold at most the budget, plus less than
+/// [`PARTIAL_FREE`] + [`READ_MAX`](crate::frame::READ_MAX) unbudgeted bytes
+/// each. Answers are not counted (a small `_writegate/read_lines` can have a
+/// large answer); the per-connection
 /// [`MAX_OUTSTANDING`](crate::outbox::MAX_OUTSTANDING) bounds those.
 pub struct Budget {
     pub(crate) units: Arc<Semaphore>,
