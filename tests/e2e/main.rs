@@ -15,6 +15,7 @@ mod common;
 mod activation;
 mod approval;
 mod audit;
+mod budget;
 mod cancel;
 mod cases;
 mod cli;

@@ -1377,3 +1377,48 @@ fn a_client_root_of_a_home_directory_cannot_read_ssh_keys() {
     }
     m.close();
 }
+
+/// Issue 25 B: `writegate mcp` exited 2 ("MCP initialization failed:
+/// connection closed") when the client closed stdin before `initialize`,
+/// though its `--help` says 0 when the client closed stdin. A client that
+/// goes away is how a server is stopped, before the handshake as after it:
+/// status 0 whenever stdin closes (at once, after half a line, after a
+/// pre-initialize ping, or after `initialize`).
+#[test]
+fn regression_stdin_closed_before_initialize_exits_0() {
+    for when in [
+        "at once",
+        "after half a line",
+        "after a ping",
+        "after initialize",
+    ] {
+        let t = Tree::new();
+        let mut d = t.spawn(mcp_command(&t), true, false);
+        let mut c = d.stdio_client();
+        match when {
+            "after half a line" => c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,"),
+            "after a ping" => {
+                c.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}));
+                assert_eq!(c.recv()["id"], 0);
+            }
+            "after initialize" => {
+                c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+                assert_eq!(c.recv()["id"], 1);
+            }
+            _ => {}
+        }
+        c.close_write();
+        let status = d.wait_exit();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "stdin closed {when}: {status}\n{}",
+            d.stderr_text()
+        );
+        assert!(
+            !d.stderr_text().contains("initialization failed"),
+            "stdin closed {when}:\n{}",
+            d.stderr_text()
+        );
+    }
+}

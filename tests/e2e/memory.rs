@@ -5,7 +5,7 @@
 //! asserted; no time is (the waits only fail a broken daemon instead of
 //! hanging).
 
-use crate::common::{Daemon, TIMEOUT, Tree, truncate};
+use crate::common::{Daemon, Opts, TIMEOUT, Tree, truncate};
 use serde_json::{Value, json};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -213,11 +213,18 @@ fn two_hundred_connections_pipelining_two_5_mib_writes_stay_within_160_mib() {
 /// a line still being read counts against the budget too, so the daemon
 /// does not buffer 64 x 5 MiB (it reads on only with budget for the line,
 /// and the others wait unread). When the newlines follow, every write is
-/// answered and lands.
+/// answered and lands. The two lines read under a reservation are
+/// complete but for their newline and wait for it as long as the test
+/// samples memory: their stall timeout is set long, so that they are not
+/// closed as stalled (`budget.rs` tests that).
 #[test]
 fn sixty_four_half_sent_5_mib_lines_are_not_all_buffered() {
     let t = Tree::new();
-    let d = t.socket_daemon(&[]);
+    let d = t.daemon(Opts {
+        socket: true,
+        env: &[("WRITEGATE_LINE_STALL_TIMEOUT_MS", "600000")],
+        ..Opts::default()
+    });
     let expect = content("partial");
     let escaped = serde_json::to_vec(&expect).unwrap();
     let idle = status_bytes(&d, "VmHWM");

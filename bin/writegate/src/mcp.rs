@@ -5,8 +5,8 @@ use crate::args::{McpArgs, ServeArgs};
 use crate::serve::{build_service, init_logs_or};
 use crate::{Status, absolutize, default_config_path};
 
-/// Serves MCP on stdin/stdout until the client closes it. Status 2 when it
-/// cannot start.
+/// Serves MCP on stdin/stdout until the client closes it (status 0, before
+/// the `initialize` handshake as after it). Status 2 when it cannot start.
 pub(crate) fn mcp(a: McpArgs) -> Status {
     init_logs_or(0, 0, "info,rmcp=warn");
     let args = ServeArgs {

@@ -16,10 +16,14 @@ use tokio::sync::Semaphore;
 /// holds one can finish its line (no two half-read lines can wait for each
 /// other); when the line is complete the reservation shrinks to the line's
 /// cost. A connection whose line does not fit waits before reading more or
-/// handling it. So all connections together hold at most the budget, plus
-/// less than [`PARTIAL_FREE`] + [`READ_CHUNK`](crate::frame::READ_CHUNK)
-/// unbudgeted bytes each. Answers are not counted (a small
-/// `_writegate/read_lines` can have a large answer); the per-connection
+/// handling it, holding no budget meanwhile. A connection holding a
+/// reservation whose peer sends nothing for
+/// [`Shared::line_stall`](crate::conn::Shared::line_stall)
+/// (`line_stall_timeout_ms`) loses it and is closed (`conn`). So all
+/// connections together hold at most the budget, plus less than
+/// [`PARTIAL_FREE`] + [`READ_MAX`](crate::frame::READ_MAX) unbudgeted bytes
+/// each. Answers are not counted (a small `_writegate/read_lines` can have a
+/// large answer); the per-connection
 /// [`MAX_OUTSTANDING`](crate::outbox::MAX_OUTSTANDING) bounds those.
 pub struct Budget {
     pub(crate) units: Arc<Semaphore>,
@@ -65,10 +69,13 @@ impl Budget {
 
     /// Units a connection holds while it reads a line longer than
     /// [`PARTIAL_FREE`]: enough for a line of `max_line` bytes (the frame
-    /// limit) plus its `\r` and what a read may bring past it, at most the
-    /// whole budget.
+    /// limit), in whole KiB, at most the whole budget. So two reservations
+    /// fit a budget of twice the frame limit (the defaults: 16 MiB lines,
+    /// 32 MiB): two long lines are read at a time. Its `\r` and what a read
+    /// brings past the line are the connection's unbudgeted bytes (less
+    /// than a [`READ_MAX`](crate::frame::READ_MAX)).
     pub fn reservation(&self, max_line: usize) -> u32 {
-        u32::try_from(max_line.saturating_add(2).div_ceil(1024))
+        u32::try_from(max_line.div_ceil(1024))
             .unwrap_or(u32::MAX)
             .min(self.total)
     }
@@ -76,5 +83,35 @@ impl Budget {
     /// Units free right now (for tests and logs).
     pub fn available(&self) -> usize {
         self.units.available_permits()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use writegate_core::Config;
+
+    /// docs/behaviour.md: with the defaults two long lines are read at a
+    /// time. A reservation was `max_frame_bytes + 2` bytes (16 MiB and one
+    /// KiB), so a second did not fit 32 MiB.
+    #[test]
+    fn two_reservations_for_the_longest_line_fit_the_default_budget() {
+        let c = Config::default();
+        let budget = Budget::new(c.max_inflight_bytes);
+        let max = usize::try_from(c.max_frame_bytes).unwrap();
+        let units = budget.reservation(max) as usize;
+        assert!(2 * units <= budget.available(), "{units} units each");
+        // A line of the longest length shrinks its reservation to its cost,
+        // never grows it.
+        assert!(budget.cost(max) as usize <= units);
+        assert_eq!(budget.cost(max) as usize, units);
+    }
+
+    #[test]
+    fn a_reservation_is_at_most_the_whole_budget() {
+        let budget = Budget::new(48 * 1024);
+        assert_eq!(budget.reservation(16 << 20), 48);
+        assert_eq!(budget.reservation(1024), 1);
+        assert_eq!(budget.reservation(1025), 2);
     }
 }

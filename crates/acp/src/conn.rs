@@ -19,6 +19,7 @@ use crate::outgoing::Outgoing;
 use agent_client_protocol::v1::schema::RequestId;
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -35,6 +36,13 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// The in-flight byte budget.
     pub budget: Budget,
+    /// How long a connection may hold a [`Budget::reservation`] for a long
+    /// line without a byte arriving (`line_stall_timeout_ms`): then the
+    /// reservation is released and the connection closed, so a peer that
+    /// stops in the middle of a long line cannot keep other connections'
+    /// long lines waiting. `None`: no limit (the proxy, whose two sides
+    /// each have a budget of their own, shared with no one).
+    pub line_stall: Option<Duration>,
     /// How many requests may run on the runtime's own workers at once (see
     /// [`crate::serve::WORKER_LINE_MAX`]); the server gives it one less
     /// than the number of workers, so one worker always stays free for
@@ -254,6 +262,8 @@ pub async fn run_connection<H, R, W>(
     // Budget held for the long line being read (see `Budget`).
     let mut reserved: Option<OwnedSemaphorePermit> = None;
     let permits = Arc::new(Semaphore::new(MAX_OUTSTANDING));
+    // The peer stopped sending a long line (see `Shared::line_stall`).
+    let mut stalled_out = false;
     'lines: loop {
         // Backpressure: no permit, no read.
         let permit = if let Ok(p) = permits.clone().try_acquire_owned() {
@@ -290,9 +300,22 @@ pub async fn run_connection<H, R, W>(
             } else {
                 READ_CHUNK
             };
+            // Under a reservation, a read that brings nothing for
+            // `line_stall` ends the connection (the time spent waiting for
+            // the reservation is not counted: the clock starts at each read).
+            let stall = reserved.as_ref().and(shared.line_stall);
             let read = tokio::select! {
                 () = shared.shutdown.cancelled() => break 'lines,
                 r = input.fill(limit) => r,
+                () = stalled(stall) => {
+                    tracing::warn!(
+                        buffered = input.partial(),
+                        stall_ms = stall.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                        "closing a connection: its long line made no progress (line_stall_timeout_ms); its budget reservation is released"
+                    );
+                    stalled_out = true;
+                    break 'lines;
+                }
             };
             if let Err(e) = read {
                 tracing::warn!(error = %e, "connection read failed");
@@ -342,6 +365,11 @@ pub async fn run_connection<H, R, W>(
         }
     }
     drop(reserved);
+    if stalled_out {
+        // The stalled half-line goes now, not after the connection's tasks,
+        // and so does the reading end.
+        drop(input);
+    }
     handler.batch_end(&link);
     handler.input_ended(&link);
     if shared.shutdown.is_cancelled() {
@@ -353,6 +381,14 @@ pub async fn run_connection<H, R, W>(
     // The last sender goes with the link; the writer task then drains and ends.
     drop(link);
     let _ = writer_task.await;
+}
+
+/// Sleeps for `stall`; never ends without one.
+async fn stalled(stall: Option<Duration>) {
+    match stall {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Parses one line and hands it on.

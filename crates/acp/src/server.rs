@@ -219,6 +219,9 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
         service: service.clone(),
         shutdown: CancellationToken::new(),
         budget: Budget::new(service.config().max_inflight_bytes),
+        line_stall: Some(Duration::from_millis(
+            service.config().line_stall_timeout_ms,
+        )),
         worker_slots: Arc::new(Semaphore::new(
             tokio::runtime::Handle::current()
                 .metrics()

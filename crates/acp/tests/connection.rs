@@ -66,6 +66,7 @@ impl Fixture {
             service,
             shutdown: CancellationToken::new(),
             budget: Budget::new(budget),
+            line_stall: None,
             worker_slots: Arc::new(Semaphore::new(slots)),
         });
         Fixture {

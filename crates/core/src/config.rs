@@ -222,6 +222,12 @@ pub struct Config {
     /// replaces). Read at start-up only. Not a SPEC 13 key: writegate's own
     /// bound on memory (docs/behaviour.md).
     pub max_inflight_bytes: u64,
+    /// Milliseconds a connection reading a line longer than 64 KiB (and so
+    /// holding room for the longest line in the in-flight budget) may go
+    /// without a byte arriving; then the room is released and the
+    /// connection closed. Default 5 000. Read at start-up only. Not a SPEC
+    /// 13 key (docs/behaviour.md).
+    pub line_stall_timeout_ms: u64,
     /// Mode of files the daemon creates.
     pub new_file_mode: NewFileMode,
     /// Permission bits of the missing parent directories a workspace write
@@ -251,6 +257,7 @@ impl Default for Config {
             max_edit_bytes: 5 * 1024 * 1024,
             max_frame_bytes: 16 * 1024 * 1024,
             max_inflight_bytes: 32 * 1024 * 1024,
+            line_stall_timeout_ms: 5_000,
             new_file_mode: NewFileMode::Owner,
             new_dir_mode: 0o755,
             shutdown_grace_ms: 10_000,
@@ -313,6 +320,7 @@ pub const ENV_KEYS: &[&str] = &[
     "max_edit_bytes",
     "max_frame_bytes",
     "max_inflight_bytes",
+    "line_stall_timeout_ms",
     "new_file_mode",
     "new_dir_mode",
     "shutdown_grace_ms",
@@ -445,6 +453,9 @@ impl Config {
         }
         if self.max_inflight_bytes < 1024 {
             return Err(bad("max_inflight_bytes", "must be at least 1024"));
+        }
+        if self.line_stall_timeout_ms == 0 {
+            return Err(bad("line_stall_timeout_ms", "must be greater than 0"));
         }
         for (i, r) in self.proxy.roots.iter().enumerate() {
             if !r.is_absolute() {
@@ -660,6 +671,14 @@ mod tests {
                 "config/writegate.toml does not document `{key}`"
             );
         }
+    }
+
+    #[test]
+    fn a_line_stall_timeout_of_zero_is_refused() {
+        let err = Config::from_toml("line_stall_timeout_ms = 0\n", "t").unwrap_err();
+        assert!(err.to_string().contains("line_stall_timeout_ms"), "{err}");
+        let ok = Config::from_toml("line_stall_timeout_ms = 1000\n", "t").unwrap();
+        assert_eq!(ok.line_stall_timeout_ms, 1000);
     }
 
     #[test]

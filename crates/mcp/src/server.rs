@@ -15,7 +15,7 @@ use rmcp::model::{
     Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId,
     ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, ServerInitializeError};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -57,14 +57,16 @@ pub enum RunError {
     /// The async runtime could not be built.
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
-    /// The MCP `initialize` handshake did not complete (the client went
-    /// away or sent something else).
+    /// The MCP `initialize` handshake did not complete: the client sent
+    /// something else first, or answering it failed (a client that went
+    /// away before it is no error: [`run`] returns `Ok`).
     #[error("MCP initialization failed: {0}")]
     Initialize(String),
 }
 
-/// Serves MCP on stdin/stdout with `service` until stdin closes or SIGTERM,
-/// SIGINT or SIGHUP arrives; then gives operations still running up to
+/// Serves MCP on stdin/stdout with `service` until stdin closes (before or
+/// after the `initialize` handshake: `Ok` either way) or SIGTERM, SIGINT or
+/// SIGHUP arrives; then gives operations still running up to
 /// `shutdown_grace_ms` to finish (each writes its file and audit event or
 /// nothing). Logs go to stderr through `tracing`; stdout carries only MCP
 /// messages.
@@ -87,10 +89,14 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     let max_line = usize::try_from(service.config().max_frame_bytes).unwrap_or(usize::MAX);
     let transport = crate::transport::Stdio::new(max_line);
     let server = McpServer::new(service, opts);
-    let running = server
-        .serve(transport)
-        .await
-        .map_err(|e| RunError::Initialize(e.to_string()))?;
+    let running = match server.serve(transport).await {
+        Ok(running) => running,
+        Err(e) if client_went_away(&e) => {
+            tracing::info!(reason = %e, "the client went away before initialize completed");
+            return Ok(());
+        }
+        Err(e) => return Err(RunError::Initialize(e.to_string())),
+    };
     let stop = running.cancellation_token();
     let signals = tokio::spawn(async move {
         let why = stop_signal().await;
@@ -101,6 +107,22 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     signals.abort();
     tracing::info!(?reason, "MCP connection closed");
     Ok(())
+}
+
+/// Whether the handshake failed only because the client went away: stdin
+/// ended before `initialize` arrived, or stdout was closed under the answer.
+/// That is how a client stops a server it no longer needs, before the
+/// handshake as after it (`--help`: status 0 when the client closed stdin),
+/// not a failure to start.
+fn client_went_away(e: &ServerInitializeError) -> bool {
+    match e {
+        ServerInitializeError::ConnectionClosed(_) => true,
+        ServerInitializeError::TransportError { error, .. } => error
+            .error
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe),
+        _ => false,
+    }
 }
 
 /// Waits for SIGTERM, SIGINT or SIGHUP (forever if they cannot be watched).

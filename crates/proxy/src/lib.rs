@@ -193,12 +193,15 @@ fn pass_on(
 
 /// State one side's connection loop needs: the service, its own shutdown
 /// token and byte budget, and no worker slots (the proxy runs writegate's
-/// operations on blocking threads only).
+/// operations on blocking threads only). No limit on a stalled long line:
+/// the budget is this side's alone, so a peer that stops in the middle of
+/// a line holds up only itself.
 fn shared(service: &Arc<Service>) -> Arc<Shared> {
     Arc::new(Shared {
         service: service.clone(),
         shutdown: CancellationToken::new(),
         budget: Budget::new(service.config().max_inflight_bytes),
+        line_stall: None,
         worker_slots: Arc::new(Semaphore::new(0)),
     })
 }
