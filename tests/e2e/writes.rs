@@ -421,9 +421,10 @@ fn deleted_descriptors(pid: u32, leaf: &Path) -> Vec<PathBuf> {
 }
 
 /// The daemon keeps the replaced file's read descriptor open across the
-/// rename and closes it on its release thread (docs/performance.md): after
-/// a run of overwrites every one of those descriptors is closed, so no
-/// replaced file stays allocated and no descriptor leaks.
+/// rename and closes it on its release thread
+/// (docs/decisions/0002-small-write-latency.md): after a run of overwrites
+/// every one of those descriptors is closed, so no replaced file stays
+/// allocated and no descriptor leaks.
 #[test]
 fn overwrites_release_every_replaced_file() {
     let s = Tree::new();

@@ -699,10 +699,11 @@ impl<'s> Op<'s> {
                 // the bytes are in the temp file (see
                 // `writegate_fs::publish_overlapping`) and have the CPUs
                 // while this thread waits for the disk. Measured
-                // (docs/performance.md): a new 5 MiB file through `writegate
-                // mcp` 14.3-14.4 ms against 15.1-16.9 with the hash started
-                // after the write; a 5 MiB overwrite 0.5-2 ms slower with
-                // two helpers racing the write.
+                // (docs/decisions/0005-hashes-beside-the-publish.md): a new
+                // 5 MiB file through `writegate mcp` 14.3-14.4 ms against
+                // 15.1-16.9 with the hash started after the write; a 5 MiB
+                // overwrite 0.5-2 ms slower with two helpers racing the
+                // write.
                 let early = large && slot.is_none();
                 let new = RefCell::new(early.then(|| s.spawn(|| sha256_tagged(bytes))));
                 let mut written = || {
