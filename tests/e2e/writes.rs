@@ -469,7 +469,7 @@ fn sha256_hex(bytes: &[u8]) -> Option<String> {
         .then(|| out.split_whitespace().next().unwrap_or("").to_string())
 }
 
-/// Review of session 10: deleting the line between a line that ends in a
+/// Regression: deleting the line between a line that ends in a
 /// lone `\r` and an empty line (or replacing a find there with nothing) was
 /// answered `internal_error`, whose hint says to retry, for an edit that can
 /// never be built: the `\r` and the next `\n` would read as one `\r\n`. It is
@@ -508,7 +508,7 @@ fn regression_an_edit_joining_a_lone_cr_and_a_lf_is_line_ending_conflict() {
     );
 }
 
-/// Review of session 10: a read refused by the resolver got its generic,
+/// Regression: a read refused by the resolver got its generic,
 /// path-free hint ("write inside the workspace root; ..."), where a write
 /// names what is wrong. Reads name it too now, and say "read".
 #[test]

@@ -1011,9 +1011,9 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
 /// A resolver refusal with what a model or a person needs to act on it:
 /// what happened to which path (the resolver's own words), the workspace
 /// root when the path is outside it, and what to do next; `verb` is what
-/// the request does (`write` for writes and edits, `read` for reads: the
-/// review of session 10 found reads answered with the resolver's generic,
-/// path-free hint, which told a reader to "write inside the workspace").
+/// the request does (`write` for writes and edits, `read` for reads, so
+/// that a reader is never given the resolver's generic, path-free hint,
+/// which tells it to "write inside the workspace").
 fn resolve_refusal(e: ResolveError, root: &Path, verb: &str) -> Refusal {
     // The resolver's own words without its kind prefix: the refusal's
     // message already starts with the errorKind.

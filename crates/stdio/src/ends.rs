@@ -433,8 +433,8 @@ mod tests {
 
     /// A write that blocks while the process has no descriptor left still
     /// waits and delivers every byte: waiting registers the writer's own
-    /// descriptor, never a new one (found in review: a duplicate made
-    /// then failed with EMFILE and ended the connection's output). Runs in
+    /// descriptor, never a new one (a duplicate made then failed with
+    /// EMFILE and ended the connection's output). Runs in
     /// a child process of this test binary, since it uses up the process's
     /// descriptors.
     #[test]
