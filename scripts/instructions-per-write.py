@@ -14,7 +14,7 @@ functions of the longer run are printed too, and the code footprint of a
 write: how many distinct 64-byte cache lines and 4 KiB pages of code every
 write runs. Each write finds most of it evicted by the kernel's work since
 the last one (its fsyncs above all), so the footprint, not only the count,
-sets what the user code costs here (docs/performance.md, session 10).
+sets what the user code costs here (docs/decisions/0009-small-write-costs.md).
 
 Two caveats, both the same for every build compared:
 - valgrind's CPU has no SHA extensions, so SHA-256 runs the portable code

@@ -366,8 +366,8 @@ fn joins(units: &[u32], a: usize, b: usize) -> bool {
     a > 0 && a < b && b < units.len() && units[a - 1] == CR && units[b] == LF
 }
 
-/// The documented refusal of [`joins`] (session 10: `line_ending_conflict`;
-/// before, a guard refusal).
+/// The documented refusal of [`joins`]: `line_ending_conflict`, not a guard
+/// refusal.
 fn guard_join(err: &TextError) -> bool {
     matches!(err, TextError::LineEndingConflict { .. })
 }

@@ -97,7 +97,7 @@ fn a_valid_marker_for_each_source_lands_through_the_external_writer() {
     assert_eq!(ev["intent"], "edit", "{ev}");
 }
 
-/// Review finding: a marked write whose path the resolver refused for a
+/// A marked write whose path the resolver refused for a
 /// suspicious name reached through a link (`lnk -> aux`, inside the root)
 /// must not take the external route into the workspace (SPEC 4: only paths
 /// outside every root reach the external writer).

@@ -407,7 +407,7 @@ fn framing_no_bad_line_closes_the_connection() {
     );
 }
 
-/// Review finding: an edit whose parameters do not fit its mode is invalid
+/// An edit whose parameters do not fit its mode is invalid
 /// params before routing: no audit event, nothing touched (SPEC 10).
 #[test]
 fn edit_with_params_that_do_not_fit_the_mode_is_invalid_params_and_not_audited() {

@@ -1303,7 +1303,7 @@ fn an_over_long_or_invalid_line_does_not_stop_the_server() {
     );
 }
 
-/// Review of session 10: a `tools/call` whose strings hold a lone surrogate
+/// Regression: a `tools/call` whose strings hold a lone surrogate
 /// escape (`\ud83d` without its pair: a model's truncated emoji) is JSON by
 /// RFC 8259, but `serde_json` refuses it as a syntax error, and the server
 /// skipped it as "not JSON": the client waited for an answer forever. It is
@@ -1337,8 +1337,8 @@ fn regression_a_call_with_a_lone_surrogate_is_answered_invalid_params() {
     c.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
     let r = c.recv();
     assert_eq!(r["id"], 3, "the notification got no answer: {r}");
-    // Same review: `arguments` that are not an object were answered
-    // "method not found" (-32601); they are invalid params.
+    // `arguments` that are not an object are invalid params, not "method
+    // not found" (-32601).
     c.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "write_file", "arguments": ["a.txt", "x"]}}));
     let r = c.recv();
     assert_eq!(r["id"], 4, "{r}");

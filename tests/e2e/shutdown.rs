@@ -337,8 +337,7 @@ fn regression_shared_stdio_pipes_keep_their_flags_even_after_sigkill() {
 /// what was written and exits 0, and the FIFO's description has its flags
 /// back. (A FIFO reopened through `/proc/self/fd` while it has no writer
 /// never reports their hang-up, so it is not reopened but made
-/// non-blocking until the daemon ends; found in review of the change that
-/// reopens pipes.)
+/// non-blocking until the daemon ends.)
 #[test]
 fn regression_a_named_fifo_on_stdin_still_reaches_end_of_input() {
     use rustix::fs::{Mode, OFlags};

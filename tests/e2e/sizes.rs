@@ -54,7 +54,7 @@ fn size_five_mib_is_written_and_one_byte_more_is_file_too_large() {
     );
 }
 
-/// Review finding: a whole-file write over a huge (here sparse, 1 TiB)
+/// A whole-file write over a huge (here sparse, 1 TiB)
 /// file must not load it: the format is read from its beginning and the
 /// file is replaced (SPEC 7.2 allows replacing a file over the cap).
 #[test]

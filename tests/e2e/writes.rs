@@ -421,9 +421,10 @@ fn deleted_descriptors(pid: u32, leaf: &Path) -> Vec<PathBuf> {
 }
 
 /// The daemon keeps the replaced file's read descriptor open across the
-/// rename and closes it on its release thread (docs/performance.md): after
-/// a run of overwrites every one of those descriptors is closed, so no
-/// replaced file stays allocated and no descriptor leaks.
+/// rename and closes it on its release thread
+/// (docs/decisions/0002-small-write-latency.md): after a run of overwrites
+/// every one of those descriptors is closed, so no replaced file stays
+/// allocated and no descriptor leaks.
 #[test]
 fn overwrites_release_every_replaced_file() {
     let s = Tree::new();
@@ -468,7 +469,7 @@ fn sha256_hex(bytes: &[u8]) -> Option<String> {
         .then(|| out.split_whitespace().next().unwrap_or("").to_string())
 }
 
-/// Review of session 10: deleting the line between a line that ends in a
+/// Regression: deleting the line between a line that ends in a
 /// lone `\r` and an empty line (or replacing a find there with nothing) was
 /// answered `internal_error`, whose hint says to retry, for an edit that can
 /// never be built: the `\r` and the next `\n` would read as one `\r\n`. It is
@@ -507,7 +508,7 @@ fn regression_an_edit_joining_a_lone_cr_and_a_lf_is_line_ending_conflict() {
     );
 }
 
-/// Review of session 10: a read refused by the resolver got its generic,
+/// Regression: a read refused by the resolver got its generic,
 /// path-free hint ("write inside the workspace root; ..."), where a write
 /// names what is wrong. Reads name it too now, and say "read".
 #[test]

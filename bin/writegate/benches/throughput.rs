@@ -620,7 +620,7 @@ fn thread_cpu_us() -> f64 {
 }
 
 /// The system calls a 1 KiB overwrite makes beyond the bare sequence's, in
-/// groups as the daemon issues them (`strace` of this session's build),
+/// groups as the daemon issues them (as `strace` of the daemon shows),
 /// each timed in this thread's CPU right after a bare write (a wake from
 /// fsync, as in the daemon: cold) and back to back (hot). The first row is
 /// one `getpid`: the price of the first system call after a wake, which

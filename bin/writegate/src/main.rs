@@ -53,7 +53,7 @@ impl From<Status> for ExitCode {
 /// concurrent connections a run of sequential 5 MiB writes stayed at 65-70
 /// MiB, over issue 12's bound (3x the payload plus 16 MiB); with two arenas
 /// it stays at about 25 MiB, and small writes on 8 connections got no
-/// slower (docs/performance.md, "Memory").
+/// slower (docs/decisions/0008-request-memory.md).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn limit_malloc_arenas() {
     let chosen = std::env::var_os("MALLOC_ARENA_MAX").is_some()

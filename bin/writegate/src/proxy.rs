@@ -57,8 +57,8 @@ pub(crate) fn proxy(a: ProxyArgs) -> ExitCode {
     };
     // One thread runs both connections: a forwarded line then never waits
     // for another thread to wake (on a small VM that wake-up was most of a
-    // forwarded request's latency; docs/performance.md). writegate's own
-    // operations still run on blocking threads.
+    // forwarded request's latency; docs/decisions/0011-proxy-forwarding.md).
+    // writegate's own operations still run on blocking threads.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .max_blocking_threads(64)
         .enable_all()

@@ -29,7 +29,7 @@ pub enum ErrorKind {
     /// The numbered line does not hold `find`, and not exactly one other line does.
     LineMismatch,
     /// The edit would leave a line's lone `\r` ending right before a `\n`,
-    /// where the two read as one `\r\n` (session 10: was `internal_error`).
+    /// where the two read as one `\r\n`.
     LineEndingConflict,
     /// The workspace is not trusted for writes.
     UntrustedWorkspace,
@@ -57,9 +57,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, in SPEC 11 table order (used by tests and docs;
-    /// `not_a_file` was added by issue 14, `line_ending_conflict` in session
-    /// 10).
+    /// Every kind, in SPEC 11 table order (used by tests and docs).
     pub const ALL: [ErrorKind; 23] = [
         Self::PathOutsideWorkspace,
         Self::SymlinkEscape,

@@ -699,10 +699,11 @@ impl<'s> Op<'s> {
                 // the bytes are in the temp file (see
                 // `writegate_fs::publish_overlapping`) and have the CPUs
                 // while this thread waits for the disk. Measured
-                // (docs/performance.md): a new 5 MiB file through `writegate
-                // mcp` 14.3-14.4 ms against 15.1-16.9 with the hash started
-                // after the write; a 5 MiB overwrite 0.5-2 ms slower with
-                // two helpers racing the write.
+                // (docs/decisions/0005-hashes-beside-the-publish.md): a new
+                // 5 MiB file through `writegate mcp` 14.3-14.4 ms against
+                // 15.1-16.9 with the hash started after the write; a 5 MiB
+                // overwrite 0.5-2 ms slower with two helpers racing the
+                // write.
                 let early = large && slot.is_none();
                 let new = RefCell::new(early.then(|| s.spawn(|| sha256_tagged(bytes))));
                 let mut written = || {
@@ -1010,9 +1011,9 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
 /// A resolver refusal with what a model or a person needs to act on it:
 /// what happened to which path (the resolver's own words), the workspace
 /// root when the path is outside it, and what to do next; `verb` is what
-/// the request does (`write` for writes and edits, `read` for reads: the
-/// review of session 10 found reads answered with the resolver's generic,
-/// path-free hint, which told a reader to "write inside the workspace").
+/// the request does (`write` for writes and edits, `read` for reads, so
+/// that a reader is never given the resolver's generic, path-free hint,
+/// which tells it to "write inside the workspace").
 fn resolve_refusal(e: ResolveError, root: &Path, verb: &str) -> Refusal {
     // The resolver's own words without its kind prefix: the refusal's
     // message already starts with the errorKind.

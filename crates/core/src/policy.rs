@@ -489,7 +489,7 @@ fn names(path: &Path) -> Vec<Name<'_>> {
 /// folding, so `src/keyboard.rs`, `notes/environment.md`, `.gitignore` and
 /// `my.env.example` are not protected while `.ENV`, `sub/.git`, `KEY.PEM`
 /// and `ID_ED25519` are. A component also matches in its NTFS readings
-/// ([`Name`]): `GIT~1/config`, `ENV~1`, `.git::$INDEX_ALLOCATION/config`,
+/// (`Name`): `GIT~1/config`, `ENV~1`, `.git::$INDEX_ALLOCATION/config`,
 /// `.env:$DATA` and `.env.` are protected as `.git` and `.env` are.
 pub fn protected_reason(canonical: &Path) -> Option<&'static str> {
     let comps = names(canonical);

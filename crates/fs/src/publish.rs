@@ -170,10 +170,10 @@ pub(crate) fn parse_temp_name(name: &[u8]) -> Option<u32> {
 /// system random source once per process, and a counter that never
 /// repeats within the process. One `getrandom` per process instead of one
 /// per write (a system call costs 2-4 µs on a vCPU that just woke from an
-/// fsync; docs/performance.md). The suffix only has to be hard to guess
-/// and unlikely to collide: the temp file is created `O_EXCL` (a taken
-/// name is retried with the next suffix), and the name also carries the
-/// pid.
+/// fsync; docs/decisions/0009-small-write-costs.md). The suffix only has to
+/// be hard to guess and unlikely to collide: the temp file is created
+/// `O_EXCL` (a taken name is retried with the next suffix), and the name
+/// also carries the pid.
 ///
 /// Errors: the random source's, until a call gets the key (a failed call
 /// leaves it unset, and the next call asks again).
@@ -398,7 +398,7 @@ pub fn publish_overlapping(
 /// file: 256 KiB; content longer than this has each piece's writeback
 /// started as it is written (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, on
 /// Linux), so the fsync waits only for the tail. Measured on the 2-vCPU
-/// KVM guest (docs/performance.md, "Writing in pieces"): one 5 MiB
+/// KVM guest (docs/decisions/0006-temp-file-in-pieces.md): one 5 MiB
 /// `write(2)` into a new ext4 file took 20-29 ms, the same bytes in 64 KiB
 /// to 1 MiB pieces 7-9 ms, and with early writeback 5.5-6.5 ms; 2 MiB
 /// pieces were as slow as one write.

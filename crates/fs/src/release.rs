@@ -5,10 +5,10 @@
 //! call, and on some filesystems that is slow: on ext4 without a journal and
 //! with `discard`, freeing a 1 KiB file's block issues a synchronous discard
 //! and takes about 200 µs, a quarter of a whole durable write (measured in
-//! docs/performance.md). The daemon reads the file it replaces anyway (for
-//! its format and `hashBefore`), so it keeps that read descriptor open across
-//! the rename: the rename then only unlinks (about 25 µs) and the blocks are
-//! freed when the last descriptor closes. [`Releaser`] closes those
+//! docs/decisions/0002-small-write-latency.md). The daemon reads the file it
+//! replaces anyway (for its format and `hashBefore`), so it keeps that read
+//! descriptor open across the rename: the rename then only unlinks (about
+//! 25 µs) and the blocks are freed when the last descriptor closes. [`Releaser`] closes those
 //! descriptors on its own thread, a batch at a time, within about
 //! [`RELEASE_LINGER`] of their hand-over.
 //!
@@ -34,7 +34,8 @@ pub const RELEASE_QUEUE: usize = 64;
 /// it closes them: a stream of writes wakes it once per this interval, not
 /// once per replaced file (each wake of an idle thread is a context switch
 /// and, on a VM, an inter-processor interrupt; measured in
-/// docs/performance.md). Blocks are freed this much later at most.
+/// docs/decisions/0009-small-write-costs.md). Blocks are freed this much
+/// later at most.
 pub const RELEASE_LINGER: Duration = Duration::from_millis(5);
 
 /// Closes descriptors of replaced files on a background thread (see the

@@ -357,7 +357,7 @@ fn whole_len_sees_a_torn_tail_without_cutting_it() {
     assert_eq!(log.whole_len().unwrap(), Some(16));
 }
 
-/// Session 8 review: the log remembers the length it last left (so the
+/// The log remembers the length it last left (so the
 /// lock-free `whole_len` can skip its one-byte read), but the append's own
 /// tail check under the lock must not trust it. An outside truncation
 /// (logrotate's `copytruncate`) followed by another writer's fragment that

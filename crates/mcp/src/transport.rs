@@ -667,7 +667,7 @@ mod tests {
         assert!(matches!(parse(&line(&odd_note)), Line::Skip));
         // A tools/call whose params do not fit is rmcp's custom request,
         // which the service would answer "method not found": it is answered
-        // "Invalid params" here instead (session 10).
+        // "Invalid params" here instead.
         let bad =
             json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"arguments": 3}});
         assert!(matches!(parse(&line(&bad)), Line::InvalidParams(..)));
@@ -680,8 +680,8 @@ mod tests {
         }
     }
 
-    /// Review of session 10: `arguments` that are not an object made `rmcp`
-    /// take the call for an unknown method (`-32601 tools/call`).
+    /// `arguments` that are not an object are invalid params; `rmcp` alone
+    /// takes the call for an unknown method (`-32601 tools/call`).
     #[test]
     fn a_tools_call_whose_params_do_not_parse_is_invalid_params() {
         for args in [json!([]), json!("x"), json!(7)] {

@@ -578,7 +578,7 @@ impl<F: Fn()> writegate_paths::FsView for SwapBeforeReadlink<F> {
     }
 }
 
-/// Review of session 10: a directory swapped with a symlink in a tight loop
+/// Regression: a directory swapped with a symlink in a tight loop
 /// while writes ran was sometimes answered `parse_error: readlink ...:
 /// Invalid argument`, telling the agent its path was malformed. `readlink`
 /// refuses (`EINVAL`) an entry that is no longer a symlink, which the

@@ -8,7 +8,7 @@
 //! nothing: no task waits to write (answers go out with a direct
 //! `write(2)`), yet a runtime worker leaves `epoll_wait`, which on a small
 //! VM means an inter-processor interrupt and a vCPU waking from halt (see
-//! docs/performance.md, "Wake-ups per answer"). A pipe's write end is the
+//! docs/decisions/0007-connection-ends.md). A pipe's write end is the
 //! same: the host reading it wakes its writer's poller.
 //!
 //! [`ReadEnd`] is registered for reading only. [`WriteEnd`] writes with
@@ -433,8 +433,8 @@ mod tests {
 
     /// A write that blocks while the process has no descriptor left still
     /// waits and delivers every byte: waiting registers the writer's own
-    /// descriptor, never a new one (found in review: a duplicate made
-    /// then failed with EMFILE and ended the connection's output). Runs in
+    /// descriptor, never a new one (a duplicate made then failed with
+    /// EMFILE and ended the connection's output). Runs in
     /// a child process of this test binary, since it uses up the process's
     /// descriptors.
     #[test]

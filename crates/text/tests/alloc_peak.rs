@@ -159,7 +159,8 @@ fn median_ms<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
 
 #[test]
 #[ignore = "prints timings; run with --release -- --ignored --nocapture"]
-// Its output is the table of docs/performance.md, printed for a person to read.
+// Its output is a table for a person to read (docs/performance.md has the
+// command).
 #[allow(clippy::print_stdout)]
 fn measure() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);

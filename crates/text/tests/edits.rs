@@ -248,8 +248,8 @@ fn delete_ranges() {
 fn delete_that_would_join_cr_and_lf_is_refused_by_the_guard() {
     // Line 1 ends with a lone CR, line 3 is empty with LF: removing line 2 would make
     // them one CRLF, changing line 1 and losing line 3. Refused before the guard,
-    // with its own kind (review of session 10: it was `internal_error`, "a bug,
-    // retry once", for an edit that can never succeed).
+    // with its own kind, not `internal_error` ("a bug, retry once"): the edit
+    // can never succeed.
     let err = edit(
         Some(b"a\rb\n\n"),
         EditMode::Delete,
@@ -262,9 +262,9 @@ fn delete_that_would_join_cr_and_lf_is_refused_by_the_guard() {
     assert_eq!(err, TextError::LineEndingConflict { line: 1 });
 }
 
-/// Review of session 10: every edit that removes the text between a lone `\r`
-/// and a `\n` and inserts nothing was refused as `internal_error` by the guard.
-/// It is `line_ending_conflict` now, naming the line that ends in the `\r`, in
+/// Regression: every edit that removes the text between a lone `\r` and a
+/// `\n` and inserts nothing was refused as `internal_error` by the guard. It
+/// is `line_ending_conflict`, naming the line that ends in the `\r`, in
 /// every mode and encoding; an edit that inserts something keeps both endings
 /// (the `\r\n` rule of `avoid_joins`) and is not refused.
 #[test]
@@ -300,7 +300,7 @@ fn regression_edits_joining_a_lone_cr_and_a_lf_name_the_line() {
     assert!(!want(7).hint().is_empty() && want(7).hint().contains("line 7"));
 }
 
-/// Review of session 10: replacing line 1 of a UTF-8 BOM file with content that
+/// Regression: replacing line 1 of a UTF-8 BOM file with content that
 /// starts with U+FEFF (the BOM a client or model echoed) wrote a second BOM. SPEC
 /// 9: exactly one is written, as a whole-file write already did.
 #[test]
@@ -330,7 +330,7 @@ fn regression_edit_at_the_start_of_a_bom_file_writes_one_bom() {
     let out = edit(Some(b"a\nb\n"), EditMode::Replace, line("\u{FEFF}x", 1)).unwrap();
     assert_eq!(out.bytes, [BOM8, b"x\nb\n"].concat());
     // A file that already holds a second BOM keeps it when the edit replaces it
-    // with one of its own (the review of this fix).
+    // with one of its own.
     let twice = [BOM8, BOM8, b"x\n"].concat();
     let out = edit(
         Some(&twice),

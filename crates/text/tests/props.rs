@@ -254,7 +254,7 @@ proptest! {
         if let Err(e) = apply_edit(original, &r, &WriteOptions::default()) {
             // The guard never trips: the one edit construction cannot build (a
             // lone CR left directly before an LF) is refused before it, as
-            // `line_ending_conflict` (session 10).
+            // `line_ending_conflict`.
             prop_assert!(!matches!(e, TextError::Guard(_)), "{e:?}");
             prop_assert!(!e.hint().is_empty());
         }
