@@ -250,7 +250,7 @@ fn nothing_reads_the_shared_folder() {
 
 /// Architecture Invariant: core speaks no wire: no JSON values, no `_meta`
 /// keys, no JSON-RPC codes in `writegate-core` (the audit log's own JSON
-/// lines are serialised from typed structs in `audit.rs`).
+/// lines are serialised from typed structs in `audit/`).
 #[test]
 fn core_speaks_no_wire() {
     let hits = find(

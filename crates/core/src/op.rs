@@ -840,30 +840,24 @@ impl<'s> Op<'s> {
             None => None,
         };
         let guard = &self.ctx.runtime.guard;
-        let mut unrecorded = None;
-        let mut precommit = || {
+        // Its refusal (a closed generation, an intent the audit log cannot
+        // take) is what the publish returns, typed as it is.
+        let mut precommit = || -> Result<(), Refusal> {
             if !guard.is_open() {
-                return Err("generation closed".to_string());
+                // What `Refusal::from` makes of `publish`'s abort:
+                // `generation_closed`, naming the target.
+                return Err(writegate_fs::FsError::Aborted {
+                    path: dir.path().join(leaf),
+                    reason: "generation closed".to_string(),
+                }
+                .into());
             }
             if intent.is_none() {
-                match prepare(hash_after.get()) {
-                    Ok(i) => intent = Some(i),
-                    Err(r) => {
-                        let why = r.hint.clone();
-                        unrecorded = Some(r);
-                        return Err(why);
-                    }
-                }
+                intent = Some(prepare(hash_after.get())?);
             }
             // With audit.flush = "sync" the intent is on disk before the
             // rename.
-            audit
-                .intent_durable(intent.as_ref().and_then(Option::as_ref))
-                .map_err(|r| {
-                    let why = r.hint.clone();
-                    unrecorded = Some(r);
-                    why
-                })
+            audit.intent_durable(intent.as_ref().and_then(Option::as_ref))
         };
         // A panic while publishing (a bug) still hands the intent to the
         // operation, whose `Drop` records its event with it: otherwise the
@@ -875,11 +869,11 @@ impl<'s> Op<'s> {
         let published = published.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         let published = match published {
             Ok(p) => p,
-            Err(e) => {
+            Err(r) => {
                 // A refused write leaves nothing behind, the directories it
                 // made included.
                 made.remove();
-                return Err(unrecorded.take().unwrap_or_else(|| Refusal::from(e)).into());
+                return Err(r.into());
             }
         };
         if !made.is_empty() {

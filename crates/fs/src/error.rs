@@ -75,7 +75,9 @@ pub enum FsError {
         source: io::Error,
     },
     /// The caller's precommit check (e.g. the generation guard, SPEC 2)
-    /// refused immediately before the rename. Nothing was written.
+    /// refused immediately before the rename, with a message (`publish`; a
+    /// `publish_overlapping` caller gets its check's own typed error
+    /// instead). Nothing was written.
     #[error("`{}` was not written: {reason}", path.display())]
     Aborted {
         /// The target.

@@ -16,7 +16,9 @@
 //! there was none, a leaf that is not a regular file, a refused precommit) and
 //! reports every failure as an [`FsError`] naming the path involved, with the
 //! operating system's error as its source (the daemon maps it to a wire
-//! `errorKind`). Everything here is synchronous and blocking: async callers run
+//! `errorKind`); [`publish_overlapping`] hands its caller's precommit refusal
+//! back typed as the caller made it, and its own failures converted into that
+//! type. Everything here is synchronous and blocking: async callers run
 //! it on blocking threads.
 
 mod cleanup;

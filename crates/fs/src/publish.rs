@@ -362,7 +362,12 @@ pub fn publish(
     opts: &PublishOptions,
     precommit: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Published, FsError> {
-    publish_overlapping(dir, leaf, bytes, opts, &mut || {}, precommit)
+    publish_overlapping(dir, leaf, bytes, opts, &mut || {}, &mut || {
+        precommit().map_err(|reason| FsError::Aborted {
+            path: dir.path().join(leaf),
+            reason,
+        })
+    })
 }
 
 /// [`publish`], calling `written()` once the bytes are in the temp file
@@ -372,15 +377,21 @@ pub fn publish(
 /// which then have the CPUs while this thread waits for the disk, instead
 /// of taking them from the write itself.
 ///
-/// Errors: as [`publish`].
-pub fn publish_overlapping(
+/// The precommit check refuses with the caller's own error type `E`, and
+/// its error is returned as it is (a typed refusal needs no side channel);
+/// every failure of the publisher itself is an [`FsError`] converted into
+/// `E`.
+///
+/// Errors: the precommit's own error; otherwise as [`publish`], converted
+/// into `E`.
+pub fn publish_overlapping<E: From<FsError>>(
     dir: &Dir,
     leaf: &OsStr,
     bytes: &[u8],
     opts: &PublishOptions,
     written: &mut dyn FnMut(),
-    precommit: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<Published, FsError> {
+    precommit: &mut dyn FnMut() -> Result<(), E>,
+) -> Result<Published, E> {
     publish_at(
         dir.fd(),
         dir.syncable(),
@@ -462,7 +473,7 @@ fn start_writeback(file: &File, piece: &std::ops::Range<usize>) {
 // The two entry points pass different subsets of these; a struct would only
 // rename them.
 #[allow(clippy::too_many_arguments)]
-fn publish_at(
+fn publish_at<E: From<FsError>>(
     dir: BorrowedFd<'_>,
     syncable: bool,
     dir_path: &Path,
@@ -471,8 +482,8 @@ fn publish_at(
     policy: ModePolicy,
     expect_existing: Option<&LeafStat>,
     written: &mut dyn FnMut(),
-    precommit: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<Published, FsError> {
+    precommit: &mut dyn FnMut() -> Result<(), E>,
+) -> Result<Published, E> {
     check_leaf(leaf)?;
     // The path for messages, built only for an error or a warning.
     let shown = || dir_path.join(leaf);
@@ -546,7 +557,8 @@ fn publish_at(
             path: shown(),
             what: Swap::ChangedWhilePublishing,
             source: None,
-        });
+        }
+        .into());
     }
     match rustix::fs::statat(dir, &guard.name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st)
@@ -561,7 +573,8 @@ fn publish_at(
                     found: type_name(FileType::from_raw_mode(st.st_mode)),
                 },
                 source: None,
-            });
+            }
+            .into());
         }
         Err(e) => {
             guard.armed = false;
@@ -569,15 +582,11 @@ fn publish_at(
                 path: shown(),
                 what: Swap::TempVanished,
                 source: Some(e.into()),
-            });
+            }
+            .into());
         }
     }
-    if let Err(reason) = precommit() {
-        return Err(FsError::Aborted {
-            path: shown(),
-            reason,
-        });
-    }
+    precommit()?;
 
     // 7. Commit.
     rustix::fs::renameat(dir, &guard.name, dir, leaf).map_err(|e| match e {
@@ -644,7 +653,7 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
         Mode::empty(),
     )
     .map_err(|e| FsError::errno(FsOp::OpenDir, parent, e))?;
-    publish_at(
+    publish_at::<FsError>(
         dfd.as_fd(),
         true,
         parent,

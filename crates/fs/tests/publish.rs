@@ -625,7 +625,7 @@ fn the_written_hook_runs_after_the_write_and_before_the_precommit() {
             .map(|p| std::fs::read(p).unwrap())
             .collect::<Vec<_>>()
     };
-    writegate_fs::publish_overlapping(
+    writegate_fs::publish_overlapping::<FsError>(
         &d,
         OsStr::new("w.txt"),
         b"new bytes",
@@ -644,7 +644,7 @@ fn the_written_hook_runs_after_the_write_and_before_the_precommit() {
     assert_eq!(std::fs::read(dir.join("w.txt")).unwrap(), b"new bytes");
     // A leaf that is not one name component fails before anything is written.
     let mut ran = false;
-    let err = writegate_fs::publish_overlapping(
+    let err = writegate_fs::publish_overlapping::<FsError>(
         &d,
         OsStr::new("a/b"),
         b"x",

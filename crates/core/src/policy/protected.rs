@@ -1,0 +1,601 @@
+//! The built-in protected-path rules: credential, repository-state and
+//! start-up files, matched by whole case-folded components and their NTFS
+//! readings.
+
+use std::borrow::Cow;
+use std::path::{Component, Path};
+
+/// How a built-in protected-path rule matches. Names are compared after
+/// case folding ([`fold`]), so `.ENV`, `.GIT/` and `ID_RSA` are caught on
+/// case-insensitive filesystems too.
+enum Match {
+    /// These components, consecutively, anywhere in the path (the leaf
+    /// included): `[".git"]` is any `.git` file or directory at any depth.
+    Seq(&'static [&'static str]),
+    /// The leaf equals this name.
+    Leaf(&'static str),
+    /// The leaf starts with this.
+    LeafPrefix(&'static str),
+    /// The leaf ends with this.
+    LeafSuffix(&'static str),
+}
+
+/// One built-in rule: how it matches and why it matters (shown in the
+/// refusal's hint and `data.reason`).
+struct Protected {
+    matches: Match,
+    reason: &'static str,
+}
+
+const fn rule(matches: Match, reason: &'static str) -> Protected {
+    Protected { matches, reason }
+}
+
+const SHELL_RC: &str = "shell start-up file: it runs commands at every login or new shell";
+const SSH_KEY: &str = "SSH private key";
+const KEY_FILE: &str = "private key or certificate store";
+pub(super) const ENV_FILE: &str = "environment file: usually holds secrets";
+const GIT: &str = "git repository state: its config and hooks can run commands";
+const CRON: &str = "crontab: runs commands on a schedule";
+const LAUNCHD: &str = "launchd unit: runs commands at login or boot";
+const TOKENS: &str = "file holding login tokens or passwords";
+
+/// The built-in protected-path rules, rated `dangerous` (SPEC 12 plus issue
+/// 13). Order only decides which reason is shown.
+const PROTECTED: &[Protected] = &[
+    // Repository state: any `.git` file or directory at any depth (a `.git`
+    // file can point git at a crafted directory whose config runs commands).
+    rule(Match::Seq(&[".git"]), GIT),
+    rule(
+        Match::Leaf(".gitconfig"),
+        "git configuration: it can run commands",
+    ),
+    rule(
+        Match::Seq(&[".config", "git"]),
+        "git configuration: it can run commands",
+    ),
+    rule(Match::Leaf(".git-credentials"), TOKENS),
+    // Key and credential directories.
+    rule(
+        Match::Seq(&[".ssh"]),
+        "SSH directory: keys, authorized logins and client settings",
+    ),
+    rule(Match::Seq(&[".gnupg"]), "GnuPG directory: private keys"),
+    rule(Match::Seq(&[".aws"]), "AWS credentials directory"),
+    rule(Match::Seq(&[".kube"]), "Kubernetes credentials directory"),
+    rule(Match::Seq(&[".azure"]), "Azure credentials directory"),
+    rule(
+        Match::Seq(&[".config", "gcloud"]),
+        "Google Cloud credentials directory",
+    ),
+    rule(Match::Seq(&[".config", "gh"]), "GitHub CLI tokens"),
+    rule(Match::Seq(&[".password-store"]), "password store"),
+    rule(
+        Match::Seq(&[".docker", "config.json"]),
+        "Docker registry credentials",
+    ),
+    // Key files anywhere.
+    rule(Match::LeafPrefix("id_rsa"), SSH_KEY),
+    rule(Match::LeafPrefix("id_dsa"), SSH_KEY),
+    rule(Match::LeafPrefix("id_ecdsa"), SSH_KEY),
+    rule(Match::LeafPrefix("id_ed25519"), SSH_KEY),
+    rule(Match::LeafPrefix("id_xmss"), SSH_KEY),
+    rule(
+        Match::LeafPrefix("authorized_keys"),
+        "SSH authorized keys: who may log in",
+    ),
+    rule(Match::LeafSuffix(".pem"), KEY_FILE),
+    rule(Match::LeafSuffix(".key"), KEY_FILE),
+    rule(Match::LeafSuffix(".p12"), KEY_FILE),
+    rule(Match::LeafSuffix(".pfx"), KEY_FILE),
+    rule(Match::LeafSuffix(".ppk"), KEY_FILE),
+    // Secrets and tokens.
+    rule(Match::Leaf(".env"), ENV_FILE),
+    rule(Match::LeafPrefix(".env."), ENV_FILE),
+    rule(Match::LeafSuffix(".env"), ENV_FILE),
+    rule(Match::Leaf(".netrc"), TOKENS),
+    rule(Match::Leaf("_netrc"), TOKENS),
+    rule(Match::Leaf(".npmrc"), TOKENS),
+    rule(Match::Leaf(".pypirc"), TOKENS),
+    rule(Match::Leaf(".pgpass"), TOKENS),
+    rule(Match::Leaf(".my.cnf"), TOKENS),
+    rule(Match::Leaf(".vault-token"), TOKENS),
+    // Files that run commands later.
+    rule(Match::Leaf(".bashrc"), SHELL_RC),
+    rule(Match::Leaf(".bash_profile"), SHELL_RC),
+    rule(Match::Leaf(".bash_login"), SHELL_RC),
+    rule(Match::Leaf(".bash_logout"), SHELL_RC),
+    rule(Match::Leaf(".bash_aliases"), SHELL_RC),
+    rule(Match::Leaf(".profile"), SHELL_RC),
+    rule(Match::Leaf(".zshrc"), SHELL_RC),
+    rule(Match::Leaf(".zshenv"), SHELL_RC),
+    rule(Match::Leaf(".zprofile"), SHELL_RC),
+    rule(Match::Leaf(".zlogin"), SHELL_RC),
+    rule(Match::Leaf(".zlogout"), SHELL_RC),
+    rule(Match::Leaf(".kshrc"), SHELL_RC),
+    rule(Match::Leaf(".mkshrc"), SHELL_RC),
+    rule(Match::Leaf(".cshrc"), SHELL_RC),
+    rule(Match::Leaf(".tcshrc"), SHELL_RC),
+    rule(Match::Leaf(".login"), SHELL_RC),
+    rule(Match::Leaf(".logout"), SHELL_RC),
+    rule(Match::Leaf(".xprofile"), SHELL_RC),
+    rule(Match::Leaf(".xinitrc"), SHELL_RC),
+    rule(Match::Leaf(".xsession"), SHELL_RC),
+    rule(Match::Leaf(".xsessionrc"), SHELL_RC),
+    rule(Match::Leaf(".pam_environment"), SHELL_RC),
+    rule(
+        Match::Leaf(".envrc"),
+        "direnv file: runs commands on entering the directory",
+    ),
+    rule(Match::Seq(&[".config", "fish"]), SHELL_RC),
+    rule(Match::Leaf("crontab"), CRON),
+    rule(Match::Seq(&["crontabs"]), CRON),
+    rule(Match::Seq(&["cron.d"]), CRON),
+    rule(
+        Match::Seq(&[".config", "systemd"]),
+        "systemd user unit: runs commands",
+    ),
+    rule(
+        Match::Seq(&[".local", "share", "systemd"]),
+        "systemd user unit: runs commands",
+    ),
+    rule(
+        Match::Seq(&[".config", "autostart"]),
+        "desktop autostart entry: runs commands at login",
+    ),
+    rule(Match::Seq(&["library", "launchagents"]), LAUNCHD),
+    rule(Match::Seq(&["library", "launchdaemons"]), LAUNCHD),
+];
+
+/// `name` case-folded for comparison with the rules: ASCII lowercase for
+/// ASCII names; otherwise upper- then lowercased, which also folds the
+/// look-alikes case-insensitive filesystems treat as equal (`ſ` to `s`,
+/// the Kelvin sign to `k`, dotless `ı` to `i`).
+pub(super) fn fold(name: Cow<'_, str>) -> Cow<'_, str> {
+    if name.is_ascii() {
+        // Most names are lowercase already: no copy then.
+        if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(name.to_ascii_lowercase())
+        } else {
+            name
+        }
+    } else {
+        Cow::Owned(name.to_uppercase().to_lowercase())
+    }
+}
+
+/// One path component as the protected-path rules see it: case folded
+/// ([`fold`]), and also as NTFS would read it (git's `is_ntfs_dotgit` and
+/// `verify_path` rules, for every protected name): an alternate data
+/// stream suffix (`.git::$INDEX_ALLOCATION`, `.env:$DATA`, `.env:x`)
+/// and trailing dots and spaces (`.git.`, `.env `) removed, and, when what
+/// is left has the shape of an 8.3 short name (`git~1`, `env~1.loc`), its
+/// short base and extension. A rule name matches the component in any of
+/// these readings, so each only ever adds matches.
+struct Name<'a> {
+    /// The whole component, folded.
+    folded: Cow<'a, str>,
+    /// Length of the NTFS reading: the prefix of `folded` before its
+    /// first `:`, trailing dots and spaces removed.
+    plain: usize,
+    /// When the NTFS reading is an 8.3 short name `BASE~N[.EXT]`: where
+    /// the base ends (at the `~`) and where the extension starts (the end
+    /// when there is none).
+    short: Option<(usize, usize)>,
+}
+
+impl<'a> Name<'a> {
+    fn of(folded: Cow<'a, str>) -> Name<'a> {
+        let stream = folded.find(':').unwrap_or(folded.len());
+        let plain = folded[..stream].trim_end_matches(['.', ' ']).len();
+        let short = short_name_parts(&folded[..plain]);
+        Name {
+            folded,
+            plain,
+            short,
+        }
+    }
+
+    /// The NTFS reading (see the type).
+    fn plain(&self) -> &str {
+        &self.folded[..self.plain]
+    }
+
+    /// The base and extension of an 8.3 short name, if it is shaped so.
+    fn short(&self) -> Option<(&str, &str)> {
+        self.short
+            .map(|(base, ext)| (&self.folded[..base], &self.folded[ext..self.plain]))
+    }
+
+    /// Whether this component is (or, on NTFS, names) `name`.
+    fn is(&self, name: &str) -> bool {
+        *self.folded == *name
+            || self.plain() == name
+            || self.short().is_some_and(|(base, ext)| {
+                let (long_base, long_ext) = long_name_parts(name);
+                ext == ntfs_ext(long_ext) && short_base_fits(base, long_base, false)
+            })
+    }
+
+    /// Whether this component (or, on NTFS, what it names) starts with
+    /// `prefix`. The NTFS reading is a prefix of the whole component, so
+    /// only the short name needs a look of its own (any extension).
+    fn starts_with(&self, prefix: &str) -> bool {
+        self.folded.starts_with(prefix)
+            || self
+                .short()
+                .is_some_and(|(base, _)| short_base_fits(base, long_name_parts(prefix).0, true))
+    }
+
+    /// Whether this component (or, on NTFS, what it names) ends with
+    /// `suffix` (`.pem`): a short name by its extension.
+    fn ends_with(&self, suffix: &str) -> bool {
+        self.folded.ends_with(suffix)
+            || self.plain().ends_with(suffix)
+            || self.short().is_some_and(|(_, ext)| {
+                !ext.is_empty()
+                    && suffix
+                        .rsplit_once('.')
+                        .is_some_and(|(_, e)| ext == ntfs_ext(e))
+            })
+    }
+}
+
+/// `(base end, extension start)` of `name` when it has the shape of an
+/// NTFS 8.3 short name, `BASE~N[.EXT]`: an ASCII base of 1 to 6 characters
+/// without a dot, `~`, one or more digits, and an optional extension of 1
+/// to 3 characters (`git~1`, `env~1.loc`, `gi7eba~1`); else `None`.
+fn short_name_parts(name: &str) -> Option<(usize, usize)> {
+    let tilde = name.find('~')?;
+    if !name.is_ascii() || !(1..=6).contains(&tilde) || name[..tilde].contains('.') {
+        return None;
+    }
+    let rest = &name[tilde + 1..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let end = tilde + 1 + digits;
+    match &name[end..] {
+        "" => Some((tilde, end)),
+        ext => ext
+            .strip_prefix('.')
+            .filter(|e| (1..=3).contains(&e.len()) && !e.contains(['.', '~']))
+            .map(|_| (tilde, end + 1)),
+    }
+}
+
+/// A long name's base and extension as NTFS shortens it: leading dots
+/// dropped, the extension after the last dot (`.env.local` is `env` and
+/// `local`, `.gitconfig` is `gitconfig` and nothing).
+fn long_name_parts(name: &str) -> (&str, &str) {
+    let n = name.trim_start_matches('.');
+    n.rsplit_once('.').unwrap_or((n, ""))
+}
+
+/// The extension of a short name made from a long one's: its first three
+/// characters.
+fn ntfs_ext(long_ext: &str) -> &str {
+    long_ext.get(..3).unwrap_or(long_ext)
+}
+
+/// Whether `base`, the part of an 8.3 short name before its `~`, can be
+/// made from the long base `long` (its dots and spaces dropped, as NTFS
+/// does): `base` starts it (`git` of `.git`, `gitcon` of `.gitconfig`), or
+/// is its first two characters and four hex digits of a hash (the form
+/// NTFS falls back to, git's `gi7eba~1`). With `open` (a prefix rule: the
+/// long name may go on), `long` may also start `base`.
+fn short_base_fits(base: &str, long: &str, open: bool) -> bool {
+    let mut long_chars = long.bytes().filter(|c| *c != b'.' && *c != b' ');
+    let (mut same, mut long_ended) = (0, false);
+    for b in base.bytes() {
+        match long_chars.next() {
+            Some(l) if l == b => same += 1,
+            Some(_) => break,
+            None => {
+                long_ended = true;
+                break;
+            }
+        }
+    }
+    let starts = same == base.len() || (open && long_ended);
+    let hashed = same >= 2 && base.len() == 6 && base[2..].bytes().all(|c| c.is_ascii_hexdigit());
+    starts || hashed
+}
+
+/// The normal components of `path` (the root `/` left out) as the rules
+/// see them ([`Name`]), borrowed from `path` where folding changes nothing.
+fn names(path: &Path) -> Vec<Name<'_>> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(Name::of(fold(s.to_string_lossy()))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The reason `canonical` is a protected (credential, repository-state or
+/// start-up) path, or `None`. Matching is by whole components after case
+/// folding, so `src/keyboard.rs`, `notes/environment.md`, `.gitignore` and
+/// `my.env.example` are not protected while `.ENV`, `sub/.git`, `KEY.PEM`
+/// and `ID_ED25519` are. A component also matches in its NTFS readings
+/// (`Name`): `GIT~1/config`, `ENV~1`, `.git::$INDEX_ALLOCATION/config`,
+/// `.env:$DATA` and `.env.` are protected as `.git` and `.env` are.
+pub fn protected_reason(canonical: &Path) -> Option<&'static str> {
+    let comps = names(canonical);
+    let leaf = comps.last()?;
+    // A sequence whose first name starts with `.` (most of them) needs a
+    // component that does, or a short name: most paths have neither, and
+    // skip them all.
+    let dotted = comps
+        .iter()
+        .any(|c| c.folded.starts_with('.') || c.short.is_some());
+    PROTECTED
+        .iter()
+        .find(|r| match r.matches {
+            Match::Seq(seq) => {
+                (dotted || !seq.first().is_some_and(|s| s.starts_with('.')))
+                    && comps
+                        .windows(seq.len())
+                        .any(|w| w.iter().zip(seq).all(|(a, b)| a.is(b)))
+            }
+            Match::Leaf(name) => leaf.is(name),
+            Match::LeafPrefix(p) => leaf.starts_with(p),
+            Match::LeafSuffix(s) => leaf.ends_with(s),
+        })
+        .map(|r| r.reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Level, PolicyConfig};
+    use crate::policy::judge;
+    use crate::policy::testing::cmd;
+
+    /// Table of protected and ordinary paths (issue 13 item 5).
+    #[test]
+    fn protected_paths_table() {
+        let protected = [
+            // Repository state at any depth, a `.git` leaf file too.
+            "/r/.git/config",
+            "/r/.git/hooks/pre-commit",
+            "/r/sub/.git",
+            "/r/a/b/.git/HEAD",
+            "/r/.GIT/config",
+            "/r/sub/.Git",
+            "/h/.gitconfig",
+            "/h/.config/git/config",
+            "/h/.git-credentials",
+            // Credential directories and files.
+            "/h/.ssh/config",
+            "/h/.SSH/authorized_keys",
+            "/r/x/authorized_keys",
+            "/r/x/authorized_keys2",
+            "/h/.gnupg/x",
+            "/h/.aws/credentials",
+            "/h/.AWS/config",
+            "/h/.kube/config",
+            "/h/.docker/config.json",
+            "/h/.azure/x",
+            "/h/.config/gcloud/credentials.db",
+            "/h/.config/gh/hosts.yml",
+            "/h/.password-store/x.gpg",
+            "/r/.env",
+            "/r/.ENV",
+            "/r/.env.local",
+            "/r/.env.example",
+            "/r/prod.env",
+            "/r/key.pem",
+            "/r/KEY.PEM",
+            "/r/server.key",
+            "/r/cert.p12",
+            "/r/cert.pfx",
+            "/r/putty.ppk",
+            "/h/id_rsa",
+            "/h/id_rsa.pub",
+            "/h/ID_RSA",
+            "/h/id_dsa",
+            "/h/id_ecdsa",
+            "/h/id_ecdsa_sk",
+            "/h/id_ed25519",
+            "/h/id_ed25519.pub",
+            "/h/ID_ED25519",
+            "/h/.netrc",
+            "/h/_netrc",
+            "/h/.npmrc",
+            "/h/.pypirc",
+            "/h/.pgpass",
+            "/h/.my.cnf",
+            "/h/.vault-token",
+            // Files that run commands later.
+            "/h/.bashrc",
+            "/h/.BASHRC",
+            "/h/.bash_profile",
+            "/h/.bash_login",
+            "/h/.bash_logout",
+            "/h/.profile",
+            "/h/.zshrc",
+            "/h/.zshenv",
+            "/h/.zprofile",
+            "/h/.zlogin",
+            "/h/.cshrc",
+            "/h/.tcshrc",
+            "/h/.xinitrc",
+            "/h/.xsession",
+            "/r/.envrc",
+            "/h/.config/fish/config.fish",
+            "/h/crontab",
+            "/h/x/crontabs/me",
+            "/h/x/cron.d/job",
+            "/h/.config/systemd/user/evil.service",
+            "/h/.local/share/systemd/user/x.service",
+            "/h/.config/autostart/x.desktop",
+            "/Users/me/Library/LaunchAgents/x.plist",
+            "/Users/me/library/launchagents/x.plist",
+            "/Library/LaunchDaemons/x.plist",
+            // Case folding beyond ASCII (long s, Kelvin sign).
+            "/h/.ſſh/config",
+            "/h/.\u{212a}ube/config",
+        ];
+        for p in protected {
+            assert!(
+                protected_reason(Path::new(p)).is_some(),
+                "{p} must be protected"
+            );
+        }
+        // Decided: only whole names count. `my.env.example`,
+        // `environment.md`, `.gitignore`, `.github/` and `keyboard.rs` are
+        // ordinary project files.
+        let ordinary = [
+            "/r/src/keyboard.rs",
+            "/r/notes/environment.md",
+            "/r/my.env.example",
+            "/r/env.rs",
+            "/r/.gitignore",
+            "/r/.gitattributes",
+            "/r/.github/workflows/ci.yml",
+            "/r/.gitlab-ci.yml",
+            "/r/src/key.rs",
+            "/r/keys/README.md",
+            "/r/monkey.ts",
+            "/r/pem.txt",
+            "/r/docs/ssh.md",
+            "/r/profile.rs",
+            "/r/.profile.d.md",
+            "/r/bashrc.example",
+            "/r/id.rs",
+            "/r/config.json",
+            "/r/.docker/daemon.json",
+            "/r/systemd/unit.md",
+            "/r/.config/nvim/init.lua",
+            "/r/library/x.rs",
+            "/r/src/cron.rs",
+        ];
+        for p in ordinary {
+            assert_eq!(protected_reason(Path::new(p)), None, "{p} is ordinary");
+        }
+    }
+
+    /// Issue 25: protected names were matched only as spelled, so NTFS
+    /// spellings of them (git's `is_ntfs_dotgit` forms) were ordinary: an
+    /// 8.3 short name (`GIT~1`, `ENV~1`), an alternate data stream
+    /// (`.git::$INDEX_ALLOCATION`, `.env::$DATA`, `.env:stream`) and
+    /// trailing dots or spaces. Every protected name is now matched in
+    /// those readings too.
+    #[test]
+    fn issue_25_ntfs_short_names_and_streams_of_protected_names_are_protected() {
+        for (p, reason) in [
+            // The brief's examples.
+            ("/r/GIT~1/config", GIT),
+            ("/r/ENV~1", ENV_FILE),
+            ("/r/.git::$INDEX_ALLOCATION/config", GIT),
+            ("/r/.env::$DATA", ENV_FILE),
+            ("/r/.env:stream", ENV_FILE),
+            // Short names, any case, any number, trailing dots and spaces.
+            ("/r/git~1/hooks/pre-commit", GIT),
+            ("/r/Git~2", GIT),
+            ("/r/GIT~12/config", GIT),
+            ("/r/GIT~1./config", GIT),
+            ("/r/GIT~1 /config", GIT),
+            ("/r/GIT~1::$INDEX_ALLOCATION/config", GIT),
+            // NTFS's hashed fallback: two letters and four hex digits.
+            ("/r/GI7EBA~1/config", GIT),
+            ("/r/sub/.GIT::$index_allocation/hooks/x", GIT),
+            ("/r/.git:$DATA", GIT),
+            ("/r/.git./config", GIT),
+            ("/r/.git /config", GIT),
+            ("/r/.git. . /config", GIT),
+            ("/r/.env.", ENV_FILE),
+            ("/r/.env ", ENV_FILE),
+            ("/r/.ENV:$DATA", ENV_FILE),
+            // Every protected name, not only `.git` and `.env`.
+            ("/r/ENV~1.LOC", ENV_FILE),
+            ("/r/PROD~1.ENV", ENV_FILE),
+            // Could be `.env.iro.md` (as could `environment.md`): held.
+            ("/r/ENVIRO~1.MD", ENV_FILE),
+            ("/r/prod.env:x", ENV_FILE),
+            (
+                "/h/SSH~1/config",
+                "SSH directory: keys, authorized logins and client settings",
+            ),
+            (
+                "/h/.ssh::$INDEX_ALLOCATION/config",
+                "SSH directory: keys, authorized logins and client settings",
+            ),
+            (
+                "/h/CONFIG~1/git/config",
+                "git configuration: it can run commands",
+            ),
+            ("/h/.config/GH~1/hosts.yml", "GitHub CLI tokens"),
+            ("/h/GITCON~1", "git configuration: it can run commands"),
+            ("/h/GIT-CR~1", TOKENS),
+            ("/h/.docker/CONFIG~1.JSO", "Docker registry credentials"),
+            ("/h/ID_RSA~1", SSH_KEY),
+            ("/h/ID_RSA~1.PUB", SSH_KEY),
+            ("/h/id_rsa:backup", SSH_KEY),
+            ("/h/AUTHOR~1", "SSH authorized keys: who may log in"),
+            ("/h/SERVER~1.PEM", KEY_FILE),
+            ("/h/key.pem::$DATA", KEY_FILE),
+            ("/h/BASHRC~1", SHELL_RC),
+            ("/h/BASH_P~1", SHELL_RC),
+            ("/h/.bashrc.", SHELL_RC),
+            ("/h/MY~1.CNF", TOKENS),
+            ("/h/x/CRON~1.D/job", CRON),
+            ("/h/CRONTA~1", CRON),
+            ("/Users/me/Library/LAUNCH~1/x.plist", LAUNCHD),
+        ] {
+            assert_eq!(protected_reason(Path::new(p)), Some(reason), "{p}");
+        }
+        // What no protected name can be shortened to stays ordinary, and a
+        // colon in a Linux name does not drop what is after it.
+        for p in [
+            "/r/GITHUB~1/workflows/ci.yml",
+            "/r/GITIGN~1",
+            "/r/main~1.rs",
+            "/r/notes~1.txt",
+            "/r/KEYBOA~1.RS",
+            "/r/PEM~1.TXT",
+            "/r/CRON~1.RS",
+            "/r/file.txt~",
+            "/r/file.txt.~1~",
+            "/r/a~b",
+            "/r/~1",
+            "/r/GIT~",
+            "/r/GIT~X",
+            "/r/GIT~1.ABCD",
+            "/r/.gitignore:x",
+            "/r/time:12.md",
+            "/r/src/keyboard.rs",
+            "/r/.github/workflows/ci.yml",
+        ] {
+            assert_eq!(protected_reason(Path::new(p)), None, "{p} is ordinary");
+        }
+        // A colon in a Linux name is an ordinary character too: the whole
+        // name still counts.
+        assert_eq!(protected_reason(Path::new("/r/a:b.pem")), Some(KEY_FILE));
+        // The gate holds them like their long names.
+        let p = PolicyConfig::default();
+        for path in ["/r/GIT~1/config", "/r/.env::$DATA", "/r/ENV~1"] {
+            let path = Path::new(path);
+            let v = judge(&p, &cmd(path.to_str().unwrap()), path, None, None);
+            assert_eq!(v.level, Level::Dangerous, "{}", path.display());
+        }
+    }
+
+    #[test]
+    fn each_rule_has_a_reason_in_words() {
+        for r in PROTECTED {
+            assert!(
+                r.reason.len() > 10 && r.reason.contains(' '),
+                "{}",
+                r.reason
+            );
+        }
+        assert_eq!(
+            protected_reason(Path::new("/r/.git/config")),
+            Some(GIT),
+            "the reason says why"
+        );
+    }
+}
