@@ -887,6 +887,8 @@ fn a_rejection_through_the_proxy_says_not_to_retry_and_never_to_call_approve() {
     let script = format!("write {} \"KEY=1\\n\"", env.display());
     let (_, reports) = e.prompt(&s, &script, &mut |_| Some(select("reject_once")));
     let refused = err(&reports[0]);
+    // No ready-made `_writegate/approve` params either.
+    assert!(refused["data"].get("approve").is_none(), "{refused}");
     let message = refused["message"].as_str().unwrap();
     assert!(message.contains("the user declined"), "{message}");
     assert!(message.contains("Do not retry"), "{message}");
@@ -993,6 +995,7 @@ fn an_outside_file_is_read_then_edited_as_qwen_code_does_but_credentials_are_ask
     assert_eq!(asked.len(), 1);
     let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
     assert!(title.starts_with("Read "), "{title}");
+    assert_eq!(asked[0]["params"]["toolCall"]["kind"], "read");
     let refused = err(&reports[0]);
     assert_eq!(
         refused["data"]["errorKind"], "approval_required",
@@ -1004,6 +1007,18 @@ fn an_outside_file_is_read_then_edited_as_qwen_code_does_but_credentials_are_ask
     let (_, reports) = e.prompt(&s, &script, &mut |_| Some(select("allow_once")));
     assert_eq!(ok(&reports[0])["content"], "SECRET KEY\n");
     assert_eq!(audit.one("fs.access")["approval"], "allowed_once");
+    // What is secret only when read: a shell history, another process's
+    // environment.
+    let history = t.out.join(".bash_history");
+    std::fs::write(&history, "export TOKEN=1\n").unwrap();
+    for secret in [history.clone(), PathBuf::from("/proc/self/environ")] {
+        let (_, reports) = e.prompt(&s, &format!("read {}", secret.display()), &mut |_| {
+            Some(select("reject_once"))
+        });
+        let refused = err(&reports[0]);
+        assert!(!refused.to_string().contains("TOKEN"), "{refused}");
+        audit.new_events();
+    }
     e.finish();
 
     // Without external writes, reads outside stay refused.

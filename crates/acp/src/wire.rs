@@ -171,17 +171,24 @@ pub fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
                     level,
                     reason,
                     session,
+                    asked,
                 }) => {
                     data.insert("command".into(), json!(command));
                     data.insert("level".into(), json!(level));
                     data.insert("reason".into(), json!(reason));
                     // Ready-made `_writegate/approve` params: `once` for
-                    // this session, else (no session) the workspace.
-                    let approve = match session {
-                        Some(s) => json!({"sessionId": s, "command": command, "scope": "once"}),
-                        None => json!({"command": command, "scope": "workspace"}),
-                    };
-                    data.insert("approve".into(), approve);
+                    // this session, else (no session) the workspace; none
+                    // when the person was asked through an approver (the
+                    // caller cannot approve, and a "no" is final).
+                    if !asked {
+                        let approve = match session {
+                            Some(s) => {
+                                json!({"sessionId": s, "command": command, "scope": "once"})
+                            }
+                            None => json!({"command": command, "scope": "workspace"}),
+                        };
+                        data.insert("approve".into(), approve);
+                    }
                 }
                 Some(Detail::NotFound { uri: u }) => uri.clone_from(u),
                 Some(Detail::HashMismatch { current, .. }) => {

@@ -182,6 +182,10 @@ pub enum Detail {
         /// The request's session, when it had one (then scope `once` can
         /// approve it; otherwise only `workspace` or `persistent`).
         session: Option<String>,
+        /// The person was asked through the front end's approver (or could
+        /// not be): the caller has no `_writegate/approve` to call, so no
+        /// front end offers its params.
+        asked: bool,
     },
     /// `path_not_found`: the path as the request named it.
     NotFound {

@@ -446,6 +446,7 @@ impl<'s> Op<'s> {
         else {
             return Err(refusal.into());
         };
+        let done = if mode == "read" { "read" } else { "written" };
         let answer = approver.ask(&ApprovalQuestion {
             command: command.clone(),
             path: target.canonical.clone(),
@@ -479,15 +480,17 @@ impl<'s> Op<'s> {
             // to do instead, and a "no" is final.
             ApprovalAnswer::Deny => Err(Refusal {
                 hint: format!(
-                    "the user declined `{command}` ({reason}); nothing was written. Do not retry it or ask again unless the user asks for it"
+                    "the user declined `{command}` ({reason}); nothing was {done}. Do not retry it or ask again unless the user asks for it"
                 ),
+                detail: asked(refusal.detail),
                 ..refusal
             }
             .into()),
             ApprovalAnswer::Unavailable => Err(Refusal {
                 hint: format!(
-                    "`{command}` needs the user's approval ({reason}, rated {level}) and the user could not be asked; nothing was written. Tell the user, and do not retry before they have allowed it"
+                    "`{command}` needs the user's approval ({reason}, rated {level}) and the user could not be asked; nothing was {done}. Tell the user, and do not retry before they have allowed it"
                 ),
+                detail: asked(refusal.detail),
                 ..refusal
             }
             .into()),
@@ -1040,4 +1043,26 @@ pub(crate) fn too_large(len: u64, max: u64) -> Failure {
         format!("{len} bytes is over the limit of {max} bytes"),
     )
     .into()
+}
+
+/// The approval detail of a refusal the person answered (or could not be
+/// asked about) through an approver: marked `asked`, so no front end
+/// offers `_writegate/approve` params to a caller that cannot use them.
+fn asked(detail: Option<Detail>) -> Option<Detail> {
+    match detail {
+        Some(Detail::Approval {
+            command,
+            level,
+            reason,
+            session,
+            ..
+        }) => Some(Detail::Approval {
+            command,
+            level,
+            reason,
+            session,
+            asked: true,
+        }),
+        other => other,
+    }
 }

@@ -336,6 +336,7 @@ mod tests {
                     level: "dangerous",
                     reason: "credential file .env".into(),
                     session: Some("s".into()),
+                    asked: false,
                 },
             ),
         );

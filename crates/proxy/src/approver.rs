@@ -88,7 +88,11 @@ pub(crate) fn permission_request(
     };
     let fields = ToolCallUpdateFields::new()
         .title(format!("{verb} {} ({})", q.path.display(), q.reason))
-        .kind(ToolKind::Edit)
+        .kind(if q.mode == "read" {
+            ToolKind::Read
+        } else {
+            ToolKind::Edit
+        })
         .status(ToolCallStatus::Pending)
         .locations(vec![ToolCallLocation::new(q.path.clone())])
         .raw_input(json!({

@@ -1,7 +1,9 @@
 //! `writegate proxy -- AGENT`: writegate between an ACP editor and an ACP
 //! agent. The editor launches the proxy as if it were the agent; the proxy
-//! spawns the agent and forwards every message both ways as the raw line,
-//! ids kept, except: the editor's `initialize` reaches the agent offering
+//! spawns the agent and forwards notifications both ways as the raw line,
+//! and requests under ids of its own (their answers go back under the
+//! sender's id: one id space per peer), except: the editor's `initialize`
+//! reaches the agent offering
 //! `fs.readTextFile` and `fs.writeTextFile`; the agent's `fs/*` and
 //! `_writegate/*` requests are answered by writegate's own method table
 //! (through the same `writegate_core::Service` as `serve`) in the workspace
@@ -14,8 +16,10 @@
 //! its own (paths, encodings, approvals and audit are core's; which
 //! capabilities the agent side has is `writegate_acp::transport`'s), never
 //! let an `fs/*` request reach the editor, never change a forwarded line
-//! other than `initialize`, and never write anything to stdout but protocol
-//! lines for the editor.
+//! other than `initialize` and the ids of relayed requests and answers,
+//! never let an answer from one side complete a question asked of the
+//! other, and never write anything to stdout but protocol lines for the
+//! editor.
 
 mod agent;
 mod approver;

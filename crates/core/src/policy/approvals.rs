@@ -1,7 +1,7 @@
 //! Granted approvals: their forms, scopes, bounds and expiry, the persistent
 //! file, and the gate that asks for one.
 
-use super::{Glob, Verdict, glob_match, judge, protected_reason, synthetic_command};
+use super::{Glob, Verdict, glob_match, judge, read_protected_reason, synthetic_command};
 use crate::config::{Level, PolicyConfig};
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use serde::{Deserialize, Serialize};
@@ -650,24 +650,27 @@ impl Approvals {
     /// The gate for a read (`mode` `read`) of a file the connection may read
     /// only because of where the request came from: outside the workspace
     /// (a marked flow's read), or in a workspace that only an MCP client's
-    /// roots named. There a credential path (the [`protected_reason`] list:
+    /// roots named. There a credential path (the [`read_protected_reason`] list:
     /// `.ssh/`, keys, `.env`, `.netrc`, cloud credentials ...) is held, as a
     /// write would be, until a person approves the literal command
     /// `edit_file read <path>`; every other file reads freely. A config
-    /// rule that matches the command rates it instead (so a rule can allow
-    /// one such read for good); system paths do not apply to reads.
+    /// rule written for reads (its pattern starts `edit_file read `) that
+    /// matches the command rates it instead (so a rule can allow one such
+    /// read for good); a rule for writes, even `edit_file * ...`, does not
+    /// lower a read, and system paths do not apply to reads.
     pub fn check_read(&self, policy: &PolicyConfig, req: &GateRequest<'_>) -> Result<(), Refusal> {
         let command = synthetic_command(req.mode, req.canonical);
         let verdict = if let Some(rule) = policy
             .rules
             .iter()
+            .filter(|r| r.pattern.starts_with("edit_file read "))
             .find(|r| glob_match(&r.pattern, &command))
         {
             Verdict {
                 level: rule.level,
                 reason: format!("config rule `{}`", rule.pattern).into(),
             }
-        } else if let Some(reason) = protected_reason(req.canonical) {
+        } else if let Some(reason) = read_protected_reason(req.canonical) {
             Verdict {
                 level: Level::Dangerous,
                 reason: Cow::Borrowed(reason),
@@ -703,6 +706,7 @@ fn approval_required(command: &str, verdict: &Verdict, session: &str) -> Refusal
         level: verdict.level.as_str(),
         reason: verdict.reason.to_string(),
         session: (!session.is_empty()).then(|| session.to_string()),
+        asked: false,
     })
 }
 

@@ -37,7 +37,7 @@ pub use approvals::{
     MAX_REMEMBERED_REFUSALS, ONCE_TTL, SESSION_TTL, Scope,
 };
 pub use glob::{Glob, escape_glob, glob_match};
-pub use protected::protected_reason;
+pub use protected::{protected_reason, read_protected_reason};
 pub use rating::{
     Verdict, is_read_only, judge, rate, read_only_reason, synthetic_command, system_reason,
 };

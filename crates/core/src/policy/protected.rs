@@ -346,12 +346,115 @@ pub fn protected_reason(canonical: &Path) -> Option<&'static str> {
         .map(|r| r.reason)
 }
 
+/// What else holds secrets when read rather than written: other processes'
+/// environments and memory, shell and database histories, the login tokens
+/// of coding agents and package registries, keyrings and browser profiles.
+/// Checked on reads only (a write there is judged like any other).
+const READ_PROTECTED: &[Protected] = &[
+    rule(
+        Match::Seq(&["proc"]),
+        "process information (/proc): environments and memory hold secrets",
+    ),
+    rule(
+        Match::LeafSuffix("_history"),
+        "shell or tool history: commands hold secrets",
+    ),
+    rule(
+        Match::Leaf(".python_history"),
+        "shell or tool history: commands hold secrets",
+    ),
+    rule(Match::Seq(&[".claude", ".credentials.json"]), TOKENS),
+    rule(Match::Seq(&[".codex", "auth.json"]), TOKENS),
+    rule(Match::Seq(&[".cargo", "credentials.toml"]), TOKENS),
+    rule(Match::Seq(&[".cargo", "credentials"]), TOKENS),
+    rule(Match::Leaf("credentials.tfrc.json"), TOKENS),
+    rule(Match::Seq(&[".config", "gh", "hosts.yml"]), TOKENS),
+    rule(Match::Seq(&["keyrings"]), "keyring: holds passwords"),
+    rule(Match::Seq(&[".password-store"]), "password store"),
+    rule(
+        Match::Seq(&[".mozilla"]),
+        "browser profile: cookies and saved passwords",
+    ),
+    rule(
+        Match::Seq(&[".config", "google-chrome"]),
+        "browser profile: cookies and saved passwords",
+    ),
+    rule(
+        Match::Seq(&[".config", "chromium"]),
+        "browser profile: cookies and saved passwords",
+    ),
+];
+
+/// Why reading `canonical` outside the user's workspaces needs a person's
+/// approval: a [`protected_reason`] path, or one of the paths whose
+/// contents are secrets only when read (`/proc`, histories, agents' and
+/// registries' tokens, keyrings, browser profiles). The `/proc` rule holds
+/// only for a path that starts there.
+pub fn read_protected_reason(canonical: &Path) -> Option<&'static str> {
+    if let Some(reason) = protected_reason(canonical) {
+        return Some(reason);
+    }
+    let comps = names(canonical);
+    let leaf = comps.last()?;
+    READ_PROTECTED
+        .iter()
+        .find(|r| match r.matches {
+            Match::Seq(&["proc"]) => canonical.starts_with("/proc"),
+            Match::Seq(seq) => comps
+                .windows(seq.len())
+                .any(|w| w.iter().zip(seq).all(|(a, b)| a.is(b))),
+            Match::Leaf(name) => leaf.is(name),
+            Match::LeafPrefix(p) => leaf.starts_with(p),
+            Match::LeafSuffix(s) => leaf.ends_with(s),
+        })
+        .map(|r| r.reason)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::{Level, PolicyConfig};
     use crate::policy::judge;
     use crate::policy::testing::cmd;
+
+    /// Reads outside the workspace were served for every path but the
+    /// write-protected ones, so a model could read other processes'
+    /// environments, shell histories and agents' login tokens (issue 25).
+    #[test]
+    fn secrets_that_matter_when_read_are_read_protected() {
+        for p in [
+            "/proc/1234/environ",
+            "/proc/self/cmdline",
+            "/h/.bash_history",
+            "/h/.zsh_history",
+            "/h/.psql_history",
+            "/h/.python_history",
+            "/h/.claude/.credentials.json",
+            "/h/.codex/auth.json",
+            "/h/.cargo/credentials.toml",
+            "/h/.terraform.d/credentials.tfrc.json",
+            "/h/.config/gh/hosts.yml",
+            "/h/.local/share/keyrings/login.keyring",
+            "/h/.mozilla/firefox/x.default/logins.json",
+            "/h/.config/google-chrome/Default/Cookies",
+            // What writes protect, reads protect too.
+            "/h/.ssh/id_rsa",
+            "/r/.env",
+        ] {
+            assert!(
+                read_protected_reason(Path::new(p)).is_some(),
+                "{p} is readable"
+            );
+        }
+        for p in [
+            "/h/notes/proc/x.txt",
+            "/h/src/history.rs",
+            "/h/.cargo/config.toml",
+            "/h/project/README.md",
+        ] {
+            assert_eq!(read_protected_reason(Path::new(p)), None, "{p}");
+        }
+    }
 
     /// Table of protected and ordinary paths (issue 13 item 5).
     #[test]
