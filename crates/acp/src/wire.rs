@@ -174,7 +174,7 @@ pub fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
                     asked,
                 }) => {
                     data.insert("command".into(), json!(command));
-                    data.insert("level".into(), json!(level));
+                    data.insert("level".into(), json!(level.as_str()));
                     data.insert("reason".into(), json!(reason));
                     // Ready-made `_writegate/approve` params: `once` for
                     // this session, else (no session) the workspace; none

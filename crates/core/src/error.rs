@@ -176,7 +176,7 @@ pub enum Detail {
         /// `edit_file <mode> <canonical path>`.
         command: String,
         /// The rating: `moderate` or `dangerous`.
-        level: &'static str,
+        level: crate::config::Level,
         /// Why, in words ("credential file .env").
         reason: String,
         /// The request's session, when it had one (then scope `once` can

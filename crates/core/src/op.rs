@@ -447,6 +447,7 @@ impl<'s> Op<'s> {
             return Err(refusal.into());
         };
         let done = if mode == "read" { "read" } else { "written" };
+        let level = level.as_str();
         let answer = approver.ask(&ApprovalQuestion {
             command: command.clone(),
             path: target.canonical.clone(),

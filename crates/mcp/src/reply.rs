@@ -234,6 +234,7 @@ pub(crate) fn failure(f: &Failure, s: &Situation<'_>) -> CallToolResult {
                     reason,
                     ..
                 }) => {
+                    let level = level.as_str();
                     facts.insert("command".into(), json!(command));
                     facts.insert("level".into(), json!(level));
                     facts.insert("reason".into(), json!(reason));
@@ -333,7 +334,7 @@ mod tests {
             Refusal::new(ErrorKind::ApprovalRequired, "call _writegate/approve").with_detail(
                 Detail::Approval {
                     command: "edit_file write /w/a*b/.env".into(),
-                    level: "dangerous",
+                    level: writegate_core::config::Level::Dangerous,
                     reason: "credential file .env".into(),
                     session: Some("s".into()),
                     asked: false,

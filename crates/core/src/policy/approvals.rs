@@ -703,7 +703,7 @@ fn approval_required(command: &str, verdict: &Verdict, session: &str) -> Refusal
     )
     .with_detail(Detail::Approval {
         command: command.to_string(),
-        level: verdict.level.as_str(),
+        level: verdict.level,
         reason: verdict.reason.to_string(),
         session: (!session.is_empty()).then(|| session.to_string()),
         asked: false,
@@ -1178,7 +1178,7 @@ mod tests {
         else {
             panic!("no detail")
         };
-        assert_eq!((command.as_str(), level), (c, "dangerous"));
+        assert_eq!((command.as_str(), level.as_str()), (c, "dangerous"));
         assert_eq!(session.as_deref(), Some("s1"));
         assert!(r.hint.contains("SSH directory"), "{}", r.hint);
         assert!(r.hint.contains("`command`"), "{}", r.hint);
