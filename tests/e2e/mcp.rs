@@ -1422,3 +1422,33 @@ fn regression_stdin_closed_before_initialize_exits_0() {
         );
     }
 }
+
+/// `writegate mcp` dropped calls still running when the client closed
+/// stdin (rmcp ends its service at the end of input), so a client that
+/// sends its calls and closes its end lost answers: the server now answers
+/// every call it read before it stops, as `serve --stdio` does.
+#[test]
+fn regression_calls_sent_before_stdin_closes_are_all_answered() {
+    let t = Tree::new();
+    let file = t.ws.join("big.txt");
+    fs::write(&file, "a line of text for a large answer\n".repeat(30_000)).unwrap();
+    let mut d = t.spawn(mcp_command(&t), true, false);
+    let mut c = d.stdio_client();
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    assert_eq!(c.recv()["id"], 1);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for id in 2..8 {
+        c.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": file}}}));
+    }
+    c.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": t.ws.join("w.txt"), "content": "x\n"}}}));
+    c.close_write();
+    let mut ids: Vec<u64> = c
+        .recv_until_eof()
+        .iter()
+        .filter_map(|v| v["id"].as_u64())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (2..9).collect::<Vec<u64>>());
+    assert_eq!(fs::read(t.ws.join("w.txt")).unwrap(), b"x\n");
+    assert_eq!(d.wait_exit().code(), Some(0));
+}

@@ -87,7 +87,8 @@ pub fn run(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> {
 
 async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> {
     let max_line = usize::try_from(service.config().max_frame_bytes).unwrap_or(usize::MAX);
-    let transport = crate::transport::Stdio::new(max_line);
+    let grace = Duration::from_millis(service.config().shutdown_grace_ms);
+    let transport = crate::transport::Stdio::new(max_line, grace);
     let server = McpServer::new(service, opts);
     let running = match server.serve(transport).await {
         Ok(running) => running,

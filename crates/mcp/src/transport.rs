@@ -12,16 +12,21 @@
 //! to `rmcp`'s parser as it is.
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientRequest, ErrorData,
-    GetMeta, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, RequestId,
+    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientNotification,
+    ClientRequest, ErrorData, GetMeta, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0,
+    RequestId,
 };
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use serde::Deserialize;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::sync::Notify;
 use writegate_jsonscan::{Lookup, Member};
 use writegate_stdio::{Restore, StdioEnds};
 
@@ -232,6 +237,42 @@ pub(crate) struct Stdio {
     out: AsyncRwTransport<RoleServer, tokio::io::Empty, Writer>,
     /// The descriptors' flags to put back when the server is done.
     restore: Option<Restore>,
+    /// Requests read and not answered yet: at the end of input they are
+    /// answered before the service is told the input ended.
+    unanswered: Arc<Unanswered>,
+    /// How long the end of input waits for them (`shutdown_grace_ms`).
+    grace: Duration,
+}
+
+/// The ids of requests read and not yet answered.
+#[derive(Default)]
+struct Unanswered {
+    ids: Mutex<HashSet<RequestId>>,
+    answered: Notify,
+}
+
+impl Unanswered {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        self.ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn done(&self, id: &RequestId) {
+        self.lock().remove(id);
+        self.answered.notify_waiters();
+    }
+
+    /// Waits until every request read so far has been answered.
+    async fn drained(&self) {
+        loop {
+            let notified = self.answered.notified();
+            if self.lock().is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// Line framing over a reader: whole lines out, a line over `max_line`
@@ -268,12 +309,18 @@ impl Stdio {
     /// Measured with a 5 MiB `write_file` from a Python client over a pipe:
     /// 9.9 ms from the first byte sent to the whole line read with a
     /// 64 KiB pipe, 4.7 ms with the larger one.
-    pub(crate) fn new(max_line: usize) -> Stdio {
+    ///
+    /// At the end of input the requests already read are answered first
+    /// (for at most `grace`), as `serve --stdio` does: a client that sends
+    /// its calls and closes stdin still gets every answer.
+    pub(crate) fn new(max_line: usize, grace: Duration) -> Stdio {
         let ends = StdioEnds::open();
         Stdio {
             lines: Lines::new(ends.reader, max_line),
             out: AsyncRwTransport::new(tokio::io::empty(), ends.writer),
             restore: Some(ends.restore),
+            unanswered: Arc::default(),
+            grace,
         }
     }
 }
@@ -387,12 +434,37 @@ impl Transport<RoleServer> for Stdio {
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.out.send(item)
+        let answers = match &item {
+            JsonRpcMessage::Response(r) => Some(r.id.clone()),
+            JsonRpcMessage::Error(e) => e.id.clone(),
+            _ => None,
+        };
+        let unanswered = self.unanswered.clone();
+        let send = self.out.send(item);
+        async move {
+            let sent = send.await;
+            if let Some(id) = answers {
+                unanswered.done(&id);
+            }
+            sent
+        }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let Some(mut line) = self.lines.next_line().await? else {
+            let Some(next) = self.lines.next_line().await else {
+                // End of input: what was asked is answered first.
+                if tokio::time::timeout(self.grace, self.unanswered.drained())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(
+                        "stdin closed and some calls were not answered within shutdown_grace_ms"
+                    );
+                }
+                return None;
+            };
+            let Some(mut line) = next else {
                 continue;
             };
             while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
@@ -403,7 +475,23 @@ impl Transport<RoleServer> for Stdio {
                 None => parse(&line),
             };
             let (error, id) = match parsed {
-                Line::Message(m) => return Some(*m),
+                Line::Message(m) => {
+                    match &*m {
+                        JsonRpcMessage::Request(r) => {
+                            self.unanswered.lock().insert(r.id.clone());
+                        }
+                        JsonRpcMessage::Notification(n) => {
+                            // A cancelled call is not answered.
+                            if let ClientNotification::CancelledNotification(c) = &n.notification
+                                && let Some(id) = &c.params.request_id
+                            {
+                                self.unanswered.done(id);
+                            }
+                        }
+                        _ => {}
+                    }
+                    return Some(*m);
+                }
                 Line::Skip => continue,
                 Line::Invalid(id) => (ErrorData::invalid_request("Invalid request", None), id),
                 Line::InvalidParams(id, why) => (ErrorData::invalid_params(why, None), Some(id)),
