@@ -609,7 +609,7 @@ impl<'s> Op<'s> {
             && !mode.is_empty()
         {
             let session = self.ctx.session_id.as_deref().unwrap_or("");
-            self.svc.approvals().check(
+            let held = self.svc.approvals().check(
                 &self.cfg.policy,
                 &GateRequest {
                     mode,
@@ -619,7 +619,19 @@ impl<'s> Op<'s> {
                     workspace: &self.ctx.runtime.id,
                     file_mode: Some(e.mode),
                 },
-            )?;
+            );
+            // Behind an approver the caller cannot call
+            // `_writegate/approve`: say what happened instead.
+            held.map_err(|r| match (&self.ctx.approver, &r.detail) {
+                (Some(_), Some(Detail::Approval { command, .. })) => Refusal {
+                    hint: format!(
+                        "`{command}`: the file became read-only while this operation waited; nothing was written. Tell the user, and do not retry before they have allowed it"
+                    ),
+                    detail: asked(r.detail.clone()),
+                    ..r
+                },
+                _ => r,
+            })?;
         }
         Ok(loaded)
     }
