@@ -4,7 +4,7 @@
 Small interesting files: LF, CRLF, CR-only, mixed endings, lone CR before LF lines,
 no final newline, empty, indentation, UTF-8 with BOM, UTF-16LE/BE and UTF-32 with
 BOM, Latin-1 (windows-1252), Shift_JIS, invalid UTF-8. `line_model` gets the raw
-files; `edit_engine` gets each file combined with requests in every mode, in the
+files; `jsonscan` gets request lines (LINES below); `edit_engine` gets each file combined with requests in every mode, in the
 layout its parser reads:
 
     mode, flags, line, end_line, opts, content_len u16le, find_len u16le,
@@ -86,6 +86,25 @@ REQUESTS = [
 ]
 
 
+# Request lines for `jsonscan`: the shapes the front ends read, and the edges of
+# the scan's subset (escapes, surrogates, long integers, floats, repeated names,
+# nesting, raw control characters, invalid UTF-8).
+LINES = {
+    "acp_request": b'{"jsonrpc":"2.0","id":1,"method":"fs/write_text_file","params":{"sessionId":"s","path":"/tmp/a","content":"a\\nb\\n"}}',
+    "mcp_tools_call": b'{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"write_file","arguments":{"path":"/tmp/a","content":"caf\\u00e9 \\ud83d\\ude00\\t\\"q\\"\\\\"},"_meta":{"k":[1,true,null]}}}',
+    "notification": b' { "jsonrpc" : "2.0" , "method" : "session/cancel" , "params" : { } } \r\n',
+    "repeated_params": b'{"id":2,"params":3,"params":{"arguments":{"a":1}},"method":"m"}',
+    "lone_surrogate": b'{"id":-7,"method":"m","params":{"arguments":{"content":"\\ud800x"}}}',
+    "escaped_key": b'{"i\\u0064":1,"method":"m"}',
+    "big_integer": b'{"id":1234567890123456789,"method":"m"}',
+    "float": b'{"id":1.5e3,"method":"m"}',
+    "deep": b'{"params":' + b'[' * 70 + b']' * 70 + b'}',
+    "raw_control": b'{"method":"a\tb"}',
+    "invalid_utf8": b'{"method":"\xff\xfe"}',
+    "utf8": "{\"method\":\"\u00e9\u4e2d\U0001f600\",\"id\":0}".encode(),
+}
+
+
 def write(target, name, data):
     d = os.path.join(HERE, "seeds", target)
     os.makedirs(d, exist_ok=True)
@@ -100,8 +119,13 @@ def main():
             head = bytes([mode, flags, line, end, opts])
             blob = head + struct.pack("<HH", len(content), len(find)) + content + find + data
             write("edit_engine", f"{fname}-{rname}", blob)
+    for lname, data in LINES.items():
+        write("jsonscan", lname, data)
     n = len(FILES)
-    print(f"wrote {n} line_model seeds and {n * len(REQUESTS)} edit_engine seeds")
+    print(
+        f"wrote {n} line_model seeds, {n * len(REQUESTS)} edit_engine seeds"
+        f" and {len(LINES)} jsonscan seeds"
+    )
 
 
 if __name__ == "__main__":

@@ -31,14 +31,14 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-use writegate_fs::{Atime, Dir, Existing, LockKey, PathGuard, PublishOptions};
+use writegate_fs::{Atime, Content, Dir, Existing, LockKey, PathGuard, PublishOptions};
 use writegate_paths::{OsView, ResolveError};
 
 /// How much of the existing file is read inside the lock.
 #[derive(Clone, Copy)]
 pub(crate) enum ReadMode {
-    /// All of it, or `truncated` (then refused by the caller) when over the
-    /// limit.
+    /// All of it, or nothing ([`Content::TooLarge`], then refused by the
+    /// caller) when over the limit.
     Whole(u64),
     /// At most this many bytes: enough to learn the format of a file a
     /// whole-file write replaces (SPEC 7.2 allows replacing a file over the
@@ -90,10 +90,12 @@ impl Loaded {
     /// `sha256:<hex>` of the existing file read whole (computed once);
     /// `None` when there is none or it was read only in part.
     pub(crate) fn hash_before(&self) -> Option<String> {
-        let e = self.existing.as_ref().filter(|e| !e.truncated)?;
+        let Content::Whole(bytes) = &self.existing.as_ref()?.content else {
+            return None;
+        };
         Some(match &self.hash_before {
-            Some(slot) => slot.get_or_init(|| sha256_tagged(&e.bytes)).clone(),
-            None => sha256_tagged(&e.bytes),
+            Some(slot) => slot.get_or_init(|| sha256_tagged(bytes)).clone(),
+            None => sha256_tagged(bytes),
         })
     }
 }
@@ -101,7 +103,7 @@ impl Loaded {
 impl Drop for Loaded {
     fn drop(&mut self) {
         if let (Some(slot), Some(e)) = (&self.hash_before, &self.existing) {
-            slot.get_or_init(|| sha256_tagged(&e.bytes));
+            slot.get_or_init(|| sha256_tagged(e.content.bytes()));
         }
     }
 }
@@ -582,19 +584,19 @@ impl<'s> Op<'s> {
         .map_err(Refusal::from)?;
         let mut later = None;
         if let Some(e) = existing.as_ref() {
-            let hash = if e.truncated {
-                None
-            } else if e.bytes.len() >= PARALLEL_HASH_MIN {
-                // Hashed during the commit (or when the file is dropped).
-                let slot = Arc::new(OnceLock::new());
-                self.hash_before = Some(slot.clone());
-                later = Some(slot);
-                None
-            } else {
-                Some(sha256_tagged(&e.bytes))
+            let hash = match &e.content {
+                Content::Whole(bytes) if bytes.len() >= PARALLEL_HASH_MIN => {
+                    // Hashed during the commit (or when the file is dropped).
+                    let slot = Arc::new(OnceLock::new());
+                    self.hash_before = Some(slot.clone());
+                    later = Some(slot);
+                    None
+                }
+                Content::Whole(bytes) => Some(sha256_tagged(bytes)),
+                Content::Prefix(_) | Content::TooLarge => None,
             };
             let ev = self.event();
-            ev.bytes_before = Some(e.len);
+            ev.bytes_before = Some(e.stat.len);
             ev.hash_before = hash;
         }
         let loaded = Loaded {
@@ -604,7 +606,7 @@ impl<'s> Op<'s> {
         };
         let (mode, gate_saw_read_only) = self.gated;
         if let Some(e) = &loaded.existing
-            && is_read_only(e.mode)
+            && is_read_only(e.stat.mode)
             && !gate_saw_read_only
             && !mode.is_empty()
         {
@@ -617,7 +619,7 @@ impl<'s> Op<'s> {
                     root: &self.ctx.runtime.root,
                     session,
                     workspace: &self.ctx.runtime.id,
-                    file_mode: Some(e.mode),
+                    file_mode: Some(e.stat.mode),
                 },
             );
             // Behind an approver the caller cannot call
@@ -659,11 +661,15 @@ impl<'s> Op<'s> {
                 uri: raw.display().to_string(),
             })
             .into()),
-            Some(e) if e.truncated => Err(too_large(e.len, max)),
-            Some(e) => {
-                self.event().bytes_before = Some(e.len);
-                Ok(e.bytes)
+            Some(Existing {
+                stat,
+                content: Content::Whole(bytes),
+                ..
+            }) => {
+                self.event().bytes_before = Some(stat.len);
+                Ok(bytes)
             }
+            Some(e) => Err(too_large(e.stat.len, max)),
         }
     }
 
@@ -685,14 +691,14 @@ impl<'s> Op<'s> {
         let dir = loaded.dir.take();
         let mut existing = loaded.existing.take();
         let slot = loaded.hash_before.take();
-        let bytes_before = existing.as_ref().map_or(0, |e| e.len);
-        let identity = existing.as_ref().map(writegate_fs::Existing::stat);
+        let bytes_before = existing.as_ref().map_or(0, |e| e.stat.len);
+        let identity = existing.as_ref().map(|e| e.stat);
         // The old file's read descriptor (see `publish_bytes`).
         let handle = existing.as_mut().and_then(Existing::take_handle);
         // The old file's hash, when it was left for now.
         let hash_old = || {
             if let (Some(slot), Some(e)) = (&slot, &existing) {
-                slot.get_or_init(|| sha256_tagged(&e.bytes));
+                slot.get_or_init(|| sha256_tagged(e.content.bytes()));
             }
         };
         let (hash_after, created) = if dry_run {

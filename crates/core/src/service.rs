@@ -26,7 +26,7 @@ use crate::sha256_tagged;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use writegate_fs::{Existing, PathLocks, Releaser};
+use writegate_fs::{Content, Existing, PathLocks, Releaser};
 use writegate_text::{EditMode, EditRequest, WriteOptions};
 
 /// The daemon's shared state. One per process; every connection holds an `Arc`.
@@ -374,14 +374,14 @@ fn plan_edit(
     let display = display_path(&target.canonical, root);
     let existing = loaded.existing.as_ref();
     if let Some(e) = existing
-        && e.truncated
+        && !matches!(e.content, Content::Whole(_))
         && (p.mode != EditMode::Write || p.expected_hash.is_some())
     {
         return Err(Refusal::new(
             ErrorKind::FileTooLarge,
             format!(
                 "{display} is {} bytes; edits load at most {max_edit_bytes} bytes (max_edit_bytes)",
-                e.len
+                e.stat.len
             ),
         )
         .into());
@@ -515,10 +515,13 @@ fn aligned_endings(
     opts: &WriteOptions,
 ) -> Option<String> {
     let dominant = format.dominant?;
-    if dominant == writegate_text::Ending::Lf || opts.line_ending.is_some() || e.truncated {
+    let Content::Whole(bytes) = &e.content else {
+        return None;
+    };
+    if dominant == writegate_text::Ending::Lf || opts.line_ending.is_some() {
         return None;
     }
-    let old = writegate_text::decode(&e.bytes, format);
+    let old = writegate_text::decode(bytes, format);
     writegate_text::align_endings(&old, content, dominant)
 }
 
@@ -557,14 +560,17 @@ fn unknown_encoding() -> Failure {
 }
 
 /// The bytes to detect an existing file's format from: all of them, or for
-/// a file read only in part (`truncated`), its beginning cut to whole
-/// 32-bit units and to a UTF-8 character boundary, so a cut in the middle
-/// of a character does not look like an encoding error.
+/// a file read only in part ([`Content::Prefix`]), its beginning cut to
+/// whole 32-bit units and to a UTF-8 character boundary, so a cut in the
+/// middle of a character does not look like an encoding error (none for a
+/// file not read, [`Content::TooLarge`]).
 fn format_sample(e: &Existing) -> &[u8] {
-    if !e.truncated {
-        return &e.bytes;
-    }
-    let aligned = &e.bytes[..e.bytes.len() / 4 * 4];
+    let bytes = match &e.content {
+        Content::Whole(bytes) => return bytes,
+        Content::Prefix(bytes) => bytes,
+        Content::TooLarge => return &[],
+    };
+    let aligned = &bytes[..bytes.len() / 4 * 4];
     match std::str::from_utf8(aligned) {
         Err(err) if err.error_len().is_none() => &aligned[..err.valid_up_to()],
         _ => aligned,

@@ -366,45 +366,44 @@ impl LeafStat {
 /// why it is neither `Clone` nor `PartialEq`.)
 #[derive(Debug)]
 pub struct Existing {
-    /// The file's bytes; empty when `truncated` is true.
-    pub bytes: Vec<u8>,
-    /// Permission bits (`st_mode & 0o7777`).
-    pub mode: u32,
-    /// Owner user id.
-    pub uid: u32,
-    /// Owner group id.
-    pub gid: u32,
-    /// Device id (`st_dev`).
-    pub dev: u64,
-    /// Inode number (`st_ino`).
-    pub ino: u64,
-    /// Size in bytes: `st_size` at open time, or the number of bytes actually
-    /// seen when the file grew while being read.
-    pub len: u64,
-    /// True when the file is larger than the caller's `max_bytes`: `bytes` is
-    /// then empty and the caller refuses (e.g. `file_too_large`, SPEC 8.3).
-    pub truncated: bool,
+    /// The file's metadata as it was read: what [`crate::publish`] expects
+    /// at the leaf ([`crate::PublishOptions::expect_existing`]). `len` is
+    /// `st_size` at open time, or the number of bytes actually seen when the
+    /// file grew (or shrank) while being read.
+    pub stat: LeafStat,
+    /// What was read of the file.
+    pub content: Content,
     /// The open read-only descriptor of this file (`None` once taken).
     handle: Option<OwnedFd>,
 }
 
-impl Existing {
-    /// The file's metadata as it was read: what [`crate::publish`] expects
-    /// at the leaf ([`crate::PublishOptions::expect_existing`]).
-    pub fn stat(&self) -> LeafStat {
-        LeafStat {
-            mode: self.mode,
-            uid: self.uid,
-            gid: self.gid,
-            dev: self.dev,
-            ino: self.ino,
-            len: self.len,
+/// What [`read_existing`] or [`read_prefix`] read of a file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Content {
+    /// All of the file's bytes.
+    Whole(Vec<u8>),
+    /// The first `max_bytes` bytes of a longer file ([`read_prefix`]).
+    Prefix(Vec<u8>),
+    /// Nothing: the file is larger than the caller's `max_bytes`
+    /// ([`read_existing`]), and the caller refuses (e.g. `file_too_large`,
+    /// SPEC 8.3).
+    TooLarge,
+}
+
+impl Content {
+    /// The bytes read: all of the file, its beginning, or none.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Content::Whole(b) | Content::Prefix(b) => b,
+            Content::TooLarge => &[],
         }
     }
+}
 
+impl Existing {
     /// Takes the file's open descriptor (once; `None` after): opened
     /// `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC` through the directory
-    /// handle, the same inode as `dev`/`ino`, its offset wherever the read
+    /// handle, the same inode as `stat.dev`/`stat.ino`, its offset wherever the read
     /// stopped (0 when `read_existing` refused by size without reading).
     /// Holding it past a `rename` over the file keeps the old inode alive,
     /// so the rename does not free its blocks; see
@@ -567,7 +566,7 @@ fn open_regular(
 
 /// Like [`read_existing`] but a file longer than `max_bytes` is not an
 /// error for the caller to refuse: its first `max_bytes` bytes are returned
-/// with `truncated: true` and `len` the file's size. For callers that only
+/// as [`Content::Prefix`], with `len` the file's size. For callers that only
 /// need to look at a file's beginning (the format of a file a whole-file
 /// write replaces, SPEC 7.2). Same errors as [`read_existing`]; like it, the
 /// result holds the file open until it is dropped or its handle taken.
@@ -587,23 +586,15 @@ pub fn read_prefix(
         .take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| FsError::os(FsOp::Read, &dir.path().join(leaf), e))?;
-    let truncated = bytes.len() as u64 > max_bytes;
-    if truncated {
+    let (len, content) = if bytes.len() as u64 > max_bytes {
         bytes.truncate(usize::try_from(max_bytes).unwrap_or(usize::MAX));
-    }
+        (meta.len.max(max_bytes + 1), Content::Prefix(bytes))
+    } else {
+        (bytes.len() as u64, Content::Whole(bytes))
+    };
     Ok(Some(Existing {
-        len: if truncated {
-            meta.len.max(max_bytes + 1)
-        } else {
-            bytes.len() as u64
-        },
-        bytes,
-        mode: meta.mode,
-        uid: meta.uid,
-        gid: meta.gid,
-        dev: meta.dev,
-        ino: meta.ino,
-        truncated,
+        stat: LeafStat { len, ..meta },
+        content,
         handle: Some(file.into()),
     }))
 }
@@ -612,8 +603,8 @@ pub fn read_prefix(
 /// 7.2: the format read happens inside the path lock).
 ///
 /// Returns `Ok(None)` when nothing has that name. With `max_bytes =
-/// Some(n)`, a file larger than `n` bytes is not read: the result has empty
-/// `bytes`, `len` set and `truncated: true`, so the caller can refuse with
+/// Some(n)`, a file larger than `n` bytes is not read: the result has
+/// [`Content::TooLarge`] and `len` set, so the caller can refuse with
 /// `file_too_large`. Errors: a symlink leaf -> [`FsError::SymlinkEscape`];
 /// anything but a regular file (directory, fifo, device, socket) ->
 /// [`FsError::NotAFile`], checked before opening so a fifo or device is never
@@ -629,21 +620,12 @@ pub fn read_existing(
     let Some((fd, meta)) = open_regular(dir, leaf, atime)? else {
         return Ok(None);
     };
-    let mut existing = Existing {
-        bytes: Vec::new(),
-        mode: meta.mode,
-        uid: meta.uid,
-        gid: meta.gid,
-        dev: meta.dev,
-        ino: meta.ino,
-        len: meta.len,
-        truncated: false,
-        handle: None,
-    };
     if max_bytes.is_some_and(|max| meta.len > max) {
-        existing.truncated = true;
-        existing.handle = Some(fd);
-        return Ok(Some(existing));
+        return Ok(Some(Existing {
+            stat: meta,
+            content: Content::TooLarge,
+            handle: Some(fd),
+        }));
     }
     let mut file = File::from(fd);
     // Never size a buffer from st_size alone: a sparse or growing file can
@@ -661,16 +643,17 @@ pub fn read_existing(
         None => file.read_to_end(&mut bytes),
     };
     read.map_err(|e| FsError::os(FsOp::Read, &dir.path().join(leaf), e))?;
-    existing.handle = Some(file.into());
     let seen = bytes.len() as u64;
-    if max_bytes.is_some_and(|max| seen > max) {
-        existing.truncated = true;
-        existing.len = existing.len.max(seen);
-        return Ok(Some(existing));
-    }
-    existing.len = seen;
-    existing.bytes = bytes;
-    Ok(Some(existing))
+    let (len, content) = if max_bytes.is_some_and(|max| seen > max) {
+        (meta.len.max(seen), Content::TooLarge)
+    } else {
+        (seen, Content::Whole(bytes))
+    };
+    Ok(Some(Existing {
+        stat: LeafStat { len, ..meta },
+        content,
+        handle: Some(file.into()),
+    }))
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ mod release;
 mod socket;
 
 pub use cleanup::remove_stale_temps;
-pub use dir::{Atime, Dir, Existing, LeafStat, read_existing, read_prefix, stat_leaf};
+pub use dir::{Atime, Content, Dir, Existing, LeafStat, read_existing, read_prefix, stat_leaf};
 pub use error::{FsError, FsOp, PrivateDirProblem, Swap};
 pub use journal::{JOURNAL_SUFFIX, Journal, Orphan, orphan_journals};
 pub use lock::{LockKey, PathGuard, PathLocks};

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use common::{assert_err, is_root, mode, names, tempdir, temps};
 use writegate_fs::{
-    Atime, Dir, FsError, NewFileMode, PublishOptions, WRITE_CHUNK, publish, read_existing,
+    Atime, Content, Dir, FsError, NewFileMode, PublishOptions, WRITE_CHUNK, publish, read_existing,
     stat_leaf,
 };
 
@@ -137,10 +137,10 @@ fn expected_stat_decides_mode_and_owner() {
     let seen = read_existing(&d, OsStr::new("run.sh"), None, Atime::Update)
         .unwrap()
         .unwrap();
-    assert_eq!(seen.stat().mode, 0o4755);
+    assert_eq!(seen.stat.mode, 0o4755);
     let o = PublishOptions {
         new_file_mode: NewFileMode::Owner,
-        expect_existing: Some(seen.stat()),
+        expect_existing: Some(seen.stat),
     };
     let p = publish(&d, OsStr::new("run.sh"), b"new\n", &o, &mut ok()).unwrap();
     assert!(!p.created);
@@ -209,7 +209,7 @@ fn leaf_swapped_for_symlink_is_refused_and_target_untouched() {
 
     let o = PublishOptions {
         new_file_mode: NewFileMode::Owner,
-        expect_existing: Some(seen.stat()),
+        expect_existing: Some(seen.stat),
     };
     let err = publish(&d, OsStr::new("a.txt"), b"evil", &o, &mut ok()).unwrap_err();
     assert!(matches!(err, FsError::SymlinkEscape { .. }), "{err:?}");
@@ -312,24 +312,23 @@ fn read_existing_cases() {
     let e = read_existing(&d, OsStr::new("f"), None, Atime::Update)
         .unwrap()
         .unwrap();
-    assert_eq!(e.bytes, b"0123456789");
-    assert_eq!((e.len, e.mode, e.truncated), (10, 0o640, false));
+    assert_eq!(e.content, Content::Whole(b"0123456789".to_vec()));
+    assert_eq!((e.stat.len, e.stat.mode), (10, 0o640));
     let m = std::fs::metadata(dir.join("f")).unwrap();
     assert_eq!(
-        (e.dev, e.ino, e.uid, e.gid),
+        (e.stat.dev, e.stat.ino, e.stat.uid, e.stat.gid),
         (m.dev(), m.ino(), m.uid(), m.gid())
     );
 
     let e = read_existing(&d, OsStr::new("f"), Some(10), Atime::Update)
         .unwrap()
         .unwrap();
-    assert_eq!((e.bytes.len(), e.truncated), (10, false));
+    assert!(matches!(&e.content, Content::Whole(b) if b.len() == 10));
     let e = read_existing(&d, OsStr::new("f"), Some(9), Atime::Update)
         .unwrap()
         .unwrap();
-    assert!(e.truncated);
-    assert!(e.bytes.is_empty());
-    assert_eq!(e.len, 10);
+    assert_eq!(e.content, Content::TooLarge);
+    assert_eq!(e.stat.len, 10);
 
     let s = stat_leaf(&d, OsStr::new("f")).unwrap().unwrap();
     assert_eq!((s.len, s.mode, s.ino), (10, 0o640, m.ino()));
@@ -547,10 +546,10 @@ fn existing_keeps_the_replaced_inode_open_across_the_publish() {
             read_existing(&d, OsStr::new("a.txt"), None, Atime::Update)
         };
         let mut seen = read.unwrap().expect("the file exists");
-        let before = (seen.dev, seen.ino);
+        let before = (seen.stat.dev, seen.stat.ino);
         let o = PublishOptions {
             new_file_mode: NewFileMode::Owner,
-            expect_existing: Some(seen.stat()),
+            expect_existing: Some(seen.stat),
         };
         publish(&d, OsStr::new("a.txt"), b"new bytes\n", &o, &mut ok()).unwrap();
         let fd = seen.take_handle().expect("the read descriptor");
@@ -702,6 +701,6 @@ fn reads_for_a_replacement_leave_the_access_time_alone() {
     let seen = read_existing(&d, OsStr::new("read.txt"), None, Atime::Update)
         .unwrap()
         .unwrap();
-    assert_eq!(seen.bytes, b"content\n");
+    assert_eq!(seen.content, Content::Whole(b"content\n".to_vec()));
     assert_ne!(atime(&dir.join("read.txt")), 1_000);
 }

@@ -51,10 +51,11 @@ pub type Found = Vec<Option<Vec<Member>>>;
 /// [`object_members`], plus the members of the objects down a path of
 /// member names, found in the same pass: `path[0]` names a member of the
 /// top-level object, `path[1]` a member of that member's object, and so on.
-/// The result has one entry per name: the members of the object the first
-/// member of that name holds, or `None` where it is absent or not an
-/// object (and then for the rest of the path). A request's `params` hold a
-/// whole file, which is then scanned once, not twice.
+/// The result has one entry per name: the members of the object held by
+/// the first member of that name whose value is an object, or `None` where
+/// no member of that name holds an object (and then for the rest of the
+/// path). A request's `params` hold a whole file, which is then scanned
+/// once, not twice.
 pub fn object_members_at(text: &[u8], path: &[&str]) -> Option<(Vec<Member>, Found)> {
     // UTF-8 is checked string by string (see `Scanner::string`).
     let mut s = Scanner {

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use writegate_fs::{AppendLog, FsError};
+use writegate_fs::{AppendLog, Content, Existing, FsError};
 
 /// Just the `opId` of a log line.
 #[derive(Deserialize)]
@@ -162,10 +162,11 @@ fn inspect(r: &IntentRecord) -> Recovered {
     let max = r.event.bytes_after.unwrap_or(0);
     match writegate_fs::read_existing(&dir, leaf, Some(max), writegate_fs::Atime::Keep) {
         Ok(None) if r.before.is_none() => Recovered::NotCommitted,
-        Ok(Some(e)) if Some((e.dev, e.ino)) == r.before => Recovered::NotCommitted,
-        Ok(Some(e))
-            if !e.truncated && r.event.hash_after.as_deref() == Some(&sha256_tagged(&e.bytes)) =>
-        {
+        Ok(Some(e)) if Some((e.stat.dev, e.stat.ino)) == r.before => Recovered::NotCommitted,
+        Ok(Some(Existing {
+            content: Content::Whole(bytes),
+            ..
+        })) if r.event.hash_after.as_deref() == Some(&sha256_tagged(&bytes)) => {
             Recovered::Committed
         }
         _ => Recovered::Unconfirmed,
