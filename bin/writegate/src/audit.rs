@@ -7,7 +7,9 @@
 //! 0600 file, and reading it must work while the daemon is stopped.
 
 use crate::args::AuditArgs;
-use crate::{Status, absolutize, canonical_target, default_config_path, env_var, load_config, out};
+use crate::{
+    Status, absolutize, canonical_target, default_config_path, env_var, load_config_file, out,
+};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::fs::File;
@@ -135,7 +137,7 @@ fn log_path(a: &AuditArgs) -> Result<PathBuf, String> {
         Some(p) => (Some(p.clone()), true),
         None => (default_config_path(), false),
     };
-    let cfg = load_config(path.as_deref(), required)?;
+    let cfg = load_config_file(path.as_deref(), required)?;
     Ok(cfg.audit_path(&env_var))
 }
 

@@ -164,7 +164,7 @@ pub(crate) fn env_var(k: &str) -> Option<String> {
 /// variables of this process, as the daemon and `writegate audit` read them.
 /// An unknown `WRITEGATE_*` variable is an error naming it; an invalid value
 /// is blamed on its variable (issue 14).
-pub(crate) fn load_config(
+pub(crate) fn load_config_file(
     path: Option<&Path>,
     required: bool,
 ) -> Result<writegate_core::Config, String> {

@@ -1,33 +1,39 @@
 //! `writegate mcp`: the MCP front end on stdio (`writegate-mcp`), over the
 //! same start-up and service as `serve`.
 
-use crate::args::{McpArgs, ServeArgs};
-use crate::serve::{build_service, init_logs_or};
+use crate::args::McpArgs;
+use crate::serve::{Startup, build_service, init_logs_or};
 use crate::{Status, absolutize, default_config_path};
+
+impl McpArgs {
+    /// The MCP server's start-up: its config, audit log and trusted
+    /// `--workspace`s; reads are the config's, external writes too.
+    fn startup(&self) -> Startup {
+        Startup {
+            config: self.config.clone(),
+            audit_log: self.audit_log.clone(),
+            allow_read: false,
+            no_external_writes: false,
+            workspaces: self
+                .workspaces
+                .iter()
+                .map(|w| (absolutize(w), true))
+                .collect(),
+        }
+    }
+}
 
 /// Serves MCP on stdin/stdout until the client closes it (status 0, before
 /// the `initialize` handshake as after it). Status 2 when it cannot start.
 pub(crate) fn mcp(a: McpArgs) -> Status {
     init_logs_or(0, 0, "info,rmcp=warn");
-    let args = ServeArgs {
-        stdio: true,
-        socket: None,
-        workspaces: a.workspaces,
-        untrusted: false,
-        config: a.config,
-        audit_log: a.audit_log,
-        no_external_writes: false,
-        allow_read: false,
-        verbose: 0,
-        quiet: 0,
-    };
     // Client roots may bring the workspaces: none on the command line is fine.
-    let (service, _) = match build_service(&args, false) {
+    let service = match build_service(&a.startup(), false) {
         Ok(s) => s,
         Err(status) => return status,
     };
     let opts = writegate_mcp::McpOptions {
-        config_file: args
+        config_file: a
             .config
             .map(|p| absolutize(&p))
             .or_else(default_config_path),

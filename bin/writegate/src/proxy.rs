@@ -3,8 +3,7 @@
 //! its own: each session brings its `cwd`). The proxy itself is
 //! `writegate_proxy::run`.
 
-use crate::args::ServeArgs;
-use crate::serve::{build_service, init_logs};
+use crate::serve::{Startup, build_service, init_logs, run_on};
 use clap::Args;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -26,28 +25,29 @@ pub(crate) struct ProxyArgs {
     command: Vec<OsString>,
 }
 
+impl ProxyArgs {
+    /// The proxy's start-up: serve's config and audit log, no workspace of
+    /// its own (the workspaces come from the sessions' cwd). Reads are
+    /// served: the editor answered them before, and an agent's edit tool
+    /// reads a file before it writes it.
+    fn startup(&self) -> Startup {
+        Startup {
+            config: self.config.clone(),
+            audit_log: self.audit_log.clone(),
+            allow_read: true,
+            no_external_writes: self.no_external_writes,
+            workspaces: vec![],
+        }
+    }
+}
+
 /// Runs the proxy; the exit status is the agent's (128 + signal when a
 /// signal ended it), 127 or 126 when it cannot be started (not found, not
 /// executable, as a shell says), 2 for a bad config.
 pub(crate) fn proxy(a: ProxyArgs) -> ExitCode {
     init_logs(0, 0);
-    // Reads are served: the editor answered them before, and an agent's
-    // edit tool reads a file before it writes it.
-    let as_serve = ServeArgs {
-        stdio: true,
-        socket: None,
-        workspaces: vec![],
-        untrusted: false,
-        config: a.config,
-        audit_log: a.audit_log,
-        no_external_writes: a.no_external_writes,
-        allow_read: true,
-        verbose: 0,
-        quiet: 0,
-    };
-    // The same start-up as serve (config, audit log check, stale temps);
-    // the workspaces come from the sessions' cwd.
-    let Ok((service, _)) = build_service(&as_serve, false) else {
+    // The same start-up as serve (config, audit log check, stale temps).
+    let Ok(service) = build_service(&a.startup(), false) else {
         return ExitCode::from(2);
     };
     let mut command = a.command.into_iter();
@@ -72,12 +72,11 @@ pub(crate) fn proxy(a: ProxyArgs) -> ExitCode {
     };
     // block_on runs the future on this (main) thread, which spawns the
     // agent: the agent's parent-death signal is tied to this thread.
-    let result = runtime.block_on(writegate_proxy::run(service.clone(), opts));
-    // Last audit flush; a clean journal is removed.
-    service.audit().close();
-    // Do not wait for a blocked stdin reader thread.
-    runtime.shutdown_background();
-    match result {
+    match run_on(
+        runtime,
+        writegate_proxy::run(service.clone(), opts),
+        &service,
+    ) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("writegate: {e}");

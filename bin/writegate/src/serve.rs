@@ -69,24 +69,63 @@ pub(crate) fn init_logs_or(verbose: u8, quiet: u8, default: &str) {
     }
 }
 
-/// The config `serve` runs with: the file (`--config`, else the default
-/// location, which may be missing), `WRITEGATE_*` variables, then the flags.
-pub(crate) fn load_config(a: &ServeArgs) -> Result<Config, String> {
-    let (path, required) = match &a.config {
-        Some(p) => (Some(p.clone()), true),
-        None => (default_config_path(), false),
-    };
-    let mut cfg = crate::load_config(path.as_deref(), required)?;
-    if a.allow_read {
-        cfg.read_text_file = true;
+/// What start-up takes from a front end's command line (`serve`, `proxy`,
+/// `mcp`): the config file, the overrides of its values, and the
+/// command-line workspaces. Each subcommand's arguments give one
+/// (`startup()`); the SIGHUP reload keeps serve's.
+pub(crate) struct Startup {
+    /// `--config`: the file, required to exist when given.
+    pub(crate) config: Option<PathBuf>,
+    /// `--audit-log`: overrides `audit.path`.
+    pub(crate) audit_log: Option<PathBuf>,
+    /// Serve `fs/read_text_file` whatever the config says.
+    pub(crate) allow_read: bool,
+    /// `--no-external-writes`: external tool writes off whatever the config says.
+    pub(crate) no_external_writes: bool,
+    /// The command-line workspaces, absolute, with their trust (kept across
+    /// reloads).
+    pub(crate) workspaces: Roots,
+}
+
+impl Startup {
+    /// The config to run with: the file (`--config`, else the default
+    /// location, which may be missing), `WRITEGATE_*` variables, then the
+    /// flags.
+    pub(crate) fn load_config(&self) -> Result<Config, String> {
+        let (path, required) = match &self.config {
+            Some(p) => (Some(p.clone()), true),
+            None => (default_config_path(), false),
+        };
+        let mut cfg = crate::load_config_file(path.as_deref(), required)?;
+        if self.allow_read {
+            cfg.read_text_file = true;
+        }
+        if self.no_external_writes {
+            cfg.external_tool_writes = Some(false);
+        }
+        if let Some(p) = &self.audit_log {
+            cfg.audit.path = absolutize(p).display().to_string();
+        }
+        Ok(cfg)
     }
-    if a.no_external_writes {
-        cfg.external_tool_writes = Some(false);
+}
+
+impl ServeArgs {
+    /// Serve's start-up: its flags; its `--workspace`s are trusted unless
+    /// `--untrusted`.
+    fn startup(&self) -> Startup {
+        Startup {
+            config: self.config.clone(),
+            audit_log: self.audit_log.clone(),
+            allow_read: self.allow_read,
+            no_external_writes: self.no_external_writes,
+            workspaces: self
+                .workspaces
+                .iter()
+                .map(|w| (absolutize(w), !self.untrusted))
+                .collect(),
+        }
     }
-    if let Some(p) = &a.audit_log {
-        cfg.audit.path = absolutize(p).display().to_string();
-    }
-    Ok(cfg)
 }
 
 /// Paths for a log line: `a, b` (or `-` for none).
@@ -147,16 +186,12 @@ pub(crate) type Roots = Vec<(PathBuf, bool)>;
 /// The start-up every front end shares: the config (file, environment,
 /// flags), the workspaces (`--workspace` then `[[workspace]]`), one log line
 /// each and one about external writes, the stale temp cleanup, the audit
-/// log and approvals. Returns the service and the command-line workspaces
-/// (kept across reloads), or the exit status when it cannot start (a
-/// message on stderr). `need_workspace`: no workspace at all is an error
+/// log and approvals. Returns the service, or the exit status when it
+/// cannot start (a message on stderr). `need_workspace`: no workspace at all is an error
 /// (`serve`; `writegate mcp` may get its workspaces from the client's
 /// roots).
-pub(crate) fn build_service(
-    a: &ServeArgs,
-    need_workspace: bool,
-) -> Result<(Arc<Service>, Roots), Status> {
-    let cfg = match load_config(a) {
+pub(crate) fn build_service(start: &Startup, need_workspace: bool) -> Result<Arc<Service>, Status> {
+    let cfg = match start.load_config() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("writegate: {e}");
@@ -164,12 +199,8 @@ pub(crate) fn build_service(
         }
     };
     let registry = Registry::default();
-    let cli_workspaces: Vec<(PathBuf, bool)> = a
+    for (root, trusted) in start
         .workspaces
-        .iter()
-        .map(|w| (absolutize(w), !a.untrusted))
-        .collect();
-    for (root, trusted) in cli_workspaces
         .iter()
         .cloned()
         .chain(cfg.workspace.iter().map(|w| (w.root.clone(), w.trusted)))
@@ -180,7 +211,7 @@ pub(crate) fn build_service(
         }
     }
     if need_workspace && registry.primary().is_none() {
-        eprintln!("{}", no_workspace_message(a.config.as_deref()));
+        eprintln!("{}", no_workspace_message(start.config.as_deref()));
         return Err(Status::Usage);
     }
     log_workspaces(&registry);
@@ -224,7 +255,7 @@ pub(crate) fn build_service(
         tracing::warn!(path = %audit_path.display(),
             "audit.required = false: writes go on even while the audit log cannot be written");
     }
-    Ok((service, cli_workspaces))
+    Ok(service)
 }
 
 /// The soft descriptor limit the daemon asks for, at most (never above the
@@ -257,6 +288,21 @@ fn raise_descriptor_limit() {
     }
 }
 
+/// Runs `fut` to its end on `runtime` (on this thread), then the last
+/// audit flush (a clean journal is removed), then drops the runtime without
+/// waiting for a blocked stdin reader thread. `serve` and `proxy` end this
+/// way.
+pub(crate) fn run_on<F: std::future::Future>(
+    runtime: tokio::runtime::Runtime,
+    fut: F,
+    service: &Service,
+) -> F::Output {
+    let result = runtime.block_on(fut);
+    service.audit().close();
+    runtime.shutdown_background();
+    result
+}
+
 /// Runs the daemon until SIGTERM/SIGINT (or the end of stdin with `--stdio`
 /// alone). [`Status::Usage`] (2) when it cannot start.
 pub(crate) fn serve(a: &ServeArgs) -> Status {
@@ -270,7 +316,8 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
             return Status::Usage;
         }
     };
-    let (service, cli_workspaces) = match build_service(a, true) {
+    let start = a.startup();
+    let service = match build_service(&start, true) {
         Ok(s) => s,
         Err(status) => return status,
     };
@@ -281,37 +328,18 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
     };
     let reload = {
         let service = service.clone();
-        let config_path = a.config.clone();
-        let args_keep = cli_workspaces.clone();
-        let allow_read = a.allow_read;
-        let no_ext = a.no_external_writes;
-        let audit_log = a.audit_log.clone();
-        Arc::new(move || {
-            let args = ServeArgs {
-                stdio: false,
-                socket: None,
-                workspaces: vec![],
-                untrusted: false,
-                config: config_path.clone(),
-                audit_log: audit_log.clone(),
-                no_external_writes: no_ext,
-                allow_read,
-                verbose: 0,
-                quiet: 0,
-            };
-            match load_config(&args) {
-                Ok(cfg) => match service.reload(cfg, &args_keep) {
-                    Ok(report) => tracing::info!(
-                        added = %join_paths(&report.added),
-                        removed = %join_paths(&report.removed),
-                        retrusted = %join_paths(&report.retrusted),
-                        "config reloaded"
-                    ),
-                    Err(e) => tracing::error!(error = %e, "reload refused; keeping the old config"),
-                },
-                Err(e) => {
-                    tracing::error!(error = %e, "invalid config on reload; keeping the old one");
-                }
+        Arc::new(move || match start.load_config() {
+            Ok(cfg) => match service.reload(cfg, &start.workspaces) {
+                Ok(report) => tracing::info!(
+                    added = %join_paths(&report.added),
+                    removed = %join_paths(&report.removed),
+                    retrusted = %join_paths(&report.retrusted),
+                    "config reloaded"
+                ),
+                Err(e) => tracing::error!(error = %e, "reload refused; keeping the old config"),
+            },
+            Err(e) => {
+                tracing::error!(error = %e, "invalid config on reload; keeping the old one");
             }
         }) as Arc<dyn Fn() + Send + Sync>
     };
@@ -338,12 +366,11 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
         activated,
         on_reload: Some(reload),
     };
-    let result = runtime.block_on(writegate_acp::serve(service.clone(), opts));
-    // Last audit flush; a clean journal is removed.
-    service.audit().close();
-    // Do not wait for a blocked stdin reader thread.
-    runtime.shutdown_background();
-    match result {
+    match run_on(
+        runtime,
+        writegate_acp::serve(service.clone(), opts),
+        &service,
+    ) {
         Ok(()) => Status::Ok,
         Err(e) => {
             eprintln!("writegate: {e}");

@@ -21,10 +21,10 @@ use tokio::sync::Semaphore;
 /// [`Shared::line_stall`](crate::conn::Shared::line_stall)
 /// (`line_stall_timeout_ms`) loses it and is closed (`conn`). So all
 /// connections together hold at most the budget, plus less than
-/// [`PARTIAL_FREE`] + [`READ_MAX`](crate::frame::READ_MAX) unbudgeted bytes
+/// [`PARTIAL_FREE`] + `frame::READ_MAX` unbudgeted bytes
 /// each. Answers are not counted (a small `_writegate/read_lines` can have a
 /// large answer); the per-connection
-/// [`MAX_OUTSTANDING`](crate::outbox::MAX_OUTSTANDING) bounds those.
+/// `outbox::MAX_OUTSTANDING` bounds those.
 pub struct Budget {
     pub(crate) units: Arc<Semaphore>,
     total: u32,
@@ -34,7 +34,7 @@ pub struct Budget {
 /// small writes) never wait for the budget. The semaphore is fair, so a big
 /// line queued for it would otherwise hold up every connection's small
 /// lines, `$/cancel_request` included; small lines are bounded anyway by
-/// [`MAX_OUTSTANDING`](crate::outbox::MAX_OUTSTANDING) per connection.
+/// `outbox::MAX_OUTSTANDING` per connection.
 pub const BUDGET_FREE_LINE: usize = 4 * 1024;
 
 /// Bytes of an incomplete line a connection may buffer without budget;
@@ -73,7 +73,7 @@ impl Budget {
     /// fit a budget of twice the frame limit (the defaults: 16 MiB lines,
     /// 32 MiB): two long lines are read at a time. Its `\r` and what a read
     /// brings past the line are the connection's unbudgeted bytes (less
-    /// than a [`READ_MAX`](crate::frame::READ_MAX)).
+    /// than a `frame::READ_MAX`).
     pub fn reservation(&self, max_line: usize) -> u32 {
         u32::try_from(max_line.div_ceil(1024))
             .unwrap_or(u32::MAX)

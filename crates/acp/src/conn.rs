@@ -1,8 +1,8 @@
 //! One connection's loop, whatever it serves: reads lines (with the line
-//! limit, the per-connection [`MAX_OUTSTANDING`] and the daemon-wide
+//! limit, the per-connection `MAX_OUTSTANDING` and the daemon-wide
 //! [`Budget`]), parses each into a typed message, hands requests and
 //! notifications to a [`Handler`], matches responses against the
-//! connection's own outgoing requests ([`Outgoing`]) and gives the rest to
+//! connection's own outgoing requests (`Outgoing`) and gives the rest to
 //! the handler, and drains everything it owes before returning.
 //!
 //! `serve` (answer ACP itself, [`crate::serve::Serve`]) and a proxy are two
@@ -51,7 +51,7 @@ pub struct Shared {
 }
 
 /// What a line read costs until it is answered: its share of
-/// [`MAX_OUTSTANDING`] (released once the answer is written) and of the
+/// `MAX_OUTSTANDING` (released once the answer is written) and of the
 /// daemon's [`Budget`] (released once the answer is built).
 pub struct Ticket {
     permit: OwnedSemaphorePermit,
@@ -211,7 +211,7 @@ pub trait Handler: Send + Sync + 'static {
 /// one holds its [`Link`] any more (the writer ends with the last one).
 ///
 /// `direct`: a handle on the connection's (non-blocking) write descriptor
-/// for direct response writes (see [`Outbox`]); `None` when there is none
+/// for direct response writes (see `Outbox`); `None` when there is none
 /// (stdout a terminal or a file).
 pub async fn run_connection<H, R, W>(
     shared: Arc<Shared>,

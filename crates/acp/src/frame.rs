@@ -9,7 +9,7 @@ use tokio_util::codec::Decoder;
 
 /// One decoded unit of input.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// A non-blank line without its `\n` (and without a trailing `\r`).
     Line(BytesMut),
     /// A line longer than the limit; its bytes were discarded.
@@ -19,7 +19,7 @@ pub enum Frame {
 /// Decoder for [`Frame`]s with a maximum line length in bytes (excluding
 /// the terminator).
 #[derive(Debug)]
-pub struct LineCodec {
+pub(crate) struct LineCodec {
     max: usize,
     /// Inside an over-long line: drop bytes up to the next `\n`.
     discarding: bool,
@@ -29,7 +29,7 @@ pub struct LineCodec {
 
 impl LineCodec {
     /// A codec accepting lines of at most `max` bytes.
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         LineCodec {
             max,
             discarding: false,
@@ -98,16 +98,16 @@ impl Decoder for LineCodec {
 }
 
 /// Most bytes one read brings while no long line is being read.
-pub const READ_CHUNK: usize = 64 * 1024;
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
 /// Most bytes one read brings while a long line is being read (the buffer
 /// doubles as the line grows).
-pub const READ_MAX: usize = 128 * 1024;
+pub(crate) const READ_MAX: usize = 128 * 1024;
 
 /// A connection's input: a reader, its buffer and the [`LineCodec`]. The
 /// caller decides when to read more ([`LineReader::fill`]), so it can hold
 /// budget for a long line before buffering it (`conn`).
-pub struct LineReader<R> {
+pub(crate) struct LineReader<R> {
     reader: R,
     buf: BytesMut,
     codec: LineCodec,
@@ -116,7 +116,7 @@ pub struct LineReader<R> {
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
     /// A reader of lines of at most `max` bytes.
-    pub fn new(reader: R, max: usize) -> Self {
+    pub(crate) fn new(reader: R, max: usize) -> Self {
         LineReader {
             reader,
             buf: BytesMut::new(),
@@ -128,7 +128,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// The next frame already buffered; at end of input, the last line
     /// even without its newline. `None`: read more (or, after end of input,
     /// nothing is left).
-    pub fn next_buffered(&mut self) -> Option<Frame> {
+    pub(crate) fn next_buffered(&mut self) -> Option<Frame> {
         // The codec never fails: its error type is only the trait's.
         let frame = if self.eof {
             self.codec.decode_eof(&mut self.buf)
@@ -153,7 +153,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// Reads once more into the buffer, at most `limit` bytes. `Ok(false)`
     /// at end of input.
-    pub async fn fill(&mut self, limit: usize) -> std::io::Result<bool> {
+    pub(crate) async fn fill(&mut self, limit: usize) -> std::io::Result<bool> {
         if self.eof {
             return Ok(false);
         }
@@ -174,18 +174,18 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 
     /// True once the reader reported end of input.
-    pub fn at_eof(&self) -> bool {
+    pub(crate) fn at_eof(&self) -> bool {
         self.eof
     }
 
     /// Bytes buffered and not yet returned as lines: the beginning of an
     /// incomplete line (0 while an over-long line is being skipped).
-    pub fn partial(&self) -> usize {
+    pub(crate) fn partial(&self) -> usize {
         self.buf.len()
     }
 
     /// Whether another whole line is already buffered.
-    pub fn has_line(&self) -> bool {
+    pub(crate) fn has_line(&self) -> bool {
         memchr::memchr(b'\n', &self.buf).is_some()
     }
 }

@@ -1,9 +1,16 @@
-//! writegate's ACP front end: ACP v1 over JSON-RPC 2.0 with one compact
-//! JSON object per line (SPEC 1). The message layer for both directions
-//! (`message`, `outgoing`), one connection loop with a handler seam
-//! (`conn`), the method table with one module per method (`methods`), the
-//! `serve` handler, the stdio and Unix-socket transports with the peer-UID
-//! check, signals and graceful shutdown (`server`). (The CLI's client is
+//! Two things: a JSON-RPC 2.0 line-connection engine, and writegate's ACP
+//! serve front end built on it (SPEC 1).
+//!
+//! The engine runs one connection of compact JSON objects, one per line,
+//! in both directions: the message layer (`message`), the connection loop
+//! with its handler seam, output queue and byte budget (`conn`, `budget`,
+//! `state`), the method table with one module per method (`methods`) and
+//! what each transport allows (`transport`). `writegate-proxy` runs its
+//! two connections on it.
+//!
+//! The serve front end is the `serve` handler and the stdio and
+//! Unix-socket transports with the peer-UID check, signals and graceful
+//! shutdown (`server`; [`serve()`], [`ServeOptions`]). (The CLI's client is
 //! the binary's own.)
 //!
 //! This is the only crate that knows ACP's wire: JSON-RPC codes, `_meta`
@@ -14,17 +21,17 @@
 
 pub mod budget;
 pub mod conn;
-pub mod frame;
+mod frame;
 pub mod message;
 pub mod methods;
-pub mod outbox;
-pub mod outgoing;
+mod outbox;
+mod outgoing;
 use writegate_jsonscan as scan;
 pub mod serve;
 pub mod server;
 pub mod state;
-pub use writegate_stdio as stdio;
 pub mod transport;
-pub mod wire;
+mod wire;
 
+pub use outgoing::unpredictable_hex;
 pub use server::{ServeOptions, activated_listener, default_socket_path, serve};

@@ -4,7 +4,7 @@
 //!
 //! Every message is kept, responses included, so a peer that sends its own
 //! requests (a proxy, a server asking its client) can match their answers
-//! (see [`crate::outgoing`]).
+//! (see `outgoing`).
 
 use crate::scan;
 use agent_client_protocol::v1::schema::RequestId;

@@ -13,7 +13,7 @@ use writegate_stdio::NonBlockingFd;
 /// the connection's async writer task. Each line is written whole by one of
 /// the two paths, never interleaved. Without a descriptor (a stdout that
 /// is not a pipe or socket of its own) every line goes through the task.
-pub struct Outbox {
+pub(crate) struct Outbox {
     state: Arc<Mutex<OutState>>,
     tx: mpsc::UnboundedSender<Queued>,
 }
@@ -55,7 +55,7 @@ pub(crate) type Queued = (Vec<u8>, Option<OwnedSemaphorePermit>);
 /// answered but not yet written to the peer. At the limit the connection
 /// stops reading, so a client that never reads its answers cannot make the
 /// daemon buffer without bound.
-pub const MAX_OUTSTANDING: usize = 64;
+pub(crate) const MAX_OUTSTANDING: usize = 64;
 
 impl Outbox {
     /// A new outbox over `state` (shared with the writer task, which
@@ -74,7 +74,7 @@ impl Outbox {
     /// Sends one `\n`-terminated line (a whole JSON-RPC message), after
     /// any held ones; `permit` (the line's share of [`MAX_OUTSTANDING`]) is
     /// released once the line is written.
-    pub fn send(&self, line: Vec<u8>, permit: Option<OwnedSemaphorePermit>) {
+    pub(crate) fn send(&self, line: Vec<u8>, permit: Option<OwnedSemaphorePermit>) {
         let mut st = self.lock();
         self.send_locked(&mut st, line, permit);
     }
@@ -84,7 +84,7 @@ impl Outbox {
     /// [`Outbox::flush`], or once 64 KiB are held. Without a
     /// direct descriptor, or behind a backlog, it is simply sent (the
     /// writer task batches lines itself).
-    pub fn send_held(&self, line: Vec<u8>) {
+    pub(crate) fn send_held(&self, line: Vec<u8>) {
         let mut st = self.lock();
         if st.backlog || st.direct.is_none() {
             return self.send_locked(&mut st, line, None);
@@ -101,7 +101,7 @@ impl Outbox {
     }
 
     /// Writes the lines [`Outbox::send_held`] holds, if any.
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         let mut st = self.lock();
         if !st.held.is_empty() {
             let held = std::mem::take(&mut st.held);
@@ -146,7 +146,7 @@ impl Outbox {
     /// in `\n`) for the writer task, which then shuts the writer down. The
     /// backlog flag stays set, so no direct write can overtake the marker,
     /// and later lines find the queue closed and are dropped.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let mut st = self.lock();
         st.backlog = true;
         st.direct = None;

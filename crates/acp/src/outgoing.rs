@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::oneshot;
 
 /// Pending outgoing requests of one connection.
-pub struct Outgoing {
+pub(crate) struct Outgoing {
     /// Prefix of every id: `writegate-<random hex>-`, a string no peer
     /// generates by accident or can guess.
     prefix: String,
@@ -32,7 +32,7 @@ impl Default for Outgoing {
 
 impl Outgoing {
     /// An empty table.
-    pub fn new() -> Outgoing {
+    pub(crate) fn new() -> Outgoing {
         Outgoing {
             prefix: format!("writegate-{}-", unpredictable_hex()),
             next: AtomicU64::new(1),
@@ -41,7 +41,7 @@ impl Outgoing {
     }
 
     /// Allocates an id for a new request and the receiver of its answer.
-    pub fn register(
+    pub(crate) fn register(
         &self,
     ) -> (
         RequestId,
@@ -56,7 +56,7 @@ impl Outgoing {
 
     /// Forgets a request (its sender gave up); a late answer is then not
     /// ours.
-    pub fn forget(&self, id: &RequestId) {
+    pub(crate) fn forget(&self, id: &RequestId) {
         if let RequestId::Str(s) = id {
             self.lock().remove::<str>(s);
         }
@@ -64,7 +64,7 @@ impl Outgoing {
 
     /// Hands `response` to the request it answers. Returns it back when
     /// it answers none of ours.
-    pub fn complete(&self, response: Response) -> Option<Response> {
+    pub(crate) fn complete(&self, response: Response) -> Option<Response> {
         let RequestId::Str(s) = &response.id else {
             return Some(response);
         };
@@ -77,18 +77,20 @@ impl Outgoing {
     }
 
     /// Number of requests waiting for an answer.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 
     /// True when nothing waits.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Drops every pending request: their receivers see the channel closed
     /// (the peer went away).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.lock().clear();
     }
 

@@ -7,7 +7,6 @@
 use crate::budget::Budget;
 use crate::conn::Shared;
 use crate::serve::serve_connection;
-use crate::stdio::{NonBlockingFd, StdioEnds};
 use crate::transport::Transport;
 use std::io;
 use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -21,6 +20,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use writegate_core::Service;
+use writegate_stdio::{NonBlockingFd, StdioEnds};
 
 /// What `serve` listens on.
 pub struct ServeOptions {
@@ -392,12 +392,12 @@ async fn accept_loop(
 fn socket_ends(
     stream: tokio::net::UnixStream,
 ) -> io::Result<(
-    crate::stdio::ReadEnd,
-    crate::stdio::WriteEnd,
+    writegate_stdio::ReadEnd,
+    writegate_stdio::WriteEnd,
     Option<NonBlockingFd>,
 )> {
     let fd = NonBlockingFd::new(OwnedFd::from(stream.into_std()?))?;
     let direct = Some(fd.share());
-    let reader = crate::stdio::ReadEnd::new(fd.try_clone()?)?;
-    Ok((reader, crate::stdio::WriteEnd::new(fd), direct))
+    let reader = writegate_stdio::ReadEnd::new(fd.try_clone()?)?;
+    Ok((reader, writegate_stdio::WriteEnd::new(fd), direct))
 }

@@ -11,26 +11,26 @@ use writegate_core::{
 };
 
 /// The `_meta` key of the tool-write-origin marker.
-pub const MARKER_KEY: &str = "qwen-code/tool-write-origin";
+pub(crate) const MARKER_KEY: &str = "qwen-code/tool-write-origin";
 
 /// `_meta` key of an explicit encoding conversion: `true` lets
 /// `_meta.encoding` / `_meta.bom` convert an existing file (SPEC 9).
-pub const CONVERT_KEY: &str = "writegate/convertEncoding";
+pub(crate) const CONVERT_KEY: &str = "writegate/convertEncoding";
 
 /// Whether `_meta["writegate/convertEncoding"]` is exactly `true`.
-pub fn convert_encoding(meta: Option<&Map<String, Value>>) -> bool {
+pub(crate) fn convert_encoding(meta: Option<&Map<String, Value>>) -> bool {
     meta.and_then(|m| m.get(CONVERT_KEY)) == Some(&Value::Bool(true))
 }
 
 /// `_meta` key naming the workspace of a socket connection in `initialize`.
-pub const WORKSPACE_META_KEY: &str = "writegate/workspace";
+pub(crate) const WORKSPACE_META_KEY: &str = "writegate/workspace";
 
 /// Parses `_meta["qwen-code/tool-write-origin"]` (SPEC 4). Returns the
 /// marker's source only for a JSON object with exactly the two keys
 /// `version` (the integer 1, not `1.0` or `"1"`) and `source` (one of the
 /// four sources). Anything else is no marker at all (fail closed; never an
 /// error of its own).
-pub fn parse_marker(meta: Option<&Map<String, Value>>) -> Option<MarkerSource> {
+pub(crate) fn parse_marker(meta: Option<&Map<String, Value>>) -> Option<MarkerSource> {
     let marker = meta?.get(MARKER_KEY)?.as_object()?;
     if marker.len() != 2 {
         return None;
@@ -45,7 +45,7 @@ pub fn parse_marker(meta: Option<&Map<String, Value>>) -> Option<MarkerSource> {
 /// The only three `_meta` fields that reach the encoder (SPEC 4): `bom`
 /// (boolean), `encoding` (string), `lineEnding` (`"lf"` or `"crlf"`).
 /// Wrongly typed or unknown values are ignored.
-pub fn write_options(meta: Option<&Map<String, Value>>) -> WriteOptions {
+pub(crate) fn write_options(meta: Option<&Map<String, Value>>) -> WriteOptions {
     let mut opts = WriteOptions::default();
     let Some(meta) = meta else { return opts };
     opts.bom = meta.get("bom").and_then(Value::as_bool);
@@ -62,7 +62,7 @@ pub fn write_options(meta: Option<&Map<String, Value>>) -> WriteOptions {
 }
 
 /// `_meta` as an object, or `None` (any other JSON type is ignored).
-pub fn meta_object(meta: Option<Value>) -> Option<Map<String, Value>> {
+pub(crate) fn meta_object(meta: Option<Value>) -> Option<Map<String, Value>> {
     match meta {
         Some(Value::Object(m)) => Some(m),
         _ => None,
@@ -73,20 +73,20 @@ pub fn meta_object(meta: Option<Value>) -> Option<Map<String, Value>> {
 /// under the same names `_writegate/read_lines` uses.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct FormatMeta {
+pub(crate) struct FormatMeta {
     /// Encoding name.
-    pub encoding: &'static str,
+    pub(crate) encoding: &'static str,
     /// Whether the file has a BOM.
-    pub bom: bool,
+    pub(crate) bom: bool,
     /// `lf`, `crlf` or `cr`.
-    pub line_ending: &'static str,
+    pub(crate) line_ending: &'static str,
     /// `sha256:<hex>` of the file's bytes.
-    pub hash: String,
+    pub(crate) hash: String,
 }
 
 impl FormatMeta {
     /// The meta of a file with `format` and `hash`.
-    pub fn new(format: FileFormat, hash: String) -> FormatMeta {
+    pub(crate) fn new(format: FileFormat, hash: String) -> FormatMeta {
         FormatMeta {
             encoding: format.encoding,
             bom: format.bom,
@@ -109,7 +109,7 @@ impl FormatMeta {
 /// and `-32001` are never used. Clients should still branch on
 /// `data.errorKind`; the code lets a plain JSON-RPC client tell a refusal
 /// from a server fault.
-pub fn refusal_code(kind: ErrorKind) -> i64 {
+pub(crate) fn refusal_code(kind: ErrorKind) -> i64 {
     match kind {
         ErrorKind::PathNotFound => RESOURCE_NOT_FOUND,
         ErrorKind::PathOutsideWorkspace => -32010,
@@ -142,7 +142,7 @@ pub fn refusal_code(kind: ErrorKind) -> i64 {
 /// (`uri` from the refusal's detail, else the request's path `uri`); bad
 /// params `-32602`; cancellation `-32800`; every other refusal its
 /// [`refusal_code`] with `data {errorKind, hint, status, ...detail}`.
-pub fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
+pub(crate) fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
     match f {
         Failure::InvalidParams(why) => ErrorObject::invalid_params(why.clone()),
         Failure::Cancelled => ErrorObject::new(REQUEST_CANCELLED, "request cancelled", None),

@@ -7,7 +7,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::process::{ExitStatus, Stdio};
 use tokio::process::{Child, Command};
-use writegate_acp::stdio::{NonBlockingFd, ReadEnd, WriteEnd};
+use writegate_stdio::{NonBlockingFd, ReadEnd, WriteEnd};
 
 /// A started agent and its two pipes: its stdout registered for reading
 /// only, its stdin written directly and registered for writing only while

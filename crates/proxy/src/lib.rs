@@ -37,8 +37,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use writegate_acp::budget::Budget;
 use writegate_acp::conn::{Shared, run_connection};
-use writegate_acp::stdio::StdioEnds;
 use writegate_core::Service;
+use writegate_stdio::StdioEnds;
 
 /// What to run as the agent.
 #[derive(Debug, Clone)]

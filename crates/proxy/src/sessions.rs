@@ -32,7 +32,7 @@ static QUESTIONS: AtomicU64 = AtomicU64::new(1);
 /// editor's view.
 pub(crate) fn tool_call_id(n: u64) -> String {
     static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let prefix = PREFIX.get_or_init(writegate_acp::outgoing::unpredictable_hex);
+    let prefix = PREFIX.get_or_init(writegate_acp::unpredictable_hex);
     format!("writegate-approval-{prefix}-{n}")
 }
 

@@ -69,7 +69,7 @@ impl Call<'_> {
 /// Why a method did not produce a result.
 #[derive(Debug)]
 pub enum MethodError {
-    /// A core failure (mapped once, by [`failure_error`]).
+    /// A core failure (mapped once, by `wire::failure_error`).
     Failed(Failure),
     /// A protocol error of the method itself.
     Protocol(ErrorObject),
