@@ -300,34 +300,35 @@ impl<'s> Op<'s> {
                     return Err(r.into());
                 };
                 // Refusals of the external writer are its own events.
-                let e = self.event();
-                e.writer = Writer::External;
-                e.source = Some(source.as_str().into());
-                let ext = writegate_paths::resolve_external(&OsView, raw)
-                    .map_err(|e| resolve_refusal(e, root, "write"))?;
-                // Only paths outside every root of this runtime may take
-                // the external route (SPEC 4): a path the resolver refused
-                // for another reason (a suspicious name reached through a
-                // link) but whose target is inside the workspace stays
-                // refused.
-                if writegate_paths::is_within(&ext.canonical, root) {
-                    return Err(resolve_refusal(
-                        ResolveError::OutsideWorkspace(msg),
-                        root,
-                        "write",
-                    )
-                    .into());
-                }
-                Target {
-                    canonical: ext.canonical,
-                    mode: ext.mode,
-                }
+                self.event().source = Some(source.as_str().into());
+                self.resolve_outside(raw, msg, "write")?
             }
             Err(e) => return Err(resolve_refusal(e, root, "write").into()),
         };
         self.hash_canonical(&target.canonical);
         self.check_open()?;
         Ok(target)
+    }
+
+    /// The external checks for a path the workspace resolver found outside
+    /// (`msg` says so), for a `verb` (`write` or `read`) that may go there;
+    /// the event's writer becomes `external`. Only paths outside every root
+    /// of this runtime may take the external route (SPEC 4): a path the
+    /// resolver refused for another reason (a suspicious name reached
+    /// through a link) but whose target is inside the workspace stays
+    /// refused.
+    fn resolve_outside(&mut self, raw: &Path, msg: String, verb: &str) -> Result<Target, Failure> {
+        self.event().writer = Writer::External;
+        let root = &self.ctx.runtime.root;
+        let ext = writegate_paths::resolve_external(&OsView, raw)
+            .map_err(|e| resolve_refusal(e, root, verb))?;
+        if writegate_paths::is_within(&ext.canonical, root) {
+            return Err(resolve_refusal(ResolveError::OutsideWorkspace(msg), root, verb).into());
+        }
+        Ok(Target {
+            canonical: ext.canonical,
+            mode: ext.mode,
+        })
     }
 
     /// Resolves a read's path (SPEC 3): inside the workspace; or, on a
@@ -340,31 +341,23 @@ impl<'s> Op<'s> {
     pub(crate) fn resolve_read(&mut self, raw: &Path) -> Result<Target, Failure> {
         self.check_open()?;
         let root = &self.ctx.runtime.root;
-        let (canonical, mode, outside) =
+        let (target, outside) =
             match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root)) {
-                Ok(r) => (r.canonical, r.mode, false),
+                Ok(r) => (
+                    Target {
+                        canonical: r.canonical,
+                        mode: r.mode,
+                    },
+                    false,
+                ),
                 Err(ResolveError::OutsideWorkspace(msg))
                     if self.ctx.allows.external_writer && self.cfg.external_writes_enabled() =>
                 {
-                    self.event().writer = Writer::External;
-                    let ext = writegate_paths::resolve_external(&OsView, raw)
-                        .map_err(|e| resolve_refusal(e, root, "read"))?;
-                    // As for writes: a path refused inside for another
-                    // reason stays refused.
-                    if writegate_paths::is_within(&ext.canonical, root) {
-                        return Err(resolve_refusal(
-                            ResolveError::OutsideWorkspace(msg),
-                            root,
-                            "read",
-                        )
-                        .into());
-                    }
-                    (ext.canonical, ext.mode, true)
+                    (self.resolve_outside(raw, msg, "read")?, true)
                 }
                 Err(e) => return Err(resolve_refusal(e, root, "read").into()),
             };
-        self.hash_canonical(&canonical);
-        let target = Target { canonical, mode };
+        self.hash_canonical(&target.canonical);
         if outside || self.ctx.client_root {
             let session = self.ctx.session_id.as_deref().unwrap_or("");
             let held = self.svc.approvals().check_read(
