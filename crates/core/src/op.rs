@@ -359,17 +359,9 @@ impl<'s> Op<'s> {
             };
         self.hash_canonical(&target.canonical);
         if outside || self.ctx.client_root {
-            let session = self.ctx.session_id.as_deref().unwrap_or("");
             let held = self.svc.approvals().check_read(
                 &self.cfg.policy,
-                &GateRequest {
-                    mode: "read",
-                    canonical: &target.canonical,
-                    root: &self.ctx.runtime.root,
-                    session,
-                    workspace: &self.ctx.runtime.id,
-                    file_mode: target.mode,
-                },
+                &self.gate_request("read", &target.canonical, target.mode),
             );
             self.ask_if_held(held, &target, "read")?;
         }
@@ -402,20 +394,30 @@ impl<'s> Op<'s> {
     /// command for the session (or the workspace without one), anything
     /// else refuses; the answer goes into the operation's one audit event.
     pub(crate) fn approve(&mut self, target: &Target, mode: &'static str) -> Result<(), Failure> {
-        let session = self.ctx.session_id.as_deref().unwrap_or("");
         self.gated = (mode, target.mode.is_some_and(is_read_only));
         let held = self.svc.approvals().check(
             &self.cfg.policy,
-            &GateRequest {
-                mode,
-                canonical: &target.canonical,
-                root: &self.ctx.runtime.root,
-                session,
-                workspace: &self.ctx.runtime.id,
-                file_mode: target.mode,
-            },
+            &self.gate_request(mode, &target.canonical, target.mode),
         );
         self.ask_if_held(held, target, mode)
+    }
+
+    /// What the gate judges: `mode` on `canonical` (whose existing file
+    /// has `file_mode`) in this operation's session and workspace.
+    fn gate_request<'a>(
+        &'a self,
+        mode: &'a str,
+        canonical: &'a Path,
+        file_mode: Option<u32>,
+    ) -> GateRequest<'a> {
+        GateRequest {
+            mode,
+            canonical,
+            root: &self.ctx.runtime.root,
+            session: self.ctx.session_id.as_deref().unwrap_or(""),
+            workspace: &self.ctx.runtime.id,
+            file_mode,
+        }
     }
 
     /// What the gate `held` becomes: nothing when it let the operation
@@ -603,17 +605,9 @@ impl<'s> Op<'s> {
             && !gate_saw_read_only
             && !mode.is_empty()
         {
-            let session = self.ctx.session_id.as_deref().unwrap_or("");
             let held = self.svc.approvals().check(
                 &self.cfg.policy,
-                &GateRequest {
-                    mode,
-                    canonical: &target.canonical,
-                    root: &self.ctx.runtime.root,
-                    session,
-                    workspace: &self.ctx.runtime.id,
-                    file_mode: Some(e.stat.mode),
-                },
+                &self.gate_request(mode, &target.canonical, Some(e.stat.mode)),
             );
             // Behind an approver the caller cannot call
             // `_writegate/approve`: say what happened instead.
