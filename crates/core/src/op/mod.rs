@@ -1,0 +1,547 @@
+//! The operation pipeline as named steps (SPEC 2, 4, 7, 10, 12):
+//!
+//! ```text
+//! begin → admit → resolve → approve → lock → read → commit → finish
+//! ```
+//!
+//! One [`Op`] value carries an operation through them. It owns the config
+//! snapshot (one per operation: a reload in between cannot mix two
+//! configs), the audit event being drafted, and, from [`Op::lock`] on, the
+//! path lock's guard. [`Op::finish`] consumes it: it writes the one audit
+//! event and only then releases the lock, so "the path lock is held until
+//! the audit event is written" (SPEC 7.4) and "exactly one event per
+//! operation" (SPEC 10) hold by construction, not by each caller's care.
+//! An `Op` dropped without `finish` (a panic in a step) still writes one
+//! `fs.denied` event with `internal_error`, before its guard is released.
+//!
+//! A method is a short sequence of these steps (see `service.rs`); a later
+//! delete or rename reuses them with a different commit.
+
+use crate::api::OpCtx;
+use crate::audit::{AuditEvent, CommitIntent, EventKind, Intent, Writer, now_rfc3339};
+use crate::config::Config;
+use crate::error::{Detail, ErrorKind, Failure, Refusal};
+use crate::policy::is_read_only;
+use crate::routing::{MarkerSource, Route, external_route};
+use crate::service::Service;
+use crate::{path_hash, sha256_tagged};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+use writegate_fs::{Atime, Content, Dir, Existing, LockKey, PathGuard};
+use writegate_paths::{OsView, ResolveError};
+
+mod commit;
+mod gate;
+
+use gate::{asked, resolve_refusal};
+
+/// How much of the existing file is read inside the lock.
+#[derive(Clone, Copy)]
+pub(crate) enum ReadMode {
+    /// All of it, or nothing ([`Content::TooLarge`], then refused by the
+    /// caller) when over the limit.
+    Whole(u64),
+    /// At most this many bytes: enough to learn the format of a file a
+    /// whole-file write replaces (SPEC 7.2 allows replacing a file over the
+    /// cap), without ever loading a huge or sparse file.
+    Prefix(u64),
+}
+
+/// A canonical target: where the operation really goes.
+pub(crate) struct Target {
+    pub(crate) canonical: PathBuf,
+    /// Permission bits of the existing file as the resolver's `lstat` saw
+    /// them (`None`: no file there yet). The gate judges by them; what
+    /// [`Op::read`] finds inside the lock is checked again.
+    pub(crate) mode: Option<u32>,
+}
+
+impl Target {
+    /// The parent directory and the leaf name.
+    fn split(&self) -> Result<(&Path, &OsStr), Failure> {
+        match (self.canonical.parent(), self.canonical.file_name()) {
+            (Some(p), Some(l)) => Ok((p, l)),
+            _ => Err(Refusal::new(ErrorKind::ParseError, "the path names no file").into()),
+        }
+    }
+}
+
+/// Files at least this large are hashed on a helper thread while the commit
+/// writes and fsyncs (the old file's `hashBefore` and the new bytes'
+/// `hashAfter`): sha256 of 5 MiB takes milliseconds of CPU, and the
+/// committing thread mostly waits for the disk meanwhile. Smaller ones are
+/// hashed inline (a thread costs more than their hash).
+pub(crate) const PARALLEL_HASH_MIN: usize = 1024 * 1024;
+
+/// The target's directory handle and the existing file, read inside the
+/// lock.
+pub(crate) struct Loaded {
+    /// `None`: the parent directory does not exist yet; a workspace write
+    /// creates it at commit (issue 10).
+    pub(crate) dir: Option<Dir>,
+    pub(crate) existing: Option<Existing>,
+    /// The old file's hash when it is not computed yet (a large file read
+    /// whole): shared with the op's event. The commit fills it in parallel
+    /// with the publish; any other path fills it when this is dropped, so
+    /// the event has `hashBefore` either way.
+    hash_before: Option<Arc<OnceLock<String>>>,
+}
+
+impl Loaded {
+    /// `sha256:<hex>` of the existing file read whole (computed once);
+    /// `None` when there is none or it was read only in part.
+    pub(crate) fn hash_before(&self) -> Option<String> {
+        let Content::Whole(bytes) = &self.existing.as_ref()?.content else {
+            return None;
+        };
+        Some(match &self.hash_before {
+            Some(slot) => slot.get_or_init(|| sha256_tagged(bytes)).clone(),
+            None => sha256_tagged(bytes),
+        })
+    }
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        if let (Some(slot), Some(e)) = (&self.hash_before, &self.existing) {
+            slot.get_or_init(|| sha256_tagged(e.content.bytes()));
+        }
+    }
+}
+
+/// What a commit did.
+pub(crate) struct Committed {
+    pub(crate) created: bool,
+    pub(crate) bytes_before: u64,
+    pub(crate) bytes_after: u64,
+    pub(crate) hash_after: String,
+}
+
+/// One operation in flight. See the module doc.
+pub(crate) struct Op<'s> {
+    svc: &'s Service,
+    ctx: &'s OpCtx,
+    /// The config snapshot this operation runs under.
+    pub(crate) cfg: Arc<Config>,
+    /// The audit event being drafted; `None` once written.
+    event: Option<AuditEvent>,
+    raw_path: String,
+    start: Instant,
+    /// The target's directory, opened by [`Op::lock`] for its lock key and
+    /// used by [`Op::read`]; `None` until then and when it does not exist
+    /// yet (`dir_missing`).
+    dir: Option<Dir>,
+    /// The path lock(s), released only after the event is written (see
+    /// `Drop`): the key of the real directory, and, when the directory did
+    /// not exist at first, also the key of its deepest existing ancestor.
+    guards: Vec<PathGuard<'s>>,
+    /// The journaled intent of the commit, from just before it until the
+    /// event is written (issue 13).
+    intent: Option<CommitIntent>,
+    /// The old file's hash, when [`Loaded`] computes it later (see there).
+    hash_before: Option<Arc<OnceLock<String>>>,
+    /// The event's `pathHash` is still the one `begin` took of the path as
+    /// named (see [`Op::hash_canonical`]).
+    raw_path_hashed: bool,
+    /// The mode name [`Op::approve`] judged (empty until then) and whether
+    /// it judged an existing read-only file: [`Op::read`] asks the gate
+    /// again when the file it finds inside the lock is read-only and the
+    /// gate did not see it so.
+    gated: (&'static str, bool),
+}
+
+impl<'s> Op<'s> {
+    /// Starts an operation on the path `raw` as the request named it:
+    /// takes the config snapshot and drafts the audit event (`pathHash` of
+    /// the raw input until the path is resolved).
+    pub(crate) fn begin(
+        svc: &'s Service,
+        ctx: &'s OpCtx,
+        intent: Intent,
+        mode: Option<&'static str>,
+        raw: &Path,
+    ) -> Op<'s> {
+        let event = AuditEvent {
+            v: 1,
+            ts: String::new(),
+            kind: EventKind::Denied,
+            op_id: svc.audit().next_op_id(),
+            intent,
+            route: ctx.route.into(),
+            writer: Writer::Workspace,
+            session_id: ctx.session_id.clone(),
+            workspace: ctx.runtime.id.clone(),
+            path_hash: path_hash(raw),
+            size_bytes: None,
+            mode: mode.map(str::to_string),
+            created: None,
+            bytes_before: None,
+            bytes_after: None,
+            hash_before: None,
+            hash_after: None,
+            error_kind: None,
+            hint: None,
+            duration_ms: 0,
+            source: None,
+            approval: None,
+            created_dirs: None,
+            dry_run: None,
+            path: None,
+            recovered: None,
+        };
+        Op {
+            svc,
+            ctx,
+            cfg: svc.config(),
+            event: Some(event),
+            raw_path: crate::path_text(raw),
+            start: Instant::now(),
+            dir: None,
+            guards: Vec::new(),
+            intent: None,
+            hash_before: None,
+            raw_path_hashed: true,
+            gated: ("", false),
+        }
+    }
+
+    fn event(&mut self) -> &mut AuditEvent {
+        self.event
+            .as_mut()
+            .expect("the event is drafted until finish consumes the op")
+    }
+
+    /// Notes the request's content size and dry-run flag in the event.
+    pub(crate) fn note_request(&mut self, size: u64, dry_run: bool) {
+        let e = self.event();
+        e.size_bytes = Some(size);
+        if dry_run {
+            e.dry_run = Some(true);
+        }
+    }
+
+    /// The generation guard is still open (SPEC 2).
+    pub(crate) fn check_open(&self) -> Result<(), Failure> {
+        if self.ctx.runtime.guard.is_open() {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                ErrorKind::GenerationClosed,
+                "the workspace was removed or its trust changed; reconnect and retry",
+            )
+            .into())
+        }
+    }
+
+    fn check_cancel(&self) -> Result<(), Failure> {
+        if self.ctx.cancelled() {
+            Err(Failure::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Admits a write or edit: audit sink healthy, generation open,
+    /// workspace trusted, request content within `max_write_bytes`.
+    pub(crate) fn admit_write(&self, content_len: u64) -> Result<(), Failure> {
+        if !self.svc.audit().healthy() {
+            return Err(Refusal::new(
+                ErrorKind::IoError,
+                "the audit log cannot be written and audit.required is on",
+            )
+            .into());
+        }
+        self.check_open()?;
+        if !self.ctx.runtime.trusted {
+            return Err(Refusal::new(
+                ErrorKind::UntrustedWorkspace,
+                "this workspace is not trusted for writes; mark it trusted in the config",
+            )
+            .into());
+        }
+        if content_len > self.cfg.max_write_bytes {
+            return Err(too_large(content_len, self.cfg.max_write_bytes));
+        }
+        Ok(())
+    }
+
+    /// Resolves a write's path and chooses its route (SPEC 4, 5, 7.1): the
+    /// workspace resolver, or, for a marked write outside the workspace on
+    /// a connection that allows it, the external checks. Records the
+    /// canonical `pathHash`, the writer and the marker's source.
+    pub(crate) fn resolve_write(
+        &mut self,
+        raw: &Path,
+        marker: Option<MarkerSource>,
+    ) -> Result<Target, Failure> {
+        let root = &self.ctx.runtime.root;
+        let target = match writegate_paths::resolve(&OsView, raw, std::slice::from_ref(root)) {
+            Ok(r) => Target {
+                canonical: r.canonical,
+                mode: r.mode,
+            },
+            Err(ResolveError::OutsideWorkspace(msg)) => {
+                let enabled = self.ctx.allows.external_writer && self.cfg.external_writes_enabled();
+                let Some(Route::External(source)) = external_route(enabled, marker) else {
+                    let mut r = resolve_refusal(ResolveError::OutsideWorkspace(msg), root, "write");
+                    // A marked write that could have taken the external
+                    // route says why it did not.
+                    if marker.is_some() {
+                        let why = if self.ctx.allows.external_writer {
+                            self.cfg.external_writes_at_start().1
+                        } else {
+                            "this connection's transport may not use the external writer"
+                                .to_string()
+                        };
+                        r.hint = format!(
+                            "{}; the marked tool write was not taken outside: {why}",
+                            r.hint
+                        );
+                    }
+                    return Err(r.into());
+                };
+                // Refusals of the external writer are its own events.
+                self.event().source = Some(source.as_str().into());
+                self.resolve_outside(raw, msg, "write")?
+            }
+            Err(e) => return Err(resolve_refusal(e, root, "write").into()),
+        };
+        self.hash_canonical(&target.canonical);
+        self.check_open()?;
+        Ok(target)
+    }
+
+    /// Opens the target's directory (no symlink in any component) and takes
+    /// the daemon-wide lock of the real file (SPEC 7.4, issue 13): keyed by
+    /// the directory's device and inode plus the leaf, so every path alias
+    /// of one directory (a bind mount, a symlinked parent) shares one lock.
+    /// The lock is held until [`Op::finish`] has written the audit event.
+    /// A directory that does not exist yet (a workspace write creates it at
+    /// commit) is keyed by its deepest existing ancestor; if it appears
+    /// while we wait, its own key is taken too, in that order. Then checks
+    /// the generation and cancellation again.
+    pub(crate) fn lock(&mut self, target: &Target) -> Result<(), Failure> {
+        let (parent, leaf) = target.split()?;
+        if let Some(dir) = self.open_dir(parent)? {
+            self.guards
+                .push(self.svc.locks().lock(LockKey::of(&dir, leaf)));
+            self.dir = Some(dir);
+        } else {
+            self.guards.push(
+                self.svc
+                    .locks()
+                    .lock(LockKey::of_missing(&target.canonical)),
+            );
+            // Someone may have created it while we waited.
+            let now = self.open_dir(parent)?;
+            if let Some(dir) = &now {
+                // The key of the file in the directory now open. It is the
+                // key already held when the parent was there after all (a
+                // directory swapped back in between the failed open and
+                // `of_missing`'s look): locking it again would wait for
+                // ourselves forever (the lock is not reentrant), and every
+                // later write of that file with us.
+                let key = LockKey::of(dir, leaf);
+                if self.guards.last().map(PathGuard::key) != Some(&key) {
+                    self.guards.push(self.svc.locks().lock(key));
+                }
+            }
+            self.dir = now;
+        }
+        self.check_open()?;
+        self.check_cancel()
+    }
+
+    /// Opens `parent` (canonical); `None` when it is missing and may be
+    /// created (a workspace write inside the root); the external writer
+    /// never creates directories (SPEC 7.1).
+    fn open_dir(&mut self, parent: &Path) -> Result<Option<Dir>, Failure> {
+        match Dir::open_canonical(parent) {
+            Ok(d) => Ok(Some(d)),
+            Err(writegate_fs::FsError::NotFound { .. })
+                if self.event().writer == Writer::Workspace
+                    && writegate_paths::is_within(parent, &self.ctx.runtime.root) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(Refusal::from(e).into()),
+        }
+    }
+
+    /// Reads the existing file with `O_NOFOLLOW` through the directory
+    /// [`Op::lock`] opened. Records its size and, when read whole, its hash.
+    ///
+    /// A file that is read-only now but was not when the gate judged it (a
+    /// `chmod` in between) goes back to the gate, without asking anyone
+    /// (the lock is held): unless a rule or a grant lets it through, the
+    /// operation is refused `approval_required` and the retry is asked about.
+    pub(crate) fn read(&mut self, target: &Target, mode: ReadMode) -> Result<Loaded, Failure> {
+        let (_, leaf) = target.split()?;
+        let Some(dir) = self.dir.take() else {
+            return Ok(Loaded {
+                dir: None,
+                existing: None,
+                hash_before: None,
+            });
+        };
+        // A leaf swapped for a symlink or another kind of file since it was
+        // resolved is refused here; a regular file replaced by another write
+        // that committed while this one waited is simply the current
+        // content (SPEC 7.4: writes serialise, not fail).
+        let existing = match mode {
+            ReadMode::Whole(max) => writegate_fs::read_existing(&dir, leaf, Some(max), Atime::Keep),
+            ReadMode::Prefix(max) => writegate_fs::read_prefix(&dir, leaf, max, Atime::Keep),
+        }
+        .map_err(Refusal::from)?;
+        let mut later = None;
+        if let Some(e) = existing.as_ref() {
+            let hash = match &e.content {
+                Content::Whole(bytes) if bytes.len() >= PARALLEL_HASH_MIN => {
+                    // Hashed during the commit (or when the file is dropped).
+                    let slot = Arc::new(OnceLock::new());
+                    self.hash_before = Some(slot.clone());
+                    later = Some(slot);
+                    None
+                }
+                Content::Whole(bytes) => Some(sha256_tagged(bytes)),
+                Content::Prefix(_) | Content::TooLarge => None,
+            };
+            let ev = self.event();
+            ev.bytes_before = Some(e.stat.len);
+            ev.hash_before = hash;
+        }
+        let loaded = Loaded {
+            dir: Some(dir),
+            existing,
+            hash_before: later,
+        };
+        let (mode, gate_saw_read_only) = self.gated;
+        if let Some(e) = &loaded.existing
+            && is_read_only(e.stat.mode)
+            && !gate_saw_read_only
+            && !mode.is_empty()
+        {
+            let held = self.svc.approvals().check(
+                &self.cfg.policy,
+                &self.gate_request(mode, &target.canonical, Some(e.stat.mode)),
+            );
+            // Behind an approver the caller cannot call
+            // `_writegate/approve`: say what happened instead.
+            held.map_err(|r| match (&self.ctx.approver, &r.detail) {
+                (Some(_), Some(Detail::Approval { command, .. })) => Refusal {
+                    hint: format!(
+                        "`{command}`: the file became read-only while this operation waited; nothing was written. Tell the user, and do not retry before they have allowed it"
+                    ),
+                    detail: asked(r.detail.clone()),
+                    ..r
+                },
+                _ => r,
+            })?;
+        }
+        Ok(loaded)
+    }
+
+    /// Reads a whole file for the read methods (no lock: a read sees one
+    /// published version or the next, never a torn file). A missing file
+    /// is `path_not_found` naming `raw`; a file over `max_edit_bytes` is
+    /// `file_too_large`. Records the size read.
+    pub(crate) fn read_for_reader(
+        &mut self,
+        target: &Target,
+        raw: &Path,
+    ) -> Result<Vec<u8>, Failure> {
+        let (parent, leaf) = target.split()?;
+        let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
+        let max = self.cfg.max_edit_bytes;
+        match writegate_fs::read_existing(&dir, leaf, Some(max), Atime::Update)
+            .map_err(Refusal::from)?
+        {
+            None => Err(Refusal::new(
+                ErrorKind::PathNotFound,
+                format!("{} does not exist", raw.display()),
+            )
+            .with_detail(Detail::NotFound {
+                uri: raw.display().to_string(),
+            })
+            .into()),
+            Some(Existing {
+                stat,
+                content: Content::Whole(bytes),
+                ..
+            }) => {
+                self.event().bytes_before = Some(stat.len);
+                Ok(bytes)
+            }
+            Some(e) => Err(too_large(e.stat.len, max)),
+        }
+    }
+
+    /// Ends the operation: writes its one audit event (`fs.access` for
+    /// `Ok`, `fs.denied` with the errorKind otherwise), then releases the
+    /// path lock, and hands `result` back.
+    pub(crate) fn finish<T>(mut self, result: Result<T, Failure>) -> Result<T, Failure> {
+        let (kind, error_kind, hint) = match &result {
+            Ok(_) => (EventKind::Access, None, None),
+            Err(Failure::Refused(r)) => (
+                EventKind::Denied,
+                Some(r.kind.as_str()),
+                Some(r.hint.clone()),
+            ),
+            Err(Failure::InvalidParams(m)) => (EventKind::Denied, None, Some(m.clone())),
+            Err(Failure::Cancelled) => (EventKind::Denied, None, Some("cancelled".to_string())),
+        };
+        self.write_event(kind, error_kind, hint);
+        // `self` drops here: the guard is released after the event.
+        result
+    }
+
+    fn write_event(
+        &mut self,
+        kind: EventKind,
+        error_kind: Option<&'static str>,
+        hint: Option<String>,
+    ) {
+        let Some(mut event) = self.event.take() else {
+            return;
+        };
+        if let Some(hash) = self.hash_before.as_ref().and_then(|slot| slot.get()) {
+            event.hash_before = Some(hash.clone());
+        }
+        let raw = self.svc.audit().raw_paths();
+        event.ts = now_rfc3339();
+        event.kind = kind;
+        event.error_kind = error_kind.map(Into::into);
+        event.hint = if raw { hint } else { None };
+        event.duration_ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if raw {
+            event.path = Some(std::mem::take(&mut self.raw_path));
+        }
+        self.svc.audit().record_op(&event, self.intent.take());
+    }
+}
+
+impl Drop for Op<'_> {
+    /// An operation that never reached [`Op::finish`] (a panic in a step)
+    /// still leaves its one event, written before the guard (a field,
+    /// dropped after this) releases the lock.
+    fn drop(&mut self) {
+        if self.event.is_some() {
+            self.write_event(
+                EventKind::Denied,
+                Some(ErrorKind::InternalError.as_str()),
+                Some("the operation failed unexpectedly; nothing was written".to_string()),
+            );
+        }
+    }
+}
+
+/// `file_too_large` for `len` bytes over `max`.
+pub(crate) fn too_large(len: u64, max: u64) -> Failure {
+    Refusal::new(
+        ErrorKind::FileTooLarge,
+        format!("{len} bytes is over the limit of {max} bytes"),
+    )
+    .into()
+}
