@@ -7,6 +7,8 @@
 // Each bench uses a subset of these helpers.
 #![allow(dead_code)]
 
+pub(crate) mod large_ops;
+
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
