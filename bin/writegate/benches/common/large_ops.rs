@@ -187,7 +187,7 @@ pub(crate) fn run(t: &Tree, client: &mut Client, names: &[&str]) -> Vec<Row> {
                 content.as_bytes(),
                 "large",
                 &mut seq,
-            )
+            );
         };
         let mut edit = || {
             k += 1;
