@@ -18,6 +18,7 @@ pub mod api;
 pub mod audit;
 pub mod config;
 pub mod error;
+pub mod history;
 mod event_line;
 mod hash;
 mod op;

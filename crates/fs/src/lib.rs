@@ -24,6 +24,7 @@
 mod cleanup;
 mod dir;
 mod error;
+mod history;
 mod journal;
 mod lock;
 mod log;
@@ -35,12 +36,13 @@ mod socket;
 pub use cleanup::remove_stale_temps;
 pub use dir::{Atime, Content, Dir, Existing, LeafStat, read_existing, read_prefix, stat_leaf};
 pub use error::{FsError, FsOp, PrivateDirProblem, Swap};
+pub use history::{ImageKind, ImageStore, Kept, is_image_temp, remove_empty_dir, remove_file};
 pub use journal::{JOURNAL_SUFFIX, Journal, Orphan, orphan_journals};
 pub use lock::{LockKey, PathGuard, PathLocks};
 pub use log::{AppendLog, LogLock, Reserved};
 pub use mkdir::{CreatedDirs, open_creating};
 pub use publish::{
-    NewFileMode, PublishOptions, Published, WRITE_CHUNK, publish, publish_overlapping,
+    NewFileMode, PublishOptions, Published, WRITE_CHUNK, publish, publish_overlapping, publish_restoring,
     temp_file_name, write_private_file,
 };
 pub use release::{RELEASE_LINGER, RELEASE_QUEUE, Releaser};
