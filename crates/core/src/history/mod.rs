@@ -24,6 +24,8 @@
 mod undo;
 
 pub use undo::{UndoOutcome, UndoParams};
+/// `writegate diff`: two versions of a file as a unified diff of their text.
+pub use writegate_text::diff_versions;
 
 use crate::audit::{Intent, Writer, now_rfc3339};
 use crate::config::HistoryConfig;
@@ -396,6 +398,55 @@ impl History {
             .filter_map(|id| st.records.get(id))
             .find(|(o, s)| *s == Status::Live && o.target == r.target)
             .map(|(o, _)| o.clone())
+    }
+
+    /// The bytes before and after operation `op_id`: its before-image
+    /// (`None` when it created the file), and its result: the before-image
+    /// of the next operation on the file when that one started from it,
+    /// else the file itself while it still holds it (`None`: gone, or a
+    /// removal).
+    ///
+    /// Errors: no such operation, or its image is gone.
+    pub fn versions(&self, op_id: &str) -> Result<(Record, Option<Vec<u8>>, Option<Vec<u8>>), String> {
+        let read = |id: &str| -> Option<Vec<u8>> {
+            let (mut f, _, _) = self.images.open_image(id).ok()??;
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut b).ok()?;
+            Some(b)
+        };
+        let (rec, next) = {
+            let st = self.refresh().map_err(|e| e.to_string())?;
+            let Some((rec, status)) = st.records.get(op_id) else {
+                return Err(format!("no operation {op_id} in the history"));
+            };
+            if *status == Status::Void {
+                return Err(format!("operation {op_id} never committed"));
+            }
+            let pos = st.order.iter().position(|id| id == op_id).unwrap_or(0);
+            let next = st.order[pos + 1..]
+                .iter()
+                .filter_map(|id| st.records.get(id))
+                .find(|(o, s)| *s == Status::Live && o.target == rec.target)
+                .map(|(o, _)| o.clone());
+            (rec.clone(), next)
+        };
+        let before = if rec.created {
+            None
+        } else {
+            Some(read(op_id).ok_or_else(|| format!("the before-image of {op_id} is gone (evicted)"))?)
+        };
+        if rec.removed {
+            return Ok((rec, before, Some(Vec::new())));
+        }
+        let want = rec.hash_after.clone();
+        let from_next = next
+            .filter(|n| n.hash_before.is_some() && n.hash_before == want)
+            .and_then(|n| read(&n.op_id));
+        let after = from_next.or_else(|| {
+            let now = std::fs::read(rec.canonical()).ok()?;
+            (Some(crate::sha256_tagged(&now)) == want).then_some(now)
+        });
+        Ok((rec, before, after))
     }
 
     /// Every operation of the store, newest first, with whether it can be
