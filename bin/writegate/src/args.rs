@@ -204,7 +204,9 @@ pub(crate) enum Command {
     ))]
     Rewind(crate::history::RewindArgs),
     /// Show what one write or edit changed, as a unified diff of the text.
-    #[command(after_help = "Reads the history store (history.path) directly; the daemon need not run.\nExit status: 0 shown, 1 not available (evicted, unknown, or the result is gone), 2 usage error.")]
+    #[command(
+        after_help = "Reads the history store (history.path) directly; the daemon need not run.\nExit status: 0 shown, 1 not available (evicted, unknown, or the result is gone), 2 usage error."
+    )]
     Diff(crate::history::DiffArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = concat!(

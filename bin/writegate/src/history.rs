@@ -115,7 +115,11 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
 
 /// `writegate history`.
 pub(crate) fn history(a: &HistoryArgs) -> Status {
-    let ops = match list(&a.daemon.client(), a.path.as_deref(), a.only_session.as_deref()) {
+    let ops = match list(
+        &a.daemon.client(),
+        a.path.as_deref(),
+        a.only_session.as_deref(),
+    ) {
         Ok(o) => o,
         Err(st) => return st,
     };
@@ -182,7 +186,10 @@ fn describe(r: &Value) -> String {
         line.push_str(" (forced over later changes)");
     }
     if r["dryRun"] != json!(true) {
-        line.push_str(&format!("; undo it with `writegate undo {}`", text(r, "opId")));
+        line.push_str(&format!(
+            "; undo it with `writegate undo {}`",
+            text(r, "opId")
+        ));
     }
     line.push('\n');
     line
@@ -234,14 +241,23 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
         return Status::Refused;
     }
     if a.dry_run {
-        let mut s = format!("rewind of session {}: {} operations, newest first\n", a.of_session, plan.len());
+        let mut s = format!(
+            "rewind of session {}: {} operations, newest first\n",
+            a.of_session,
+            plan.len()
+        );
         for op in &plan {
             let note = if op["undoable"] == json!(true) {
                 String::new()
             } else {
                 format!("  (now: {})", text(op, "reason"))
             };
-            s.push_str(&format!("  undo {}  {}  {}{note}\n", text(op, "opId"), text(op, "intent"), text(op, "path")));
+            s.push_str(&format!(
+                "  undo {}  {}  {}{note}\n",
+                text(op, "opId"),
+                text(op, "intent"),
+                text(op, "path")
+            ));
         }
         out(&s);
         return Status::Ok;
@@ -264,7 +280,10 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
             }
         }
     }
-    out(&format!("rewind of session {}: {done} operations undone\n", a.of_session));
+    out(&format!(
+        "rewind of session {}: {done} operations undone\n",
+        a.of_session
+    ));
     Status::Ok
 }
 
@@ -282,13 +301,19 @@ pub(crate) fn diff(a: &DiffArgs) -> Status {
     };
     let root = cfg.history_path(&crate::env_var);
     if !root.join("index.jsonl").exists() {
-        eprintln!("writegate: refused: not_undoable: no history store at {}", root.display());
+        eprintln!(
+            "writegate: refused: not_undoable: no history store at {}",
+            root.display()
+        );
         return Status::Refused;
     }
     let h = match writegate_core::history::History::open(&root) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("writegate: cannot read the history store {}: {e}", root.display());
+            eprintln!(
+                "writegate: cannot read the history store {}: {e}",
+                root.display()
+            );
             return Status::Refused;
         }
     };
@@ -312,7 +337,10 @@ pub(crate) fn diff(a: &DiffArgs) -> Status {
                     Status::Ok
                 }
                 Err(e) => {
-                    eprintln!("writegate: refused: binary_file: cannot show {} as text: {e}", rec.path);
+                    eprintln!(
+                        "writegate: refused: binary_file: cannot show {} as text: {e}",
+                        rec.path
+                    );
                     Status::Refused
                 }
             }

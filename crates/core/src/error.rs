@@ -132,8 +132,10 @@ impl ErrorKind {
             | Self::NotAFile => 400,
             Self::UntrustedWorkspace | Self::PermissionDenied | Self::ApprovalRequired => 403,
             Self::PathNotFound => 404,
-            Self::HashMismatch | Self::FileAlreadyExists | Self::FileChanged => 409,
-            Self::NotUndoable => 410,
+            Self::HashMismatch
+            | Self::FileAlreadyExists
+            | Self::FileChanged
+            | Self::NotUndoable => 409,
             Self::FileTooLarge => 413,
             Self::BinaryFile
             | Self::TextNotFound

@@ -130,11 +130,17 @@ fn undo_puts_back_the_exact_bytes_and_mode() {
     let op = w.write(&f, "changed\n");
     assert_ne!(std::fs::read(&f).unwrap(), old);
     let image = w.store.join("images").join(&op);
-    assert_eq!(std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&image).unwrap()), ino);
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&image).unwrap()),
+        ino
+    );
     let out = w.undo(&op, false).unwrap();
     assert_eq!(out.action, "restored");
     assert_eq!(std::fs::read(&f).unwrap(), old);
-    assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o640);
+    assert_eq!(
+        std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
     // The store is private.
     let dir = std::fs::metadata(w.store.join("images")).unwrap();
     assert_eq!(dir.permissions().mode() & 0o777, 0o700);
@@ -155,7 +161,10 @@ fn undo_of_an_undo_and_later_operations_first() {
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "v1\nv2\n");
     let entries = w.svc.history_entries(Some(&f), None).unwrap();
     let ea = entries.iter().find(|e| e.record.op_id == a).unwrap();
-    assert!(!ea.undoable && ea.reason.as_deref().unwrap().contains(&b), "{ea:?}");
+    assert!(
+        !ea.undoable && ea.reason.as_deref().unwrap().contains(&b),
+        "{ea:?}"
+    );
     assert_eq!(kind(w.undo(&a, false)), ErrorKind::FileChanged);
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "v1\nv2\n");
     w.undo(&b, false).unwrap();
@@ -237,7 +246,10 @@ fn history_off_keeps_nothing() {
     };
     w.svc.write_text_file(&w.ctx(), &p).unwrap();
     assert!(w.svc.history_entries(None, None).unwrap().is_empty());
-    assert_eq!(std::fs::read_dir(w.store.join("images")).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(w.store.join("images")).unwrap().count(),
+        0
+    );
 }
 
 /// A store on another filesystem (tmpfs, /dev/shm) copies the image
@@ -277,8 +289,12 @@ fn every_conformance_file_is_restored_byte_for_byte() {
             continue;
         };
         for (i, s) in case["setup"].as_array().into_iter().flatten().enumerate() {
-            let Some(b64) = s["bytes_b64"].as_str() else { continue };
-            let bytes = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+            let Some(b64) = s["bytes_b64"].as_str() else {
+                continue;
+            };
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap();
             let f = w.root.join(format!("{}-{i}", case["id"].as_str().unwrap()));
             std::fs::write(&f, &bytes).unwrap();
             let op = w.write(&f, "replaced\n");
@@ -295,7 +311,9 @@ fn every_conformance_file_is_restored_byte_for_byte() {
 fn a_file_at_the_cap_is_restored() {
     let w = world();
     let f = w.root.join("big.txt");
-    let old: Vec<u8> = (0..5 * 1024 * 1024).map(|i| b'a' + (i % 26) as u8).collect();
+    let old: Vec<u8> = (0..5 * 1024 * 1024)
+        .map(|i| b'a' + (i % 26) as u8)
+        .collect();
     std::fs::write(&f, &old).unwrap();
     let op = w.write(&f, &"z".repeat(5 * 1024 * 1024));
     w.undo(&op, false).unwrap();

@@ -230,7 +230,8 @@ impl ImageStore {
             Mode::empty(),
         ) {
             Ok(fd) => {
-                let st = rustix::fs::fstat(&fd).map_err(|e| FsError::errno(FsOp::Stat, &path(), e))?;
+                let st =
+                    rustix::fs::fstat(&fd).map_err(|e| FsError::errno(FsOp::Stat, &path(), e))?;
                 if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
                     return Ok(None);
                 }
@@ -257,7 +258,8 @@ impl ImageStore {
 
     /// The names in the store (images and leftover temp files).
     pub fn names(&self) -> Result<Vec<OsString>, FsError> {
-        let rd = std::fs::read_dir(&self.path).map_err(|e| FsError::os(FsOp::Read, &self.path, e))?;
+        let rd =
+            std::fs::read_dir(&self.path).map_err(|e| FsError::os(FsOp::Read, &self.path, e))?;
         Ok(rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
     }
 
@@ -278,7 +280,7 @@ pub fn is_image_temp(name: &OsStr) -> bool {
 ///
 /// Errors: a leaf that is another inode now or gone ->
 /// [`FsError::SymlinkEscape`]; the operating system's failures naming it.
-pub fn remove_file(dir: &Dir, leaf: &OsStr, expect: &LeafStat) -> Result<(), FsError> {
+pub fn unlink_leaf(dir: &Dir, leaf: &OsStr, expect: &LeafStat) -> Result<(), FsError> {
     let shown = || dir.path().join(leaf);
     match rustix::fs::statat(dir.fd(), leaf, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) if (st.st_dev, st.st_ino) == (expect.dev, expect.ino) => {}

@@ -68,9 +68,7 @@ impl Method for History {
     }
 
     fn handle(call: &Call<'_>, p: Params) -> Result<HistoryResult, MethodError> {
-        let path = p
-            .path
-            .map(|p| std::fs::canonicalize(&p).unwrap_or(p));
+        let path = p.path.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
         let entries = call
             .conn
             .service

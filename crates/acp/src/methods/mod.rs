@@ -435,6 +435,8 @@ mod tests {
                 "_writegate/edit_text_file",
                 "_writegate/read_lines",
                 "_writegate/receipt",
+                "_writegate/history",
+                "_writegate/undo",
                 "_writegate/approve"
             ]
         );

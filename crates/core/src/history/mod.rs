@@ -129,9 +129,13 @@ enum Line {
         hash_before: Option<String>,
     },
     #[serde(rename_all = "camelCase")]
-    Void { op_id: String },
+    Void {
+        op_id: String,
+    },
     #[serde(rename_all = "camelCase")]
-    Evict { op_id: String },
+    Evict {
+        op_id: String,
+    },
 }
 
 /// Where an operation stands.
@@ -407,7 +411,10 @@ impl History {
     /// removal).
     ///
     /// Errors: no such operation, or its image is gone.
-    pub fn versions(&self, op_id: &str) -> Result<(Record, Option<Vec<u8>>, Option<Vec<u8>>), String> {
+    pub fn versions(
+        &self,
+        op_id: &str,
+    ) -> Result<(Record, Option<Vec<u8>>, Option<Vec<u8>>), String> {
         let read = |id: &str| -> Option<Vec<u8>> {
             let (mut f, _, _) = self.images.open_image(id).ok()??;
             let mut b = Vec::new();
@@ -433,7 +440,10 @@ impl History {
         let before = if rec.created {
             None
         } else {
-            Some(read(op_id).ok_or_else(|| format!("the before-image of {op_id} is gone (evicted)"))?)
+            Some(
+                read(op_id)
+                    .ok_or_else(|| format!("the before-image of {op_id} is gone (evicted)"))?,
+            )
         };
         if rec.removed {
             return Ok((rec, before, Some(Vec::new())));

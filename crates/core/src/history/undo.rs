@@ -236,9 +236,12 @@ fn image_bytes(h: &super::History, rec: &Record, max: u64) -> Result<Vec<u8>, Fa
         return Err(crate::op::too_large(stat.len, max));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(stat.len).unwrap_or(0));
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Refusal::new(ErrorKind::IoError, format!("cannot read the before-image: {e}")))?;
+    file.take(max + 1).read_to_end(&mut bytes).map_err(|e| {
+        Refusal::new(
+            ErrorKind::IoError,
+            format!("cannot read the before-image: {e}"),
+        )
+    })?;
     let intact = match &rec.hash_before {
         Some(h) => sha256_tagged(&bytes) == *h,
         None => stat.len == rec.image_len && i64::try_from(mtime).ok() == Some(rec.image_mtime_ns),

@@ -98,7 +98,11 @@ impl Op<'_> {
                 (hash.take(), published)
             });
             if let (Some(pending), Some(h)) = (self.history_pending.take(), self.svc.history()) {
-                let op_id = self.event.as_ref().map(|e| e.op_id.clone()).unwrap_or_default();
+                let op_id = self
+                    .event
+                    .as_ref()
+                    .map(|e| e.op_id.clone())
+                    .unwrap_or_default();
                 super::keep::settle(h, &op_id, pending, slot.as_ref(), &self.cfg.history);
             }
             (hash, published?)

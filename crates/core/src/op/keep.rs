@@ -82,7 +82,7 @@ impl Op<'_> {
             rec.hash_before = hash_before;
             keep_before(h, &dir, leaf, Some(&stat), rec)?;
         }
-        let removed = writegate_fs::remove_file(&dir, leaf, &stat).map_err(Refusal::from);
+        let removed = writegate_fs::unlink_leaf(&dir, leaf, &stat).map_err(Refusal::from);
         if let (Some(rec), Some(h)) = (rec.as_ref(), self.svc.history()) {
             after_publish(h, rec, removed.is_ok());
             if removed.is_ok() {
@@ -164,7 +164,10 @@ pub(super) fn settle(
 impl Op<'_> {
     /// The operation's `opId`.
     pub(crate) fn op_id(&self) -> String {
-        self.event.as_ref().map(|e| e.op_id.clone()).unwrap_or_default()
+        self.event
+            .as_ref()
+            .map(|e| e.op_id.clone())
+            .unwrap_or_default()
     }
 
     /// Notes in the event which operation this undo takes back.
@@ -184,7 +187,8 @@ impl Op<'_> {
     ) -> Result<Target, Failure> {
         use writegate_paths::{OsView, ResolveError};
         let root = &self.ctx.runtime.root;
-        let target = match writegate_paths::resolve(&OsView, canonical, std::slice::from_ref(root)) {
+        let target = match writegate_paths::resolve(&OsView, canonical, std::slice::from_ref(root))
+        {
             Ok(r) => Target {
                 canonical: r.canonical,
                 mode: r.mode,
