@@ -12,6 +12,7 @@ use crate::commands::connect;
 use crate::{Status, absolutize, canonical_target, load_config_file, out};
 use clap::Args;
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// `writegate history`.
@@ -142,8 +143,9 @@ pub(crate) fn history(a: &HistoryArgs) -> Status {
         } else {
             format!("not undoable: {}", text(op, "reason"))
         };
-        s.push_str(&format!(
-            "{}  {}  {:<5}  {}  {}  session {}  {}\n",
+        let _ = writeln!(
+            s,
+            "{}  {}  {:<5}  {}  {}  session {}  {}",
             text(op, "opId"),
             text(op, "ts"),
             text(op, "intent"),
@@ -151,7 +153,7 @@ pub(crate) fn history(a: &HistoryArgs) -> Status {
             what,
             op["sessionId"].as_str().unwrap_or("-"),
             state
-        ));
+        );
     }
     if ops.is_empty() && !a.json {
         s.push_str("no operations to undo\n");
@@ -176,20 +178,17 @@ fn describe(r: &Value) -> String {
     let action = text(r, "action");
     let mut line = format!("{}: {} {verb} {action}", text(r, "undone"), text(r, "path"));
     if action == "restored" {
-        line.push_str(&format!(" ({} bytes, {})", r["bytes"], text(r, "hash")));
+        let _ = write!(line, " ({} bytes, {})", r["bytes"], text(r, "hash"));
     }
     if let Some(dirs) = r["removedDirs"].as_array().filter(|d| !d.is_empty()) {
         let dirs: Vec<&str> = dirs.iter().filter_map(Value::as_str).collect();
-        line.push_str(&format!(", with the directories {}", dirs.join(", ")));
+        let _ = write!(line, ", with the directories {}", dirs.join(", "));
     }
     if r["forced"] == json!(true) {
         line.push_str(" (forced over later changes)");
     }
     if r["dryRun"] != json!(true) {
-        line.push_str(&format!(
-            "; undo it with `writegate undo {}`",
-            text(r, "opId")
-        ));
+        let _ = write!(line, "; undo it with `writegate undo {}`", text(r, "opId"));
     }
     line.push('\n');
     line
@@ -252,12 +251,13 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
             } else {
                 format!("  (now: {})", text(op, "reason"))
             };
-            s.push_str(&format!(
-                "  undo {}  {}  {}{note}\n",
+            let _ = writeln!(
+                s,
+                "  undo {}  {}  {}{note}",
                 text(op, "opId"),
                 text(op, "intent"),
                 text(op, "path")
-            ));
+            );
         }
         out(&s);
         return Status::Ok;

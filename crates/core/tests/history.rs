@@ -16,7 +16,7 @@ struct World {
     rt: Arc<Runtime>,
     root: PathBuf,
     store: PathBuf,
-    _state: tempfile::TempDir,
+    state: tempfile::TempDir,
     _ws: tempfile::TempDir,
 }
 
@@ -39,7 +39,7 @@ fn world_with(config: Config, store: Option<PathBuf>) -> World {
         rt,
         root,
         store,
-        _state: state,
+        state,
         _ws: ws,
     }
 }
@@ -312,7 +312,7 @@ fn a_file_at_the_cap_is_restored() {
     let w = world();
     let f = w.root.join("big.txt");
     let old: Vec<u8> = (0..5 * 1024 * 1024)
-        .map(|i| b'a' + (i % 26) as u8)
+        .map(|i: u32| b'a' + u8::try_from(i % 26).unwrap())
         .collect();
     std::fs::write(&f, &old).unwrap();
     let op = w.write(&f, &"z".repeat(5 * 1024 * 1024));
@@ -335,8 +335,8 @@ fn history_survives_a_restart() {
             r.register(&w.root, true).unwrap();
             r
         },
-        &w._state.path().join("audit2.jsonl"),
-        w._state.path().join("approvals.json"),
+        &w.state.path().join("audit2.jsonl"),
+        w.state.path().join("approvals.json"),
     );
     svc2.open_history(&w.store).unwrap();
     let ctx = w.ctx();

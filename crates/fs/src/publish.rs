@@ -415,6 +415,7 @@ pub fn publish_overlapping<E: From<FsError>>(
 /// as in [`publish_overlapping`].
 ///
 /// Errors: as [`publish_overlapping`].
+#[allow(clippy::too_many_arguments)] // publish_overlapping's, plus the mode and owner put back
 pub fn publish_restoring<E: From<FsError>>(
     dir: &Dir,
     leaf: &OsStr,

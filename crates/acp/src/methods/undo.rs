@@ -27,7 +27,7 @@ pub(crate) struct Params {
 /// What was done.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Undone {
+pub(crate) struct UndoResult {
     op_id: String,
     undone: String,
     path: String,
@@ -44,7 +44,7 @@ pub(crate) struct Undone {
 impl Method for Undo {
     const NAME: &'static str = "_writegate/undo";
     type Params = Params;
-    type Result = Undone;
+    type Result = UndoResult;
 
     fn enabled(conn: &ConnState) -> bool {
         conn.transport.grants_approvals()
@@ -59,7 +59,7 @@ impl Method for Undo {
         Ok(())
     }
 
-    fn handle(call: &Call<'_>, p: Params) -> Result<Undone, MethodError> {
+    fn handle(call: &Call<'_>, p: Params) -> Result<UndoResult, MethodError> {
         let ctx = call.ctx(p.session_id.as_deref().unwrap_or("undo"), "ACP undo");
         let o = call.conn.service.undo(
             &ctx,
@@ -69,7 +69,7 @@ impl Method for Undo {
                 dry_run: p.dry_run,
             },
         )?;
-        Ok(Undone {
+        Ok(UndoResult {
             op_id: o.op_id,
             undone: o.undone,
             path: o.path,

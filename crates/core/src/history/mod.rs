@@ -118,6 +118,9 @@ impl Record {
     }
 }
 
+/// An operation with its bytes before and after (see [`History::versions`]).
+pub type Versions = (Record, Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// One line of the index.
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "camelCase")]
@@ -411,10 +414,7 @@ impl History {
     /// removal).
     ///
     /// Errors: no such operation, or its image is gone.
-    pub fn versions(
-        &self,
-        op_id: &str,
-    ) -> Result<(Record, Option<Vec<u8>>, Option<Vec<u8>>), String> {
+    pub fn versions(&self, op_id: &str) -> Result<Versions, String> {
         let read = |id: &str| -> Option<Vec<u8>> {
             let (mut f, _, _) = self.images.open_image(id).ok()??;
             let mut b = Vec::new();
