@@ -167,6 +167,47 @@ pub(crate) enum Command {
         "  2  usage error (or an invalid config)"
     ))]
     Audit(AuditArgs),
+    /// List the writes and edits that can be taken back, newest first.
+    #[command(after_help = concat!(
+        "Every committed write and edit keeps what it replaced (see `[history]` in the config).\n",
+        "With --json: one object a line (opId, ts, path, sessionId, intent, created, bytesBefore,\n",
+        "bytesAfter, hashBefore, hashAfter, undoable, reason).\n",
+        "\n",
+        "Examples:\n",
+        "  writegate history src/a.py\n",
+        "  writegate history --session cli --json | jq .\n",
+        "\n",
+        client_exit_statuses!()
+    ))]
+    History(crate::history::HistoryArgs),
+    /// Take back one write or edit by its opId: the file gets back its old bytes and mode.
+    #[command(after_help = concat!(
+        "The undo goes through the daemon like a write (resolver, approval gate, lock, atomic publish)\n",
+        "and is itself an operation in the history (undo it to redo). If the file changed since that\n",
+        "operation it is refused (file_changed) unless --force. Undoing a creation removes the file\n",
+        "and the directories it created, if they are empty.\n",
+        "\n",
+        "Examples:\n",
+        "  writegate undo 2944fdb83859-17 --dry-run\n",
+        "  writegate undo 2944fdb83859-17\n",
+        "\n",
+        client_exit_statuses!()
+    ))]
+    Undo(crate::history::UndoArgs),
+    /// Undo a session's writes and edits, newest first, stopping at the first conflict.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  writegate rewind --session cli --dry-run\n",
+        "  writegate rewind --session 7f3a... --to 2944fdb83859-12\n",
+        "\n",
+        client_exit_statuses!()
+    ))]
+    Rewind(crate::history::RewindArgs),
+    /// Show what one write or edit changed, as a unified diff of the text.
+    #[command(
+        after_help = "Reads the history store (history.path) directly; the daemon need not run.\nExit status: 0 shown, 1 not available (evicted, unknown, or the result is gone), 2 usage error."
+    )]
+    Diff(crate::history::DiffArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = concat!(
         "Examples:\n",

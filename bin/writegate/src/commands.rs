@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 /// A connection opened for one command, with what is needed to explain a
 /// refusal.
-struct Session {
-    conn: Conn,
+pub(crate) struct Session {
+    pub(crate) conn: Conn,
     socket: PathBuf,
     served: Vec<Workspace>,
 }
@@ -41,7 +41,7 @@ fn unreachable(e: &std::io::Error, socket: &Path) -> Status {
 /// contains the target's canonical path, else on the daemon's primary
 /// workspace (which then refuses a path outside it with
 /// `path_outside_workspace`, and the refusal lists the workspaces).
-fn connect(c: &ClientArgs, target: Option<&Path>) -> Result<Session, Status> {
+pub(crate) fn connect(c: &ClientArgs, target: Option<&Path>) -> Result<Session, Status> {
     let socket = socket_of(c);
     let fail = |e: CallError, served: &[Workspace], c: &ClientArgs| match e {
         CallError::Io(e) => unreachable(&e, &socket),
@@ -96,7 +96,12 @@ fn connect(c: &ClientArgs, target: Option<&Path>) -> Result<Session, Status> {
 
 impl Session {
     /// One call; a failure is printed and becomes the exit status.
-    fn call(&mut self, method: &str, params: &Value, c: &ClientArgs) -> Result<Value, Status> {
+    pub(crate) fn call(
+        &mut self,
+        method: &str,
+        params: &Value,
+        c: &ClientArgs,
+    ) -> Result<Value, Status> {
         self.conn.call(method, params).map_err(|e| match e {
             CallError::Io(e) => unreachable(&e, &self.socket),
             CallError::Rpc(r) => refused(&r, &self.served, c),

@@ -11,6 +11,7 @@ mod args;
 mod audit;
 mod client;
 mod commands;
+mod history;
 mod mcp;
 mod proxy;
 mod serve;
@@ -85,6 +86,10 @@ fn main() -> ExitCode {
         Command::Read(a) => commands::read(&a),
         Command::Approve(a) => commands::approve(&a),
         Command::Audit(a) => audit::run(&a),
+        Command::History(a) => history::history(&a),
+        Command::Undo(a) => history::undo(&a),
+        Command::Rewind(a) => history::rewind(&a),
+        Command::Diff(a) => history::diff(&a),
         Command::Completions(a) => completions(a.shell),
         Command::Man(a) => man(a.subcommand.as_deref()),
     };

@@ -238,7 +238,18 @@ pub(crate) fn build_service(start: &Startup, need_workspace: bool) -> Result<Arc
     }
     let audit_path = cfg.audit_path(&env_var);
     let approvals = state_dir(&env_var).join("approvals.json");
-    let service = Arc::new(Service::new(cfg, registry, &audit_path, approvals));
+    let history = cfg.history_path(&env_var);
+    let keep_history = cfg.history.enabled;
+    let mut service = Service::new(cfg, registry, &audit_path, approvals);
+    // Issue 27: the before-image store. Opened when history is on (or a
+    // store is already there, so that its operations can still be undone).
+    if (keep_history || history.exists())
+        && let Err(e) = service.open_history(&history)
+    {
+        tracing::error!(path = %history.display(), error = %writegate_core::error::with_causes(&e),
+            "cannot open the history store: writes are not kept and cannot be undone");
+    }
+    let service = Arc::new(service);
     // Issue 14: no silently missing audit log.
     let audit = service.audit();
     if let Some(problem) = audit.startup_problem() {

@@ -190,6 +190,85 @@ pub struct McpConfig {
     /// What the client's MCP roots become. A root equal to a `--workspace`
     /// or `[[workspace]]` root keeps that workspace's trust.
     pub client_roots: ClientRoots,
+    /// Offer the `undo` tool (issue 27). Default false: an agent taking
+    /// back its own writes is the person's choice.
+    pub undo_tool: bool,
+}
+
+/// `[history]`: the before-images undo puts back (issue 27). `history =
+/// false` is short for `[history] enabled = false`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HistoryConfig {
+    /// Keep a before-image of every committed write and edit. Default true.
+    pub enabled: bool,
+    /// The store; empty means `<state dir>/history`. Read at start-up only.
+    pub path: String,
+    /// Bytes of images kept at most; the oldest go first. Default 1 GiB.
+    pub max_bytes: u64,
+    /// Days an image is kept at most. Default 7.
+    pub max_age_days: u64,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            enabled: true,
+            path: String::new(),
+            max_bytes: 1 << 30,
+            max_age_days: 7,
+        }
+    }
+}
+
+/// `[history]` as written: a table, or `history = false`/`true`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum HistoryForm {
+    Switch(bool),
+    Table(HistoryTable),
+}
+
+/// The keys of the `[history]` table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct HistoryTable {
+    enabled: bool,
+    path: String,
+    max_bytes: u64,
+    max_age_days: u64,
+}
+
+impl Default for HistoryTable {
+    fn default() -> Self {
+        let d = HistoryConfig::default();
+        HistoryTable {
+            enabled: d.enabled,
+            path: d.path,
+            max_bytes: d.max_bytes,
+            max_age_days: d.max_age_days,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for HistoryConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match HistoryForm::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "`history` is `false`, `true` or a table with the keys enabled, path, max_bytes, max_age_days",
+            )
+        })? {
+            HistoryForm::Switch(enabled) => HistoryConfig {
+                enabled,
+                ..HistoryConfig::default()
+            },
+            HistoryForm::Table(t) => HistoryConfig {
+                enabled: t.enabled,
+                path: t.path,
+                max_bytes: t.max_bytes,
+                max_age_days: t.max_age_days,
+            },
+        })
+    }
 }
 
 /// The whole configuration, defaults as in `config/writegate.toml`.
@@ -244,6 +323,8 @@ pub struct Config {
     pub proxy: ProxyConfig,
     /// `[mcp]`: the MCP front end.
     pub mcp: McpConfig,
+    /// `[history]`: before-images and undo.
+    pub history: HistoryConfig,
 }
 
 impl Default for Config {
@@ -265,6 +346,7 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             proxy: ProxyConfig::default(),
             mcp: McpConfig::default(),
+            history: HistoryConfig::default(),
         }
     }
 }
@@ -332,6 +414,11 @@ pub const ENV_KEYS: &[&str] = &[
     "proxy.trusted",
     "proxy.agent_exit_grace_ms",
     "mcp.client_roots",
+    "mcp.undo_tool",
+    "history.enabled",
+    "history.path",
+    "history.max_bytes",
+    "history.max_age_days",
 ];
 
 /// `WRITEGATE_*` variables the binary reads itself, besides the config keys
@@ -569,6 +656,14 @@ impl Config {
         }
         state_dir(env).join("audit.jsonl")
     }
+
+    /// The history store: `history.path`, else `<state dir>/history`.
+    pub fn history_path(&self, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+        if !self.history.path.is_empty() {
+            return PathBuf::from(&self.history.path);
+        }
+        state_dir(env).join("history")
+    }
 }
 
 /// The daemon's effective uid (read once; it never changes while running).
@@ -665,12 +760,27 @@ mod tests {
             "[proxy]",
             "roots",
             "[mcp]",
+            "[history]",
         ] {
             assert!(
                 text.contains(key),
                 "config/writegate.toml does not document `{key}`"
             );
         }
+    }
+
+    #[test]
+    fn history_is_a_table_or_a_switch() {
+        let off = Config::from_toml("history = false\n", "t").unwrap();
+        assert!(!off.history.enabled);
+        assert_eq!(off.history.max_bytes, HistoryConfig::default().max_bytes);
+        let t = Config::from_toml("[history]\nmax_bytes = 4096\n", "t").unwrap();
+        assert!(t.history.enabled);
+        assert_eq!(t.history.max_bytes, 4096);
+        let bad = Config::from_toml("[history]\nmax_byte = 1\n", "t").unwrap_err();
+        assert!(bad.to_string().contains("history"), "{bad}");
+        let env = |k: &str| (k == "WRITEGATE_HISTORY_ENABLED").then(|| "false".to_string());
+        assert!(!Config::load(None, false, &env).unwrap().history.enabled);
     }
 
     #[test]

@@ -54,11 +54,14 @@ pub enum ErrorKind {
     /// Another writer replaced or removed the file while this write was in
     /// progress (no symlink involved); nothing was written (issue 13).
     FileChanged,
+    /// An undo that cannot be done: no such operation in the history, its
+    /// before-image evicted, or no history kept (issue 27).
+    NotUndoable,
 }
 
 impl ErrorKind {
     /// Every kind, in SPEC 11 table order (used by tests and docs).
-    pub const ALL: [ErrorKind; 23] = [
+    pub const ALL: [ErrorKind; 24] = [
         Self::PathOutsideWorkspace,
         Self::SymlinkEscape,
         Self::ParseError,
@@ -82,6 +85,7 @@ impl ErrorKind {
         Self::UnsupportedEncoding,
         Self::UnmappableCharacter,
         Self::FileChanged,
+        Self::NotUndoable,
     ];
 
     /// The wire string, e.g. `"path_outside_workspace"`.
@@ -110,6 +114,7 @@ impl ErrorKind {
             Self::UnsupportedEncoding => "unsupported_encoding",
             Self::UnmappableCharacter => "unmappable_character",
             Self::FileChanged => "file_changed",
+            Self::NotUndoable => "not_undoable",
         }
     }
 
@@ -127,7 +132,10 @@ impl ErrorKind {
             | Self::NotAFile => 400,
             Self::UntrustedWorkspace | Self::PermissionDenied | Self::ApprovalRequired => 403,
             Self::PathNotFound => 404,
-            Self::HashMismatch | Self::FileAlreadyExists | Self::FileChanged => 409,
+            Self::HashMismatch
+            | Self::FileAlreadyExists
+            | Self::FileChanged
+            | Self::NotUndoable => 409,
             Self::FileTooLarge => 413,
             Self::BinaryFile
             | Self::TextNotFound

@@ -73,6 +73,7 @@ fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
         dry_run,
         path,
         recovered,
+        undoes,
     } = event;
     let kind = if c.is_some() {
         &EventKind::Access
@@ -99,6 +100,7 @@ fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
         Intent::Write => b",\"intent\":\"write\"".as_slice(),
         Intent::Edit => b",\"intent\":\"edit\"",
         Intent::Read => b",\"intent\":\"read\"",
+        Intent::Undo => b",\"intent\":\"undo\"",
     });
     text(o, b",\"route\":", route);
     o.extend_from_slice(match writer {
@@ -136,6 +138,7 @@ fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
             Recovered::Unconfirmed => b",\"recovered\":\"unconfirmed\"",
         });
     }
+    opt_text(o, b",\"undoes\":", undoes.as_deref());
     o.push(b'}');
     out
 }
@@ -279,8 +282,9 @@ mod tests {
             approval: Some(Cow::Borrowed("allowed_once")),
             created_dirs: Some(vec!["a".into(), nasty.clone(), String::new()]),
             dry_run: Some(false),
-            path: Some(nasty),
+            path: Some(nasty.clone()),
             recovered: Some(Recovered::NotCommitted),
+            undoes: Some(nasty.clone()),
         }
     }
 
@@ -308,6 +312,7 @@ mod tests {
         bare.dry_run = None;
         bare.path = None;
         bare.recovered = None;
+        bare.undoes = None;
         assert_eq!(event_line(&bare), serde_json::to_vec(&bare).unwrap());
         bare.created_dirs = None;
         assert_eq!(event_line(&bare), serde_json::to_vec(&bare).unwrap());
@@ -346,7 +351,7 @@ mod tests {
 
     prop_compose! {
         fn event()(
-            texts in proptest::collection::vec(text(), 14),
+            texts in proptest::collection::vec(text(), 15),
             numbers in proptest::collection::vec(any::<u64>(), 5),
             flags in proptest::collection::vec(any::<bool>(), 8),
             somes in proptest::collection::vec(any::<bool>(), 16),
@@ -364,7 +369,7 @@ mod tests {
                 ts: texts[0].clone(),
                 kind: if flags[0] { EventKind::Access } else { EventKind::Denied },
                 op_id: texts[1].clone(),
-                intent: [Intent::Write, Intent::Edit, Intent::Read][usize::from(which % 3)],
+                intent: [Intent::Write, Intent::Edit, Intent::Read, Intent::Undo][usize::from(which % 4)],
                 route: Cow::Owned(texts[2].clone()),
                 writer: if flags[1] { Writer::Workspace } else { Writer::External },
                 session_id: some(0, &texts[3]),
@@ -386,6 +391,7 @@ mod tests {
                 dry_run: somes[12].then_some(flags[3]),
                 path: some(13, &texts[13]),
                 recovered,
+                undoes: some(14, &texts[14]),
             }
         }
     }

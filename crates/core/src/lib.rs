@@ -20,6 +20,7 @@ pub mod config;
 pub mod error;
 mod event_line;
 mod hash;
+pub mod history;
 mod op;
 pub mod policy;
 pub mod receipts;

@@ -43,6 +43,8 @@ pub struct Service {
     /// Closes the read descriptors of files a write replaced, off the
     /// request's thread (the kernel frees the old blocks then).
     releaser: Releaser,
+    /// The before-image store (issue 27), when opened.
+    history: Option<crate::history::History>,
 }
 
 /// Why a client-named workspace cannot be registered (SPEC 2).
@@ -87,7 +89,26 @@ impl Service {
             receipts: Mutex::new(Receipts::default()),
             dynamic: Mutex::new(Vec::new()),
             releaser: Releaser::new(),
+            history: None,
         }
+    }
+
+    /// Opens the history store at `root` (issue 27) and voids the records
+    /// of operations the audit recovery found not committed. Without a
+    /// store (this is not called, or it failed) nothing is kept.
+    ///
+    /// Errors: the store cannot be created or read; the service then runs
+    /// without history.
+    pub fn open_history(&mut self, root: &Path) -> Result<(), writegate_fs::FsError> {
+        let h = crate::history::History::open(root)?;
+        h.settle(&self.audit.recovery().not_committed);
+        self.history = Some(h);
+        Ok(())
+    }
+
+    /// The history store, if open.
+    pub fn history(&self) -> Option<&crate::history::History> {
+        self.history.as_ref()
     }
 
     /// The current config snapshot.

@@ -24,6 +24,7 @@
 mod cleanup;
 mod dir;
 mod error;
+mod history;
 mod journal;
 mod lock;
 mod log;
@@ -35,13 +36,14 @@ mod socket;
 pub use cleanup::remove_stale_temps;
 pub use dir::{Atime, Content, Dir, Existing, LeafStat, read_existing, read_prefix, stat_leaf};
 pub use error::{FsError, FsOp, PrivateDirProblem, Swap};
+pub use history::{ImageKind, ImageStore, Kept, is_image_temp, remove_empty_dir, unlink_leaf};
 pub use journal::{JOURNAL_SUFFIX, Journal, Orphan, orphan_journals};
 pub use lock::{LockKey, PathGuard, PathLocks};
 pub use log::{AppendLog, LogLock, Reserved};
 pub use mkdir::{CreatedDirs, open_creating};
 pub use publish::{
     NewFileMode, PublishOptions, Published, WRITE_CHUNK, publish, publish_overlapping,
-    temp_file_name, write_private_file,
+    publish_restoring, temp_file_name, write_private_file,
 };
 pub use release::{RELEASE_LINGER, RELEASE_QUEUE, Releaser};
 pub use socket::{current_uid, prepare_private_dir, remove_socket_file, set_socket_mode};

@@ -84,6 +84,9 @@ enum ModePolicy {
     KeepExisting(NewFileMode),
     /// Always 0600, owner = us (private state files).
     Private,
+    /// These permission bits (and, as root, this owner and group): an
+    /// undo putting back a file as it was.
+    Exact(u32, Option<(u32, u32)>),
 }
 
 /// The temp file name [`publish`] would use for `leaf` in this process, with
@@ -405,6 +408,37 @@ pub fn publish_overlapping<E: From<FsError>>(
     )
 }
 
+/// [`publish_overlapping`] for an undo: the published file gets exactly
+/// the permission bits `mode` (and, when running as root, the owner and
+/// group `owner`) of the file it puts back, whatever is at the leaf now.
+/// `expect_existing` as in [`PublishOptions`], `written` and `precommit`
+/// as in [`publish_overlapping`].
+///
+/// Errors: as [`publish_overlapping`].
+#[allow(clippy::too_many_arguments)] // publish_overlapping's, plus the mode and owner put back
+pub fn publish_restoring<E: From<FsError>>(
+    dir: &Dir,
+    leaf: &OsStr,
+    bytes: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+    expect_existing: Option<&LeafStat>,
+    written: &mut dyn FnMut(),
+    precommit: &mut dyn FnMut() -> Result<(), E>,
+) -> Result<Published, E> {
+    publish_at(
+        dir.fd(),
+        dir.syncable(),
+        dir.path(),
+        leaf,
+        bytes,
+        ModePolicy::Exact(mode, owner),
+        expect_existing,
+        written,
+        precommit,
+    )
+}
+
 /// How many bytes the publisher hands the kernel per `write(2)` of a temp
 /// file: 256 KiB; content longer than this has each piece's writeback
 /// started as it is written (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, on
@@ -470,7 +504,7 @@ fn start_writeback(file: &File, piece: &std::ops::Range<usize>) {
     };
 }
 
-// The two entry points pass different subsets of these; a struct would only
+// The entry points pass different subsets of these; a struct would only
 // rename them.
 #[allow(clippy::too_many_arguments)]
 fn publish_at<E: From<FsError>>(
@@ -523,6 +557,7 @@ fn publish_at<E: From<FsError>>(
         (ModePolicy::KeepExisting(NewFileMode::System), LeafState::Missing) => {
             (0o666 & !process_umask(), None)
         }
+        (ModePolicy::Exact(mode, owner), _) => (mode & 0o7777, owner.filter(|_| running_as_root())),
     };
     let mut now_mode = ours.st_mode & 0o7777;
     if let Some((uid, gid)) = want_owner.filter(|&o| o != (ours.st_uid, ours.st_gid)) {

@@ -11,10 +11,12 @@
 mod approve;
 pub(crate) mod cancel_request;
 mod edit_text_file;
+mod history;
 mod initialize;
 mod read_lines;
 mod read_text_file;
 mod receipt;
+mod undo;
 mod write_text_file;
 
 use crate::message::{
@@ -151,13 +153,15 @@ const fn entry<M: Method>() -> Entry {
 }
 
 /// Every request method served, in the order `initialize` lists them.
-pub static TABLE: [Entry; 7] = [
+pub static TABLE: [Entry; 9] = [
     entry::<initialize::Initialize>(),
     entry::<write_text_file::WriteTextFile>(),
     entry::<read_text_file::ReadTextFile>(),
     entry::<edit_text_file::EditTextFile>(),
     entry::<read_lines::ReadLines>(),
     entry::<receipt::Receipt>(),
+    entry::<history::History>(),
+    entry::<undo::Undo>(),
     entry::<approve::Approve>(),
 ];
 
@@ -431,6 +435,8 @@ mod tests {
                 "_writegate/edit_text_file",
                 "_writegate/read_lines",
                 "_writegate/receipt",
+                "_writegate/history",
+                "_writegate/undo",
                 "_writegate/approve"
             ]
         );

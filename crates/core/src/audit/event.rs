@@ -86,6 +86,9 @@ pub struct AuditEvent {
     /// process that died before recording it (see [`Recovered`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered: Option<Recovered>,
+    /// The `opId` an undo took back (intent `undo`, issue 27).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undoes: Option<String>,
 }
 
 /// An event's `type`.
@@ -109,6 +112,8 @@ pub enum Intent {
     Edit,
     /// A read.
     Read,
+    /// An undo: a before-image put back (issue 27).
+    Undo,
 }
 
 /// Which writer handled (or would have handled) an operation (`writer`).

@@ -35,6 +35,7 @@ pub use event::{AuditEvent, EventKind, GrantEvent, Intent, Recovered, Writer};
 pub use flusher::FLUSH_INTERVAL;
 pub use journal::journal_dir;
 pub use recovery::Recovery;
+pub(crate) use recovery::unhex;
 pub use reserve::{CommitFacts, CommitIntent, Reservation};
 pub use sink::{AuditSink, MAX_BACKLOG};
 pub use time::now_rfc3339;

@@ -32,9 +32,12 @@ pub struct Recovery {
     /// Events written for intents that had none, by outcome:
     /// `(committed, not_committed, unconfirmed)`.
     pub recovered: (u64, u64, u64),
+    /// The `opId`s of the intents found not committed (their before-images,
+    /// if any were kept, are void: see `crate::history`).
+    pub not_committed: Vec<String>,
 }
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
@@ -120,6 +123,7 @@ pub(super) fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, String> {
                 Recovered::Committed => report.recovered.0 += 1,
                 Recovered::NotCommitted => {
                     report.recovered.1 += 1;
+                    report.not_committed.push(event.op_id.clone());
                     event.kind = EventKind::Denied;
                     event.error_kind = Some(Cow::Borrowed(ErrorKind::InternalError.as_str()));
                     event.created = None;

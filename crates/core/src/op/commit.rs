@@ -97,6 +97,14 @@ impl Op<'_> {
                 }
                 (hash.take(), published)
             });
+            if let (Some(pending), Some(h)) = (self.history_pending.take(), self.svc.history()) {
+                let op_id = self
+                    .event
+                    .as_ref()
+                    .map(|e| e.op_id.clone())
+                    .unwrap_or_default();
+                super::keep::settle(h, &op_id, pending, slot.as_ref(), &self.cfg.history);
+            }
             (hash, published?)
         };
         let e = self.event();
@@ -199,6 +207,12 @@ impl Op<'_> {
             None => None,
         };
         let guard = &self.ctx.runtime.guard;
+        // Issue 27: what this commit replaces, kept and recorded in the
+        // history store just before the rename (see `keep.rs`).
+        let mut keep = self.before_image(target, identity, &made);
+        let mut kept = false;
+        let history = self.svc.history();
+        let slot = &self.hash_before;
         // Its refusal (a closed generation, an intent the audit log cannot
         // take) is what the publish returns, typed as it is.
         let mut precommit = || -> Result<(), Refusal> {
@@ -216,14 +230,45 @@ impl Op<'_> {
             }
             // With audit.flush = "sync" the intent is on disk before the
             // rename.
-            audit.intent_durable(intent.as_ref().and_then(Option::as_ref))
+            audit.intent_durable(intent.as_ref().and_then(Option::as_ref))?;
+            if let (Some(rec), Some(h)) = (keep.as_mut(), history) {
+                rec.hash_after = Some(hash_after.get().to_string());
+                if rec.hash_before.is_none() {
+                    rec.hash_before = slot.as_ref().and_then(|s| s.get()).cloned();
+                }
+                super::keep::keep_before(h, &dir, leaf, identity.as_ref(), rec)?;
+                kept = true;
+            }
+            Ok(())
         };
         // A panic while publishing (a bug) still hands the intent to the
         // operation, whose `Drop` records its event with it: otherwise the
         // intent would never be retired, and the journal would fill up.
-        let published = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            writegate_fs::publish_overlapping(&dir, leaf, bytes, &opts, written, &mut precommit)
+        let restore = self.restore;
+        let published = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match restore {
+            Some((mode, uid, gid)) => writegate_fs::publish_restoring(
+                &dir,
+                leaf,
+                bytes,
+                mode,
+                Some((uid, gid)),
+                opts.expect_existing.as_ref(),
+                written,
+                &mut precommit,
+            ),
+            None => {
+                writegate_fs::publish_overlapping(&dir, leaf, bytes, &opts, written, &mut precommit)
+            }
         }));
+        let mut settle = None;
+        if let (Some(rec), Some(h)) = (keep.as_ref().filter(|_| kept), history) {
+            let ok = published.as_ref().is_ok_and(Result::is_ok);
+            let pending = super::keep::after_publish(h, rec, ok);
+            if ok {
+                settle = Some(pending);
+            }
+        }
+        self.history_pending = settle;
         self.intent = intent.flatten();
         let published = published.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         let published = match published {

@@ -34,6 +34,7 @@ use writegate_paths::{OsView, ResolveError};
 
 mod commit;
 mod gate;
+mod keep;
 
 use gate::{asked, resolve_refusal};
 
@@ -150,6 +151,12 @@ pub(crate) struct Op<'s> {
     /// again when the file it finds inside the lock is read-only and the
     /// gate did not see it so.
     gated: (&'static str, bool),
+    /// An undo's commit: the permission bits, owner and group the file
+    /// gets back (instead of those of the file it replaces).
+    pub(crate) restore: Option<(u32, u32, u32)>,
+    /// Set by a commit that kept a before-image: whether its hash is still
+    /// to be recorded once the hash helpers are joined.
+    history_pending: Option<bool>,
 }
 
 impl<'s> Op<'s> {
@@ -190,6 +197,7 @@ impl<'s> Op<'s> {
             dry_run: None,
             path: None,
             recovered: None,
+            undoes: None,
         };
         Op {
             svc,
@@ -204,6 +212,8 @@ impl<'s> Op<'s> {
             hash_before: None,
             raw_path_hashed: true,
             gated: ("", false),
+            restore: None,
+            history_pending: None,
         }
     }
 

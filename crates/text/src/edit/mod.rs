@@ -252,6 +252,19 @@ fn shown_lines(s: &str) -> usize {
     }
 }
 
+/// A unified diff of two versions of a file, each decoded in its own
+/// encoding (`writegate diff`, issue 27). Empty when the texts are equal.
+///
+/// Errors: a version that cannot be decoded as text.
+pub fn diff_versions(path: &str, old: &[u8], new: &[u8]) -> Result<String, crate::TextError> {
+    let old = crate::read_text(old, None, None)?;
+    let new = crate::read_text(new, None, None)?;
+    if old == new {
+        return Ok(String::new());
+    }
+    Ok(unified_diff(path, &old, &new))
+}
+
 fn unified_diff(path: &str, old: &str, new: &str) -> String {
     let (a, b) = if path.starts_with('/') {
         (path.to_string(), path.to_string())

@@ -1,0 +1,353 @@
+//! `writegate history`, `undo`, `rewind` and `diff` (issue 27): see and
+//! take back what agents wrote. `history`, `undo` and `rewind` talk to the
+//! running daemon (`_writegate/history`, `_writegate/undo`: an undo goes
+//! through the daemon's write pipeline); `diff` reads the history store
+//! directly, like `writegate audit` reads the log.
+
+// The doc comments of the argument structs are the `--help` text.
+#![allow(clippy::doc_markdown)]
+
+use crate::args::ClientArgs;
+use crate::commands::connect;
+use crate::{Status, absolutize, canonical_target, load_config_file, out};
+use clap::Args;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// `writegate history`.
+#[derive(Args)]
+pub(crate) struct HistoryArgs {
+    /// Only the operations on this file.
+    pub(crate) path: Option<PathBuf>,
+    /// Only the operations of this session (e.g. `cli`, an ACP session id, `mcp-<pid>`).
+    #[arg(long = "session", value_name = "ID")]
+    pub(crate) only_session: Option<String>,
+    /// One JSON object a line instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) daemon: DaemonArgs,
+}
+
+/// The daemon to ask (`--session` is the filter in these subcommands).
+#[derive(Args, Clone)]
+pub(crate) struct DaemonArgs {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+}
+
+impl DaemonArgs {
+    /// The client options: the socket, the daemon's own workspace choice,
+    /// audited as session `cli`.
+    fn client(&self) -> ClientArgs {
+        ClientArgs {
+            socket: self.socket.clone(),
+            workspace: None,
+            session: "cli".to_string(),
+        }
+    }
+}
+
+/// `writegate undo`.
+#[derive(Args)]
+pub(crate) struct UndoArgs {
+    /// The operation to take back (its opId, from `writegate history`).
+    pub(crate) op_id: String,
+    /// Put the old file back even though the file changed since that operation.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Only check and say what would be done.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+}
+
+/// `writegate rewind`.
+#[derive(Args)]
+pub(crate) struct RewindArgs {
+    /// The session whose operations are undone, newest first.
+    #[arg(long = "session", value_name = "ID", required = true)]
+    pub(crate) of_session: String,
+    /// Stop after undoing this operation (default: all of the session's operations).
+    #[arg(long, value_name = "OPID")]
+    pub(crate) to: Option<String>,
+    /// Only print the plan.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) daemon: DaemonArgs,
+}
+
+/// `writegate diff`.
+#[derive(Args)]
+pub(crate) struct DiffArgs {
+    /// The operation (its opId, from `writegate history`).
+    pub(crate) op_id: String,
+    /// Config file to take history.path from [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+}
+
+/// The history as the daemon lists it (`path`: canonical when it exists).
+fn list(
+    c: &ClientArgs,
+    path: Option<&std::path::Path>,
+    session: Option<&str>,
+) -> Result<Vec<Value>, Status> {
+    let target = path.map(absolutize);
+    let mut s = connect(c, None)?;
+    let mut params = json!({});
+    if let Some(p) = &target {
+        params["path"] = json!(canonical_target(p));
+    }
+    if let Some(id) = session {
+        params["sessionId"] = json!(id);
+    }
+    let r = s.call("_writegate/history", &params, c)?;
+    Ok(r["operations"].as_array().cloned().unwrap_or_default())
+}
+
+fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v[key].as_str().unwrap_or("")
+}
+
+/// `writegate history`.
+pub(crate) fn history(a: &HistoryArgs) -> Status {
+    let ops = match list(
+        &a.daemon.client(),
+        a.path.as_deref(),
+        a.only_session.as_deref(),
+    ) {
+        Ok(o) => o,
+        Err(st) => return st,
+    };
+    let mut s = String::new();
+    for op in &ops {
+        if a.json {
+            s.push_str(&op.to_string());
+            s.push('\n');
+            continue;
+        }
+        let what = if op["created"] == json!(true) {
+            "created".to_string()
+        } else if op["removed"] == json!(true) {
+            "removed".to_string()
+        } else {
+            format!("{} -> {} bytes", op["bytesBefore"], op["bytesAfter"])
+        };
+        let state = if op["undoable"] == json!(true) {
+            "undoable".to_string()
+        } else {
+            format!("not undoable: {}", text(op, "reason"))
+        };
+        let _ = writeln!(
+            s,
+            "{}  {}  {:<5}  {}  {}  session {}  {}",
+            text(op, "opId"),
+            text(op, "ts"),
+            text(op, "intent"),
+            text(op, "path"),
+            what,
+            op["sessionId"].as_str().unwrap_or("-"),
+            state
+        );
+    }
+    if ops.is_empty() && !a.json {
+        s.push_str("no operations to undo\n");
+    }
+    out(&s);
+    Status::Ok
+}
+
+/// One `_writegate/undo` call.
+fn undo_one(c: &ClientArgs, op_id: &str, force: bool, dry_run: bool) -> Result<Value, Status> {
+    let mut s = connect(c, None)?;
+    let params = json!({"opId": op_id, "force": force, "dryRun": dry_run, "sessionId": c.session});
+    s.call("_writegate/undo", &params, c)
+}
+
+fn describe(r: &Value) -> String {
+    let verb = if r["dryRun"] == json!(true) {
+        "would be"
+    } else {
+        "was"
+    };
+    let action = text(r, "action");
+    let mut line = format!("{}: {} {verb} {action}", text(r, "undone"), text(r, "path"));
+    if action == "restored" {
+        let _ = write!(line, " ({} bytes, {})", r["bytes"], text(r, "hash"));
+    }
+    if let Some(dirs) = r["removedDirs"].as_array().filter(|d| !d.is_empty()) {
+        let dirs: Vec<&str> = dirs.iter().filter_map(Value::as_str).collect();
+        let _ = write!(line, ", with the directories {}", dirs.join(", "));
+    }
+    if r["forced"] == json!(true) {
+        line.push_str(" (forced over later changes)");
+    }
+    if r["dryRun"] != json!(true) {
+        let _ = write!(line, "; undo it with `writegate undo {}`", text(r, "opId"));
+    }
+    line.push('\n');
+    line
+}
+
+/// `writegate undo`.
+pub(crate) fn undo(a: &UndoArgs) -> Status {
+    match undo_one(&a.client, &a.op_id, a.force, a.dry_run) {
+        Ok(r) => {
+            out(&describe(&r));
+            Status::Ok
+        }
+        Err(st) => st,
+    }
+}
+
+/// `writegate rewind`: the session's undoable operations, newest first,
+/// each undone in turn; the first refusal stops it with a report.
+pub(crate) fn rewind(a: &RewindArgs) -> Status {
+    let client = a.daemon.client();
+    let ops = match list(&client, None, Some(&a.of_session)) {
+        Ok(o) => o,
+        Err(st) => return st,
+    };
+    // Undos the session made itself are not rewound (they are its way back
+    // already); an operation already taken back is skipped.
+    let undone: Vec<&str> = ops
+        .iter()
+        .filter(|o| text(o, "intent") == "undo")
+        .map(|o| text(o, "undoes"))
+        .collect();
+    let mut plan = Vec::new();
+    for op in &ops {
+        if text(op, "intent") == "undo" || undone.contains(&text(op, "opId")) {
+            continue;
+        }
+        plan.push(op);
+        if a.to.as_deref() == Some(text(op, "opId")) {
+            break;
+        }
+    }
+    if let Some(to) = &a.to
+        && !plan.iter().any(|o| text(o, "opId") == to)
+    {
+        eprintln!(
+            "writegate: refused: not_undoable: {to} is not an operation of session {} that can still be undone (see `writegate history --session {}`)",
+            a.of_session, a.of_session
+        );
+        return Status::Refused;
+    }
+    if a.dry_run {
+        let mut s = format!(
+            "rewind of session {}: {} operations, newest first\n",
+            a.of_session,
+            plan.len()
+        );
+        for op in &plan {
+            let note = if op["undoable"] == json!(true) {
+                String::new()
+            } else {
+                format!("  (now: {})", text(op, "reason"))
+            };
+            let _ = writeln!(
+                s,
+                "  undo {}  {}  {}{note}",
+                text(op, "opId"),
+                text(op, "intent"),
+                text(op, "path")
+            );
+        }
+        out(&s);
+        return Status::Ok;
+    }
+    let mut done = 0;
+    for op in &plan {
+        match undo_one(&client, text(op, "opId"), false, false) {
+            Ok(r) => {
+                out(&describe(&r));
+                done += 1;
+            }
+            Err(st) => {
+                let left: Vec<&str> = plan[done..].iter().map(|o| text(o, "opId")).collect();
+                eprintln!(
+                    "writegate: rewind stopped: {done} of {} operations undone; not undone: {}",
+                    plan.len(),
+                    left.join(", ")
+                );
+                return st;
+            }
+        }
+    }
+    out(&format!(
+        "rewind of session {}: {done} operations undone\n",
+        a.of_session
+    ));
+    Status::Ok
+}
+
+/// `writegate diff`: what the operation changed, as a unified diff of the
+/// decoded text, from the store (the before-image) and the operation's
+/// result (the next operation's before-image, or the file while it still
+/// holds that result).
+pub(crate) fn diff(a: &DiffArgs) -> Status {
+    let cfg = match load_config_file(a.config.as_deref(), a.config.is_some()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("writegate: {e}");
+            return Status::Usage;
+        }
+    };
+    let root = cfg.history_path(&crate::env_var);
+    if !root.join("index.jsonl").exists() {
+        eprintln!(
+            "writegate: refused: not_undoable: no history store at {}",
+            root.display()
+        );
+        return Status::Refused;
+    }
+    let h = match writegate_core::history::History::open(&root) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!(
+                "writegate: cannot read the history store {}: {e}",
+                root.display()
+            );
+            return Status::Refused;
+        }
+    };
+    match h.versions(&a.op_id) {
+        Ok((rec, before, after)) => {
+            let before = before.unwrap_or_default();
+            let Some(after) = after else {
+                eprintln!(
+                    "writegate: refused: file_changed: the result of {} is no longer available (the file changed since, and no later operation kept it)",
+                    a.op_id
+                );
+                return Status::Refused;
+            };
+            match writegate_core::history::diff_versions(&rec.path, &before, &after) {
+                Ok(d) if d.is_empty() => {
+                    out("no change in the text\n");
+                    Status::Ok
+                }
+                Ok(d) => {
+                    out(&d);
+                    Status::Ok
+                }
+                Err(e) => {
+                    eprintln!(
+                        "writegate: refused: binary_file: cannot show {} as text: {e}",
+                        rec.path
+                    );
+                    Status::Refused
+                }
+            }
+        }
+        Err(why) => {
+            eprintln!("writegate: refused: not_undoable: {why}");
+            Status::Refused
+        }
+    }
+}

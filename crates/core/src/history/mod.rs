@@ -1,0 +1,532 @@
+//! History (issue 27): the before-image of every committed write and edit,
+//! kept by `opId`, and what undo needs to put it back.
+//!
+//! The store is a directory of the user's state directory (0700):
+//!
+//! ```text
+//! <store>/images/<opId>   the replaced file: its inode hard-linked (same
+//!                         filesystem) or a 0600 copy (another filesystem)
+//! <store>/index.jsonl     one line per event of the store, appended whole
+//!                         under a lock every daemon sharing the store takes
+//! ```
+//!
+//! Index lines: `keep` (a record: what the operation replaced and left,
+//! written after the image is kept and **before the rename** that publishes
+//! the new file, so a kill -9 at any point leaves every acknowledged write
+//! undoable), `done` (the old file's hash when it was computed beside the
+//! publish), `void` (the commit did not happen: refused after the keep, or
+//! found not committed by the audit recovery at start-up) and `evict` (the
+//! image is gone: over `history.max_bytes` or `history.max_age_days`,
+//! oldest first). Images are created whole or not at all (a link, or a
+//! copy renamed into place after its fsync), and the index holds whole
+//! lines only (`writegate_fs::AppendLog`).
+
+mod undo;
+
+pub use undo::{UndoOutcome, UndoParams};
+/// `writegate diff`: two versions of a file as a unified diff of their text.
+pub use writegate_text::diff_versions;
+
+use crate::audit::{Intent, Writer, now_rfc3339};
+use crate::config::HistoryConfig;
+use crate::{hex, path_text};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use writegate_fs::{AppendLog, Dir, FsError, ImageStore, Kept, LeafStat};
+
+/// One operation the store knows: what it replaced and what it left.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// The operation's `opId` (the image's name).
+    pub op_id: String,
+    /// When it was kept (RFC 3339).
+    pub ts: String,
+    /// The same in milliseconds since the epoch (for the age bound).
+    #[serde(default)]
+    pub kept_ms: u64,
+    /// The canonical path, as text.
+    pub path: String,
+    /// The canonical path's bytes in hex (exact, also when not UTF-8).
+    pub target: String,
+    /// The operation's session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The runtime id of its workspace.
+    pub workspace: String,
+    /// `write`, `edit` or `undo`.
+    pub intent: Intent,
+    /// Which writer committed it.
+    pub writer: Writer,
+    /// The file did not exist before (undoing removes it).
+    pub created: bool,
+    /// The operation removed the file (an undo of a creation).
+    #[serde(default)]
+    pub removed: bool,
+    /// The directories the operation created, outermost first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created_dirs: Vec<String>,
+    /// Permission bits, owner and group of the file before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<(u32, u32, u32)>,
+    /// Size of the file before (0 when created).
+    pub bytes_before: u64,
+    /// `sha256:<hex>` of the file before, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_before: Option<String>,
+    /// Size of the file after (0 when removed).
+    pub bytes_after: u64,
+    /// `sha256:<hex>` of the file after (`None` when removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_after: Option<String>,
+    /// `link`, `copy`, or absent when there was no file before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The image's size and modification time when kept (checked when
+    /// there is no `hashBefore`).
+    #[serde(default)]
+    pub image_len: u64,
+    /// See `image_len`.
+    #[serde(default)]
+    pub image_mtime_ns: i64,
+    /// For an undo: the `opId` it took back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undoes: Option<String>,
+}
+
+impl Record {
+    /// The canonical path.
+    pub fn canonical(&self) -> PathBuf {
+        match crate::audit::unhex(&self.target) {
+            Some(b) => PathBuf::from(OsStr::from_bytes(&b)),
+            None => PathBuf::from(&self.path),
+        }
+    }
+
+    /// What the file holds after the operation: its hash, `None` when the
+    /// operation removed it.
+    fn after(&self) -> Option<&str> {
+        if self.removed {
+            None
+        } else {
+            self.hash_after.as_deref()
+        }
+    }
+}
+
+/// An operation with its bytes before and after (see [`History::versions`]).
+pub type Versions = (Record, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// One line of the index.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "camelCase")]
+enum Line {
+    Keep(Box<Record>),
+    #[serde(rename_all = "camelCase")]
+    Done {
+        op_id: String,
+        hash_before: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Void {
+        op_id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Evict {
+        op_id: String,
+    },
+}
+
+/// Where an operation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    Live,
+    Evicted,
+    Void,
+}
+
+/// What the store holds in memory (the index read so far).
+#[derive(Default)]
+struct State {
+    /// Bytes of the index read.
+    scanned: u64,
+    records: HashMap<String, (Record, Status)>,
+    /// `opId`s in index order (oldest first).
+    order: Vec<String>,
+    /// Bytes of live images.
+    bytes: u64,
+    /// Index into `order` before which nothing is live any more.
+    first_live: usize,
+}
+
+impl State {
+    fn apply(&mut self, line: Line) {
+        match line {
+            Line::Keep(r) => {
+                let id = r.op_id.clone();
+                if self.records.contains_key(&id) {
+                    return;
+                }
+                if r.image.is_some() {
+                    self.bytes += r.image_len;
+                }
+                self.records.insert(id.clone(), (*r, Status::Live));
+                self.order.push(id);
+            }
+            Line::Done { op_id, hash_before } => {
+                if let Some((r, _)) = self.records.get_mut(&op_id)
+                    && r.hash_before.is_none()
+                {
+                    r.hash_before = hash_before;
+                }
+            }
+            Line::Void { op_id } => self.end(&op_id, Status::Void),
+            Line::Evict { op_id } => self.end(&op_id, Status::Evicted),
+        }
+    }
+
+    fn end(&mut self, op_id: &str, to: Status) {
+        if let Some((r, status)) = self.records.get_mut(op_id)
+            && *status == Status::Live
+        {
+            *status = to;
+            if r.image.is_some() {
+                self.bytes = self.bytes.saturating_sub(r.image_len);
+            }
+        }
+    }
+}
+
+/// An entry of `writegate history`: a record and whether it can be undone
+/// now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// The record.
+    pub record: Record,
+    /// Whether `undo` would put it back now (without `--force`).
+    pub undoable: bool,
+    /// Why not, when not.
+    pub reason: Option<String>,
+}
+
+/// The store. One per daemon; several daemons may share one store.
+pub struct History {
+    root: PathBuf,
+    images: ImageStore,
+    index: AppendLog,
+    state: Mutex<State>,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl History {
+    /// Opens (creating) the store at `root`: `images/` (0700) and the
+    /// index (0600), and reads the index.
+    ///
+    /// Errors: the store cannot be created or read.
+    pub fn open(root: &Path) -> Result<History, FsError> {
+        let images = ImageStore::open(&root.join("images"))?;
+        let index = AppendLog::open(&root.join("index.jsonl"))?;
+        let h = History {
+            root: root.to_path_buf(),
+            images,
+            index,
+            state: Mutex::new(State::default()),
+        };
+        drop(h.refresh()?);
+        Ok(h)
+    }
+
+    /// The store's directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Reads the index lines appended since the last look (by this daemon
+    /// or another one sharing the store).
+    fn refresh(&self) -> Result<MutexGuard<'_, State>, FsError> {
+        let mut st = lock(&self.state);
+        let guard = self.index.lock()?;
+        let len = self.index.len()?;
+        if len > st.scanned {
+            let from = st.scanned;
+            let mut lines = Vec::new();
+            guard.lines_from(from, &mut |l| {
+                if let Ok(line) = serde_json::from_slice::<Line>(l) {
+                    lines.push(line);
+                }
+            })?;
+            for l in lines {
+                st.apply(l);
+            }
+            st.scanned = len;
+        }
+        drop(guard);
+        Ok(st)
+    }
+
+    fn append(&self, line: &Line) -> Result<(), FsError> {
+        let bytes = serde_json::to_vec(line).unwrap_or_default();
+        self.index.append(&bytes)?;
+        Ok(())
+    }
+
+    /// Keeps the file at `leaf` in `dir` (the inode `expect`) as the image
+    /// of `op_id`.
+    pub(crate) fn keep_image(
+        &self,
+        dir: &Dir,
+        leaf: &OsStr,
+        expect: &LeafStat,
+        op_id: &str,
+    ) -> Result<Kept, FsError> {
+        self.images.keep(dir, leaf, expect, op_id)
+    }
+
+    /// Records an operation (its image, if any, already kept). On failure
+    /// the image is removed again.
+    pub(crate) fn record(&self, r: &Record) -> Result<(), FsError> {
+        let res = self.append(&Line::Keep(Box::new(r.clone())));
+        if res.is_err() && r.image.is_some() {
+            let _ = self.images.remove(&r.op_id);
+        }
+        res
+    }
+
+    /// The old file's hash, learned after the record was written.
+    pub(crate) fn done(&self, op_id: &str, hash_before: Option<String>) {
+        let line = Line::Done {
+            op_id: op_id.to_string(),
+            hash_before,
+        };
+        if let Err(e) = self.append(&line) {
+            tracing::warn!(error = %crate::error::with_causes(&e),
+                "cannot record the hash of a before-image; its undo will need --force");
+        }
+    }
+
+    /// The operation did not commit: its record is void and its image
+    /// removed.
+    pub(crate) fn void(&self, op_id: &str) {
+        let _ = self.append(&Line::Void {
+            op_id: op_id.to_string(),
+        });
+        let _ = self.images.remove(op_id);
+    }
+
+    /// Makes void the records of operations the audit recovery found not
+    /// committed (`op_ids`) and removes leftover temp files.
+    pub fn settle(&self, op_ids: &[String]) {
+        let live: Vec<String> = match self.refresh() {
+            Ok(st) => op_ids
+                .iter()
+                .filter(|id| st.records.get(*id).is_some_and(|(_, s)| *s == Status::Live))
+                .cloned()
+                .collect(),
+            Err(_) => return,
+        };
+        for id in live {
+            self.void(&id);
+        }
+        if let Ok(names) = self.images.names() {
+            for n in names {
+                if writegate_fs::is_image_temp(&n)
+                    && let Some(name) = n.to_str()
+                {
+                    let _ = self.images.remove(name);
+                }
+            }
+        }
+    }
+
+    /// Evicts the oldest images while the store is over `cfg`'s bounds
+    /// (never `spare`, the operation in progress).
+    pub(crate) fn evict(&self, cfg: &HistoryConfig, spare: &str) {
+        let Ok(mut st) = self.refresh() else { return };
+        let max_age = std::time::Duration::from_secs(cfg.max_age_days.saturating_mul(86_400));
+        let now = std::time::SystemTime::now();
+        let mut gone = Vec::new();
+        let mut i = st.first_live;
+        while i < st.order.len() {
+            let id = st.order[i].clone();
+            let Some((r, status)) = st.records.get(&id) else {
+                i += 1;
+                continue;
+            };
+            if *status != Status::Live {
+                if i == st.first_live {
+                    st.first_live += 1;
+                }
+                i += 1;
+                continue;
+            }
+            let kept = std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.kept_ms);
+            let old = now.duration_since(kept).is_ok_and(|age| age > max_age);
+            if id == spare || (!old && st.bytes <= cfg.max_bytes) {
+                break;
+            }
+            st.end(&id, Status::Evicted);
+            gone.push(id);
+            i += 1;
+        }
+        drop(st);
+        for id in gone {
+            let _ = self.append(&Line::Evict { op_id: id.clone() });
+            let _ = self.images.remove(&id);
+        }
+    }
+
+    /// A record by `opId` and its status.
+    pub(crate) fn find(&self, op_id: &str) -> Result<Option<(Record, Status)>, FsError> {
+        Ok(self.refresh()?.records.get(op_id).cloned())
+    }
+
+    /// Opens the image of `op_id`.
+    pub(crate) fn image(
+        &self,
+        op_id: &str,
+    ) -> Result<Option<(std::fs::File, LeafStat, i128)>, FsError> {
+        self.images.open_image(op_id)
+    }
+
+    /// The newest live record of `canonical` other than `op_id`, newer than it.
+    pub(crate) fn later_on(&self, r: &Record) -> Option<Record> {
+        let st = self.refresh().ok()?;
+        let pos = st.order.iter().position(|id| *id == r.op_id)?;
+        st.order[pos + 1..]
+            .iter()
+            .rev()
+            .filter_map(|id| st.records.get(id))
+            .find(|(o, s)| *s == Status::Live && o.target == r.target)
+            .map(|(o, _)| o.clone())
+    }
+
+    /// The bytes before and after operation `op_id`: its before-image
+    /// (`None` when it created the file), and its result: the before-image
+    /// of the next operation on the file when that one started from it,
+    /// else the file itself while it still holds it (`None`: gone, or a
+    /// removal).
+    ///
+    /// Errors: no such operation, or its image is gone.
+    pub fn versions(&self, op_id: &str) -> Result<Versions, String> {
+        let read = |id: &str| -> Option<Vec<u8>> {
+            let (mut f, _, _) = self.images.open_image(id).ok()??;
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut b).ok()?;
+            Some(b)
+        };
+        let (rec, next) = {
+            let st = self.refresh().map_err(|e| e.to_string())?;
+            let Some((rec, status)) = st.records.get(op_id) else {
+                return Err(format!("no operation {op_id} in the history"));
+            };
+            if *status == Status::Void {
+                return Err(format!("operation {op_id} never committed"));
+            }
+            let pos = st.order.iter().position(|id| id == op_id).unwrap_or(0);
+            let next = st.order[pos + 1..]
+                .iter()
+                .filter_map(|id| st.records.get(id))
+                .find(|(o, s)| *s == Status::Live && o.target == rec.target)
+                .map(|(o, _)| o.clone());
+            (rec.clone(), next)
+        };
+        let before = if rec.created {
+            None
+        } else {
+            Some(
+                read(op_id)
+                    .ok_or_else(|| format!("the before-image of {op_id} is gone (evicted)"))?,
+            )
+        };
+        if rec.removed {
+            return Ok((rec, before, Some(Vec::new())));
+        }
+        let want = rec.hash_after.clone();
+        let from_next = next
+            .filter(|n| n.hash_before.is_some() && n.hash_before == want)
+            .and_then(|n| read(&n.op_id));
+        let after = from_next.or_else(|| {
+            let now = std::fs::read(rec.canonical()).ok()?;
+            (Some(crate::sha256_tagged(&now)) == want).then_some(now)
+        });
+        Ok((rec, before, after))
+    }
+
+    /// Every operation of the store, newest first, with whether it can be
+    /// undone now: not when its image was evicted, nor when a later
+    /// operation left the file in another state than this one did (undo
+    /// that one first, or `--force`).
+    ///
+    /// Errors: the index cannot be read.
+    pub fn entries(&self, enabled: bool) -> Result<Vec<HistoryEntry>, FsError> {
+        let st = self.refresh()?;
+        // The state each file was left in by its newest operation.
+        let mut latest: HashMap<&str, &Record> = HashMap::new();
+        for id in &st.order {
+            if let Some((r, Status::Live | Status::Evicted)) = st.records.get(id) {
+                latest.insert(r.target.as_str(), r);
+            }
+        }
+        let mut out = Vec::new();
+        for id in st.order.iter().rev() {
+            let Some((r, status)) = st.records.get(id) else {
+                continue;
+            };
+            let reason = match status {
+                Status::Void => continue,
+                Status::Evicted => Some("evicted: its before-image is no longer kept (history.max_bytes, history.max_age_days)".to_string()),
+                Status::Live if !enabled => Some("history is off (history.enabled = false)".to_string()),
+                Status::Live => match latest.get(r.target.as_str()) {
+                    Some(l) if l.op_id != r.op_id && l.after() != r.after() => Some(format!(
+                        "a later operation ({}) changed the file since: undo it first, or use --force",
+                        l.op_id
+                    )),
+                    _ => None,
+                },
+            };
+            out.push(HistoryEntry {
+                record: r.clone(),
+                undoable: reason.is_none(),
+                reason,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// A new record for an operation on `canonical` (the caller fills in the
+/// rest).
+pub(crate) fn new_record(op_id: &str, canonical: &Path, intent: Intent, writer: Writer) -> Record {
+    Record {
+        op_id: op_id.to_string(),
+        ts: now_rfc3339(),
+        kept_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        path: path_text(canonical),
+        target: hex(canonical.as_os_str().as_bytes()),
+        session_id: None,
+        workspace: String::new(),
+        intent,
+        writer,
+        created: false,
+        removed: false,
+        created_dirs: Vec::new(),
+        mode: None,
+        bytes_before: 0,
+        hash_before: None,
+        bytes_after: 0,
+        hash_after: None,
+        image: None,
+        image_len: 0,
+        image_mtime_ns: 0,
+        undoes: None,
+    }
+}

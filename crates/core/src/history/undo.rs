@@ -1,0 +1,260 @@
+//! Undo (issue 27): a before-image put back through the pipeline of a write
+//! (resolver, approval gate, path lock, atomic durable publish, one audit
+//! event with intent `undo`), and the history a front end lists.
+
+use super::{HistoryEntry, Record, Status};
+use crate::api::OpCtx;
+use crate::audit::{Intent, Writer};
+use crate::error::{ErrorKind, Failure, Refusal};
+use crate::op::{Op, ReadMode};
+use crate::service::Service;
+use crate::sha256_tagged;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use writegate_fs::Content;
+
+/// What to undo.
+#[derive(Debug, Clone)]
+pub struct UndoParams {
+    /// The operation to take back.
+    pub op_id: String,
+    /// Put the before-image back even though the file changed since that
+    /// operation.
+    pub force: bool,
+    /// Only check and say what would be done.
+    pub dry_run: bool,
+}
+
+/// What an undo did (or, for a dry run, would do).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndoOutcome {
+    /// The undo's own `opId` (undo it to redo).
+    pub op_id: String,
+    /// The operation taken back.
+    pub undone: String,
+    /// The canonical path.
+    pub path: String,
+    /// `restored` (the old bytes are back) or `removed` (the operation had
+    /// created the file).
+    pub action: &'static str,
+    /// Bytes of the file now (0 when removed).
+    pub bytes: u64,
+    /// `sha256:<hex>` of the file now (`None` when removed).
+    pub hash: Option<String>,
+    /// Directories the operation had created that were removed (empty).
+    pub removed_dirs: Vec<String>,
+    /// The file had changed since the operation and `force` put the image
+    /// back anyway.
+    pub forced: bool,
+    /// Nothing was written.
+    pub dry_run: bool,
+}
+
+/// `not_undoable` with `hint`.
+fn not_undoable(hint: impl Into<String>) -> Failure {
+    Refusal::new(ErrorKind::NotUndoable, hint).into()
+}
+
+impl Service {
+    /// The history, newest first, optionally only of `path` (canonical) or
+    /// of `session`.
+    ///
+    /// Errors: no store (`not_undoable`), or it cannot be read (`io_error`).
+    pub fn history_entries(
+        &self,
+        path: Option<&Path>,
+        session: Option<&str>,
+    ) -> Result<Vec<HistoryEntry>, Failure> {
+        let h = self.history().ok_or_else(no_store)?;
+        let all = h
+            .entries(self.config().history.enabled)
+            .map_err(Refusal::from)?;
+        Ok(all
+            .into_iter()
+            .filter(|e| path.is_none_or(|p| e.record.canonical() == p))
+            .filter(|e| session.is_none_or(|s| e.record.session_id.as_deref() == Some(s)))
+            .collect())
+    }
+
+    /// Takes back the operation `p.op_id` (see the module doc): the file
+    /// must be byte-identical to what that operation left (else
+    /// `file_changed`, unless `p.force`), and its before-image must still
+    /// be what was kept (else `file_changed`, always). An operation that
+    /// created the file is taken back by removing it, and the directories
+    /// it created if they are empty.
+    pub fn undo(&self, ctx: &OpCtx, p: &UndoParams) -> Result<UndoOutcome, Failure> {
+        let h = self.history().ok_or_else(no_store)?;
+        let (rec, status) = h
+            .find(&p.op_id)
+            .map_err(Refusal::from)?
+            .ok_or_else(|| {
+                not_undoable(format!(
+                    "no operation {} in the history; `writegate history` lists the operations that can be undone",
+                    p.op_id
+                ))
+            })?;
+        match status {
+            Status::Live => {}
+            Status::Evicted => {
+                return Err(not_undoable(format!(
+                    "the before-image of {} was evicted (history.max_bytes, history.max_age_days); it cannot be put back",
+                    p.op_id
+                )));
+            }
+            Status::Void => {
+                return Err(not_undoable(format!(
+                    "operation {} never committed; there is nothing to take back",
+                    p.op_id
+                )));
+            }
+        }
+        let canonical = rec.canonical();
+        // The workspace that holds the file, else the connection's own.
+        let runtime = self
+            .registry()
+            .all()
+            .into_iter()
+            .find(|r| writegate_paths::is_within(&canonical, &r.root))
+            .unwrap_or_else(|| ctx.runtime.clone());
+        let ctx = OpCtx {
+            runtime,
+            session_id: ctx.session_id.clone(),
+            allows: ctx.allows,
+            route: ctx.route,
+            cancel: ctx.cancel.clone(),
+            approver: ctx.approver.clone(),
+            client_root: false,
+        };
+        let mut op = Op::begin(self, &ctx, Intent::Undo, Some("undo"), &canonical);
+        op.note_undoes(&p.op_id);
+        op.note_request(rec.bytes_before, p.dry_run);
+        let own_id = op.op_id();
+        let result = (|| {
+            op.admit_write(0)?;
+            let target = op.resolve_undo(&canonical, rec.writer == Writer::External)?;
+            op.approve(&target, "undo")?;
+            op.lock(&target)?;
+            let max = op.cfg.max_write_bytes.max(rec.bytes_after);
+            let loaded = op.read(&target, ReadMode::Whole(max))?;
+            let now = match loaded.existing.as_ref() {
+                None => None,
+                Some(e) if matches!(e.content, Content::Whole(_)) => loaded.hash_before(),
+                Some(_) => Some("(too large to compare)".to_string()),
+            };
+            let changed = now.as_deref() != rec.after();
+            if changed && !p.force {
+                return Err(file_changed(h, &rec, now.as_deref()));
+            }
+            let mut out = UndoOutcome {
+                op_id: own_id.clone(),
+                undone: rec.op_id.clone(),
+                path: rec.path.clone(),
+                action: if rec.created { "removed" } else { "restored" },
+                bytes: if rec.created { 0 } else { rec.bytes_before },
+                hash: if rec.created {
+                    None
+                } else {
+                    rec.hash_before.clone()
+                },
+                removed_dirs: Vec::new(),
+                forced: changed,
+                dry_run: p.dry_run,
+            };
+            if rec.created {
+                if loaded.existing.is_none() {
+                    return Err(Refusal::new(
+                        ErrorKind::PathNotFound,
+                        format!("{} is already gone; there is nothing to remove", rec.path),
+                    )
+                    .into());
+                }
+                if p.dry_run {
+                    return Ok(out);
+                }
+                let dirs: Vec<PathBuf> = rec.created_dirs.iter().map(PathBuf::from).collect();
+                op.remove(&target, loaded, &dirs)?;
+                out.removed_dirs = dirs
+                    .iter()
+                    .filter(|d| !d.exists())
+                    .map(|d| crate::path_text(d))
+                    .collect();
+                return Ok(out);
+            }
+            let bytes = image_bytes(h, &rec, max)?;
+            out.hash = Some(sha256_tagged(&bytes));
+            if p.dry_run {
+                return Ok(out);
+            }
+            op.restore = rec.mode;
+            let done = op.commit(&target, loaded, &bytes, false)?;
+            out.bytes = done.bytes_after;
+            out.hash = Some(done.hash_after);
+            Ok(out)
+        })();
+        op.finish(result)
+    }
+}
+
+/// The store is not open.
+fn no_store() -> Failure {
+    not_undoable(
+        "this daemon keeps no history (the history store could not be opened, or history is off); nothing can be undone",
+    )
+}
+
+/// `file_changed` for an undo of `rec` whose file now holds `now`.
+fn file_changed(h: &super::History, rec: &Record, now: Option<&str>) -> Failure {
+    let now = now.unwrap_or("no file");
+    let left = rec.after().unwrap_or("no file");
+    let later = match h.later_on(rec) {
+        Some(l) => format!(
+            "; a later operation ({}) changed it: undo that one first",
+            l.op_id
+        ),
+        None => "; it was changed outside writegate".to_string(),
+    };
+    Refusal::new(
+        ErrorKind::FileChanged,
+        format!(
+            "{} is no longer what operation {} left (it holds {now}, the operation left {left}){later}, or pass --force to put the before-image back anyway; nothing was changed",
+            rec.path, rec.op_id
+        ),
+    )
+    .into()
+}
+
+/// The before-image of `rec`, checked against what was kept: its hash
+/// against `hashBefore`, or, without one, its size and modification time.
+fn image_bytes(h: &super::History, rec: &Record, max: u64) -> Result<Vec<u8>, Failure> {
+    let Some((file, stat, mtime)) = h.image(&rec.op_id).map_err(Refusal::from)? else {
+        return Err(not_undoable(format!(
+            "the before-image of {} is gone from the store; it cannot be put back",
+            rec.op_id
+        )));
+    };
+    if stat.len > max {
+        return Err(crate::op::too_large(stat.len, max));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(stat.len).unwrap_or(0));
+    file.take(max + 1).read_to_end(&mut bytes).map_err(|e| {
+        Refusal::new(
+            ErrorKind::IoError,
+            format!("cannot read the before-image: {e}"),
+        )
+    })?;
+    let intact = match &rec.hash_before {
+        Some(h) => sha256_tagged(&bytes) == *h,
+        None => stat.len == rec.image_len && i64::try_from(mtime).ok() == Some(rec.image_mtime_ns),
+    };
+    if !intact {
+        return Err(Refusal::new(
+            ErrorKind::FileChanged,
+            format!(
+                "the before-image of {} is not what was kept (the old file was changed through another hard link to it); it is not put back, and nothing was changed",
+                rec.op_id
+            ),
+        )
+        .into());
+    }
+    Ok(bytes)
+}

@@ -1,0 +1,209 @@
+//! The history step of a commit (issue 27): the replaced file kept as the
+//! operation's before-image and recorded, just before the rename; and the
+//! commit of an undo that takes back a creation (the file removed, with the
+//! directories the operation made).
+
+use super::{Committed, Loaded, Op, Target};
+use crate::config::HistoryConfig;
+use crate::error::{ErrorKind, Failure, Refusal};
+use crate::history::{History, Record, new_record};
+use std::ffi::OsStr;
+use std::sync::{Arc, OnceLock};
+use writegate_fs::{CreatedDirs, Dir, LeafStat};
+
+impl Op<'_> {
+    /// The history record this commit will keep, or `None` when history is
+    /// off (or the store could not be opened at start).
+    pub(super) fn before_image(
+        &self,
+        target: &Target,
+        identity: Option<LeafStat>,
+        made: &CreatedDirs,
+    ) -> Option<Record> {
+        if !self.cfg.history.enabled {
+            return None;
+        }
+        self.svc.history()?;
+        let e = self.event.as_ref()?;
+        let mut r = new_record(&e.op_id, &target.canonical, e.intent, e.writer);
+        r.session_id.clone_from(&e.session_id);
+        r.workspace.clone_from(&e.workspace);
+        r.created = identity.is_none();
+        r.created_dirs = made.paths().into_iter().map(crate::path_text).collect();
+        if let Some(st) = identity {
+            r.mode = Some((st.mode, st.uid, st.gid));
+            r.bytes_before = st.len;
+        }
+        r.hash_before.clone_from(&e.hash_before);
+        r.bytes_after = e.size_bytes.unwrap_or(0);
+        r.undoes.clone_from(&e.undoes);
+        Some(r)
+    }
+
+    /// The commit of an undo that takes back a creation: keeps the file as
+    /// this operation's before-image (so the undo can be undone), records
+    /// it, journals the intent, removes the file (which must still be the
+    /// one read inside the lock) and then each directory in `dirs`
+    /// (outermost first, removed innermost first) that is empty.
+    pub(crate) fn remove(
+        &mut self,
+        target: &Target,
+        mut loaded: Loaded,
+        dirs: &[std::path::PathBuf],
+    ) -> Result<Committed, Failure> {
+        let (_, leaf) = target.split()?;
+        let dir = loaded.dir.take();
+        let existing = loaded.existing.take();
+        let (Some(dir), Some(existing)) = (dir, existing) else {
+            return Err(Refusal::new(ErrorKind::PathNotFound, "the file is already gone").into());
+        };
+        let stat = existing.stat;
+        let hash_before = Some(crate::sha256_tagged(existing.content.bytes()));
+        self.event().hash_before.clone_from(&hash_before);
+        let audit = self.svc.audit();
+        let draft = self.event.as_ref().expect("drafted until finish");
+        let intent = audit.prepare(
+            draft,
+            &crate::audit::CommitFacts {
+                target: &target.canonical,
+                before: Some((stat.dev, stat.ino)),
+                bytes_after: 0,
+                hash_after: "",
+                raw_path: &self.raw_path,
+            },
+            self.start.elapsed(),
+        )?;
+        self.intent = intent;
+        audit.intent_durable(self.intent.as_ref())?;
+        let mut rec = self.before_image(target, Some(stat), &CreatedDirs::default());
+        if let (Some(rec), Some(h)) = (rec.as_mut(), self.svc.history()) {
+            rec.removed = true;
+            rec.bytes_after = 0;
+            rec.hash_before = hash_before;
+            keep_before(h, &dir, leaf, Some(&stat), rec)?;
+        }
+        let removed = writegate_fs::unlink_leaf(&dir, leaf, &stat).map_err(Refusal::from);
+        if let (Some(rec), Some(h)) = (rec.as_ref(), self.svc.history()) {
+            after_publish(h, rec, removed.is_ok());
+            if removed.is_ok() {
+                settle(h, &rec.op_id, false, None, &self.cfg.history);
+            }
+        }
+        removed?;
+        for d in dirs.iter().rev() {
+            writegate_fs::remove_empty_dir(d);
+        }
+        let e = self.event();
+        e.created = Some(false);
+        e.bytes_after = Some(0);
+        Ok(Committed {
+            created: false,
+            bytes_before: stat.len,
+            bytes_after: 0,
+            hash_after: String::new(),
+        })
+    }
+}
+
+/// Keeps the file at `leaf` (the inode `identity`; none: the commit creates
+/// the file and there is nothing to keep) and appends `rec`. A failure is
+/// the commit's refusal: nothing is published, nothing is left in the store.
+pub(super) fn keep_before(
+    h: &History,
+    dir: &Dir,
+    leaf: &OsStr,
+    identity: Option<&LeafStat>,
+    rec: &mut Record,
+) -> Result<(), Refusal> {
+    let refuse = |e: writegate_fs::FsError| {
+        Refusal::new(
+            ErrorKind::IoError,
+            format!(
+                "the history store cannot keep what this write replaces ({}), so nothing was written; free space for {}, or turn history off (history = false) to write without a way back",
+                crate::error::with_causes(&e),
+                h.root().display()
+            ),
+        )
+    };
+    if let Some(st) = identity {
+        let kept = h.keep_image(dir, leaf, st, &rec.op_id).map_err(refuse)?;
+        rec.image = Some(kept.kind.as_str().to_string());
+        rec.image_len = kept.len;
+        rec.image_mtime_ns = i64::try_from(kept.mtime_ns).unwrap_or(i64::MAX);
+    }
+    h.record(rec).map_err(refuse)
+}
+
+/// After the publish (or removal): a commit that did not happen voids its
+/// record; for one that did, whether the old file's hash is still to be
+/// recorded (computed beside the publish: see [`record_hash`]).
+pub(super) fn after_publish(h: &History, rec: &Record, committed: bool) -> bool {
+    if !committed {
+        h.void(&rec.op_id);
+        return false;
+    }
+    rec.hash_before.is_none() && rec.image.is_some()
+}
+
+/// Once the commit is over: the old file's hash (when it was left for
+/// later) goes into the store, then the store is brought back within its
+/// bounds.
+pub(super) fn settle(
+    h: &History,
+    op_id: &str,
+    pending: bool,
+    slot: Option<&Arc<OnceLock<String>>>,
+    cfg: &HistoryConfig,
+) {
+    if pending && let Some(hash) = slot.and_then(|s| s.get()) {
+        h.done(op_id, Some(hash.clone()));
+    }
+    h.evict(cfg, op_id);
+}
+
+impl Op<'_> {
+    /// The operation's `opId`.
+    pub(crate) fn op_id(&self) -> String {
+        self.event
+            .as_ref()
+            .map(|e| e.op_id.clone())
+            .unwrap_or_default()
+    }
+
+    /// Notes in the event which operation this undo takes back.
+    pub(crate) fn note_undoes(&mut self, op_id: &str) {
+        self.event().undoes = Some(op_id.to_string());
+    }
+
+    /// Resolves the canonical path an undo puts back: through the
+    /// workspace resolver of the operation's runtime, or, for a path
+    /// outside it that an external write changed, through the external
+    /// checks (when the connection and the config still allow external
+    /// writes).
+    pub(crate) fn resolve_undo(
+        &mut self,
+        canonical: &std::path::Path,
+        external: bool,
+    ) -> Result<Target, Failure> {
+        use writegate_paths::{OsView, ResolveError};
+        let root = &self.ctx.runtime.root;
+        let target = match writegate_paths::resolve(&OsView, canonical, std::slice::from_ref(root))
+        {
+            Ok(r) => Target {
+                canonical: r.canonical,
+                mode: r.mode,
+            },
+            Err(ResolveError::OutsideWorkspace(msg))
+                if external
+                    && self.ctx.allows.external_writer
+                    && self.cfg.external_writes_enabled() =>
+            {
+                self.resolve_outside(canonical, msg, "write")?
+            }
+            Err(e) => return Err(super::gate::resolve_refusal(e, root, "write").into()),
+        };
+        self.hash_canonical(&target.canonical);
+        self.check_open()?;
+        Ok(target)
+    }
+}

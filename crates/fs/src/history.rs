@@ -1,0 +1,327 @@
+//! The before-image store of undo (issue 27): the file a commit replaces,
+//! kept under the operation's id in a private directory of the state
+//! directory, and the removal of a file an undo takes back.
+//!
+//! An image is the replaced inode itself, hard-linked into the store
+//! before the rename (no byte copied), when the store is on the file's
+//! filesystem and the kernel lets us link it; otherwise a copy, written to
+//! a temp name (0600), fsynced and renamed to its name. Either way an
+//! image name either holds a whole image or does not exist.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::dir::DIR_FLAGS;
+use crate::{Dir, FsError, FsOp, LeafStat, Swap};
+
+/// How an image was kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageKind {
+    /// The replaced inode, hard-linked into the store.
+    Link,
+    /// A copy of its bytes (another filesystem, or linking refused).
+    Copy,
+}
+
+impl ImageKind {
+    /// `link` or `copy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageKind::Link => "link",
+            ImageKind::Copy => "copy",
+        }
+    }
+}
+
+/// What [`ImageStore::keep`] kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kept {
+    /// Link or copy.
+    pub kind: ImageKind,
+    /// Bytes of the image.
+    pub len: u64,
+    /// The image's modification time in nanoseconds since the epoch: an
+    /// image changed through another hard link of the old file shows a new
+    /// one (checked when the operation has no `hashBefore`).
+    pub mtime_ns: i128,
+}
+
+/// The directory of kept images (`<store>/images`), open.
+#[derive(Debug)]
+pub struct ImageStore {
+    fd: OwnedFd,
+    path: PathBuf,
+    dev: u64,
+}
+
+/// The modification time of a stat in nanoseconds.
+fn mtime_ns(st: &rustix::fs::Stat) -> i128 {
+    i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec)
+}
+
+impl ImageStore {
+    /// Opens (creating, mode 0700) the image directory `path` and its
+    /// parents. An existing directory owned by someone else, or open to
+    /// others (group or world bits), is refused: the store holds the old
+    /// contents of the user's files.
+    ///
+    /// Errors: as the operating system reports them, naming the path;
+    /// another owner or open bits -> [`FsError::PermissionDenied`].
+    pub fn open(path: &Path) -> Result<ImageStore, FsError> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(path)
+            .map_err(|e| FsError::os(FsOp::CreateDir, path, e))?;
+        let fd = rustix::fs::open(path, DIR_FLAGS, Mode::empty())
+            .map_err(|e| FsError::errno(FsOp::OpenDir, path, e))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| FsError::errno(FsOp::Stat, path, e))?;
+        if st.st_uid != crate::current_uid() {
+            return Err(FsError::os(
+                FsOp::OpenDir,
+                path,
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "the history store belongs to another user",
+                ),
+            ));
+        }
+        if st.st_mode & 0o077 != 0 {
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700))
+                .map_err(|e| FsError::errno(FsOp::SetMode, path, e))?;
+        }
+        Ok(ImageStore {
+            fd,
+            path: path.to_path_buf(),
+            dev: st.st_dev,
+        })
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Keeps the file at `leaf` in `dir`, which must be the inode `expect`
+    /// (the file the commit read inside its lock), under `name`.
+    ///
+    /// A hard link when the store is on the same device; on `EXDEV`,
+    /// `EPERM` (protected hard links) or `EMLINK`, a copy instead. A link
+    /// that turns out to name another inode (the leaf swapped meanwhile) is
+    /// removed again and refused as [`FsError::SymlinkEscape`].
+    ///
+    /// Errors: the copy's (a full disk: nothing is left behind) and the
+    /// link's other failures, naming the leaf.
+    pub fn keep(
+        &self,
+        dir: &Dir,
+        leaf: &OsStr,
+        expect: &LeafStat,
+        name: &str,
+    ) -> Result<Kept, FsError> {
+        let shown = || dir.path().join(leaf);
+        if expect.dev == self.dev {
+            match rustix::fs::linkat(dir.fd(), leaf, &self.fd, name, AtFlags::empty()) {
+                Ok(()) => {
+                    let st = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                        .map_err(|e| FsError::errno(FsOp::Stat, &self.path.join(name), e))?;
+                    if (st.st_dev, st.st_ino) != (expect.dev, expect.ino) {
+                        let _ = rustix::fs::unlinkat(&self.fd, name, AtFlags::empty());
+                        return Err(FsError::SymlinkEscape {
+                            path: shown(),
+                            what: Swap::ChangedWhilePublishing,
+                            source: None,
+                        });
+                    }
+                    return Ok(Kept {
+                        kind: ImageKind::Link,
+                        len: u64::try_from(st.st_size).unwrap_or(0),
+                        mtime_ns: mtime_ns(&st),
+                    });
+                }
+                Err(Errno::XDEV | Errno::PERM | Errno::MLINK | Errno::ACCESS) => {}
+                Err(Errno::NOENT) => {
+                    return Err(FsError::SymlinkEscape {
+                        path: shown(),
+                        what: Swap::VanishedAfterCheck,
+                        source: None,
+                    });
+                }
+                Err(e) => return Err(FsError::errno(FsOp::Open, &shown(), e)),
+            }
+        }
+        self.copy(dir, leaf, expect, name)
+    }
+
+    /// The copy path of [`ImageStore::keep`].
+    fn copy(
+        &self,
+        dir: &Dir,
+        leaf: &OsStr,
+        expect: &LeafStat,
+        name: &str,
+    ) -> Result<Kept, FsError> {
+        let shown = || dir.path().join(leaf);
+        let src = rustix::fs::openat(
+            dir.fd(),
+            leaf,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::empty(),
+        )
+        .map_err(|e| FsError::errno(FsOp::Open, &shown(), e))?;
+        let st = rustix::fs::fstat(&src).map_err(|e| FsError::errno(FsOp::Stat, &shown(), e))?;
+        if (st.st_dev, st.st_ino) != (expect.dev, expect.ino) {
+            return Err(FsError::SymlinkEscape {
+                path: shown(),
+                what: Swap::ChangedWhilePublishing,
+                source: None,
+            });
+        }
+        let temp = format!(".{name}.tmp");
+        let image_path = self.path.join(&temp);
+        let _ = rustix::fs::unlinkat(&self.fd, temp.as_str(), AtFlags::empty());
+        let fd = rustix::fs::openat(
+            &self.fd,
+            temp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| FsError::errno(FsOp::CreateTemp, &image_path, e))?;
+        let mut out = File::from(fd);
+        let mut input = File::from(src);
+        let written = io::copy(&mut input, &mut out).and_then(|n| out.sync_all().map(|()| n));
+        let written = match written {
+            Ok(n) => n,
+            Err(e) => {
+                drop(out);
+                let _ = rustix::fs::unlinkat(&self.fd, temp.as_str(), AtFlags::empty());
+                return Err(FsError::os(FsOp::WriteTemp, &image_path, e));
+            }
+        };
+        let meta = rustix::fs::fstat(&out).map_err(|e| FsError::errno(FsOp::Stat, &image_path, e));
+        if let Err(e) = rustix::fs::renameat(&self.fd, temp.as_str(), &self.fd, name) {
+            let _ = rustix::fs::unlinkat(&self.fd, temp.as_str(), AtFlags::empty());
+            return Err(FsError::errno(FsOp::Rename, &self.path.join(name), e));
+        }
+        let meta = meta?;
+        Ok(Kept {
+            kind: ImageKind::Copy,
+            len: written,
+            mtime_ns: mtime_ns(&meta),
+        })
+    }
+
+    /// Opens the image `name` for reading: the file and its stat (`None`
+    /// when there is no such image, e.g. evicted).
+    pub fn open_image(&self, name: &str) -> Result<Option<(File, LeafStat, i128)>, FsError> {
+        let path = || self.path.join(name);
+        match rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::empty(),
+        ) {
+            Ok(fd) => {
+                let st =
+                    rustix::fs::fstat(&fd).map_err(|e| FsError::errno(FsOp::Stat, &path(), e))?;
+                if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+                    return Ok(None);
+                }
+                let mtime = mtime_ns(&st);
+                Ok(Some((File::from(fd), LeafStat::from_stat(&st), mtime)))
+            }
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(FsError::errno(FsOp::Open, &path(), e)),
+        }
+    }
+
+    /// Whether the image `name` exists.
+    pub fn has(&self, name: &str) -> bool {
+        rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
+    }
+
+    /// Removes the image `name` (a missing one is fine).
+    pub fn remove(&self, name: &str) -> Result<(), FsError> {
+        match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(FsError::errno(FsOp::Remove, &self.path.join(name), e)),
+        }
+    }
+
+    /// The names in the store (images and leftover temp files).
+    pub fn names(&self) -> Result<Vec<OsString>, FsError> {
+        let rd =
+            std::fs::read_dir(&self.path).map_err(|e| FsError::os(FsOp::Read, &self.path, e))?;
+        Ok(rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+    }
+
+    /// `fsync`s the store directory (the names of images kept so far).
+    pub fn sync(&self) -> Result<(), FsError> {
+        rustix::fs::fsync(&self.fd).map_err(|e| FsError::errno(FsOp::Sync, &self.path, e))
+    }
+}
+
+/// Whether `name` is one of [`ImageStore::keep`]'s temp names.
+pub fn is_image_temp(name: &OsStr) -> bool {
+    let b = name.as_bytes();
+    b.starts_with(b".") && b.ends_with(b".tmp")
+}
+
+/// Removes the file at `leaf` in `dir` (an undo taking back a creation),
+/// which must still be the inode `expect`, then fsyncs the directory.
+///
+/// Errors: a leaf that is another inode now or gone ->
+/// [`FsError::SymlinkEscape`]; the operating system's failures naming it.
+pub fn unlink_leaf(dir: &Dir, leaf: &OsStr, expect: &LeafStat) -> Result<(), FsError> {
+    let shown = || dir.path().join(leaf);
+    match rustix::fs::statat(dir.fd(), leaf, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if (st.st_dev, st.st_ino) == (expect.dev, expect.ino) => {}
+        Ok(_) => {
+            return Err(FsError::SymlinkEscape {
+                path: shown(),
+                what: Swap::ReplacedAfterCheck,
+                source: None,
+            });
+        }
+        Err(_) => {
+            return Err(FsError::SymlinkEscape {
+                path: shown(),
+                what: Swap::VanishedAfterCheck,
+                source: None,
+            });
+        }
+    }
+    rustix::fs::unlinkat(dir.fd(), leaf, AtFlags::empty())
+        .map_err(|e| FsError::errno(FsOp::Remove, &shown(), e))?;
+    let _ = rustix::fs::fsync(dir.fd().as_fd());
+    Ok(())
+}
+
+/// Removes the canonical directory `path` if it is empty (undoing a
+/// creation takes back the directories it made). Never follows a symlink.
+/// Returns whether it was removed.
+pub fn remove_empty_dir(path: &Path) -> bool {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return false;
+    };
+    let Ok(dir) = Dir::open_canonical(parent) else {
+        return false;
+    };
+    match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
+        _ => return false,
+    }
+    let removed = rustix::fs::unlinkat(dir.fd(), name, AtFlags::REMOVEDIR).is_ok();
+    if removed {
+        let _ = rustix::fs::fsync(dir.fd().as_fd());
+    }
+    removed
+}
