@@ -3,6 +3,7 @@
 //! outcomes or a [`Failure`](crate::Failure)). No wire types here: each
 //! front end (ACP, MCP, the CLI) maps these to its own messages.
 
+use crate::config::Level;
 use crate::routing::MarkerSource;
 use crate::runtime::Runtime;
 use std::path::PathBuf;
@@ -54,33 +55,81 @@ pub struct ApprovalQuestion {
     pub command: String,
     /// The canonical path the operation would write.
     pub path: PathBuf,
-    /// `write` or the edit mode.
-    pub mode: &'static str,
+    /// What the operation does: `write`, an edit mode, or `read`.
+    pub mode: OpMode,
     /// The gate's rating: `moderate` or `dangerous`.
-    pub level: &'static str,
+    pub level: Level,
     /// Why it is held, in words ("credential file .env").
     pub reason: String,
 }
 
-/// The person's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an operation does to its file, as the gate's synthetic command
+/// `edit_file <mode> <path>` names it: a write or an edit in one of the
+/// edit modes (a whole-file write is [`EditMode::Write`]), or a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpMode {
+    /// A whole-file write or an edit.
+    Edit(EditMode),
+    /// A read (held only outside the workspace, or in a client's root).
+    Read,
+}
+
+impl OpMode {
+    /// `write`, `append`, `replace`, `insert`, `delete` or `read`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpMode::Edit(m) => m.name(),
+            OpMode::Read => "read",
+        }
+    }
+}
+
+impl From<EditMode> for OpMode {
+    fn from(m: EditMode) -> OpMode {
+        OpMode::Edit(m)
+    }
+}
+
+impl std::fmt::Display for OpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The person's answer. Serialised as the audit event's `approval`
+/// ([`ApprovalAnswer::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ApprovalAnswer {
     /// Go ahead with this operation only.
+    #[serde(rename = "allowed_once")]
     AllowOnce,
     /// Go ahead, and remember it: the same command is approved for the rest
     /// of the session (or, without a session, the workspace's runtime).
+    #[serde(rename = "allowed_always")]
     AllowAlways,
     /// Refuse (`approval_required`, saying the person declined).
+    #[serde(rename = "denied")]
     Deny,
     /// The question was cancelled (the prompt was cancelled): the operation
     /// is cancelled (`-32800` on ACP).
+    #[serde(rename = "cancelled")]
     Cancelled,
     /// Nobody could be asked (the client cannot show the question, or it
     /// failed): refused as if no one had been asked.
+    #[serde(rename = "unanswered")]
     Unavailable,
 }
 
 impl ApprovalAnswer {
+    /// Every answer.
+    pub const ALL: [ApprovalAnswer; 5] = [
+        Self::AllowOnce,
+        Self::AllowAlways,
+        Self::Deny,
+        Self::Cancelled,
+        Self::Unavailable,
+    ];
+
     /// The audit event's `approval` value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -299,7 +348,7 @@ pub struct Receipt {
     /// Canonical path.
     pub path: String,
     /// `write` or the edit mode.
-    pub mode: &'static str,
+    pub mode: EditMode,
     /// The file did not exist before.
     pub created: bool,
     /// Size before, in bytes.
@@ -322,5 +371,18 @@ mod tests {
         assert_eq!(Allowances::default(), Allowances::NONE);
         let a = Allowances::default();
         assert!(!a.external_writer && !a.choose_workspace && !a.reads);
+    }
+
+    /// serde's names are the audit log's words.
+    #[test]
+    fn answers_serialise_as_their_audit_words() {
+        for a in ApprovalAnswer::ALL {
+            assert_eq!(
+                serde_json::to_string(&a).unwrap(),
+                format!("\"{}\"", a.as_str())
+            );
+        }
+        assert_eq!(OpMode::Read.as_str(), "read");
+        assert_eq!(OpMode::from(EditMode::Insert).as_str(), "insert");
     }
 }

@@ -2,7 +2,10 @@
 
 /// The stable `errorKind` strings of SPEC 11. Clients branch on these, so the
 /// strings never change; `status` is the HTTP-like number the table gives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Serialised (and parsed, [`FromStr`](std::str::FromStr)) as its wire
+/// string, [`ErrorKind::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The path is outside the workspace, or a suspicious name (SPEC 5, 6).
     PathOutsideWorkspace,
@@ -113,11 +116,6 @@ impl ErrorKind {
         }
     }
 
-    /// Parses a wire string back into a kind (`None` for unknown strings).
-    pub fn from_str_opt(s: &str) -> Option<ErrorKind> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
     /// The HTTP-like status of SPEC 11's table.
     pub fn status(self) -> u16 {
         match self {
@@ -140,6 +138,29 @@ impl ErrorKind {
             Self::InternalError => 500,
             Self::GenerationClosed | Self::IoError => 503,
         }
+    }
+}
+
+/// A string that is no [`ErrorKind`]'s wire string.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no errorKind is called {0:?}")]
+pub struct UnknownErrorKind(pub String);
+
+impl std::str::FromStr for ErrorKind {
+    type Err = UnknownErrorKind;
+
+    /// The kind whose wire string is `s`.
+    fn from_str(s: &str) -> Result<ErrorKind, UnknownErrorKind> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownErrorKind(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -378,12 +399,18 @@ mod tests {
     #[test]
     fn every_kind_round_trips_and_has_a_status_from_the_table() {
         for k in ErrorKind::ALL {
-            assert_eq!(ErrorKind::from_str_opt(k.as_str()), Some(k));
+            assert_eq!(k.as_str().parse::<ErrorKind>(), Ok(k));
+            // serde's name is the wire string (the audit log's `errorKind`).
+            assert_eq!(
+                serde_json::to_string(&k).unwrap(),
+                format!("\"{}\"", k.as_str())
+            );
             assert!([400, 403, 404, 409, 413, 422, 500, 503].contains(&k.status()));
         }
         assert_eq!(ErrorKind::GenerationClosed.status(), 503);
         assert_eq!(ErrorKind::FileTooLarge.status(), 413);
         assert_eq!(ErrorKind::HashMismatch.status(), 409);
+        assert!("Path_Not_Found".parse::<ErrorKind>().is_err());
     }
 
     fn refused(f: Failure) -> &'static str {

@@ -30,7 +30,7 @@ pub mod sessions;
 
 pub use api::{
     Allowances, ApprovalAnswer, ApprovalQuestion, Approver, EditParams, EditReport, FileFormat,
-    LineEnding, LinesRead, OpCtx, ReadParams, Receipt, TextRead, WriteOutcome, WriteParams,
+    LineEnding, LinesRead, OpCtx, OpMode, ReadParams, Receipt, TextRead, WriteOutcome, WriteParams,
 };
 pub use config::Config;
 pub use error::{Detail, ErrorKind, Failure, Refusal};

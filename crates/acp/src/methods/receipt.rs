@@ -57,7 +57,7 @@ impl Method for Receipt {
             .into_iter()
             .map(|r| FileReceipt {
                 path: r.path,
-                mode: r.mode,
+                mode: r.mode.name(),
                 created: r.created,
                 bytes_before: r.bytes_before,
                 bytes_after: r.bytes_after,
