@@ -4,6 +4,7 @@
 //! front end (ACP, MCP, the CLI) maps these to its own messages.
 
 use crate::config::Level;
+use crate::error::Failure;
 use crate::routing::MarkerSource;
 use crate::runtime::Runtime;
 use std::path::PathBuf;
@@ -200,8 +201,9 @@ pub struct EditParams {
     pub path: PathBuf,
     /// The edit mode.
     pub mode: EditMode,
-    /// New text (empty for `delete`).
-    pub content: String,
+    /// New text; required by every mode but `delete`, which ignores it
+    /// ([`EditParams::validate`]).
+    pub content: Option<String>,
     /// Text to find (`replace`).
     pub find: Option<String>,
     /// 1-based line (`replace`, `insert`, `delete`).
@@ -218,6 +220,54 @@ pub struct EditParams {
     pub marker: Option<MarkerSource>,
     /// As for [`WriteParams::convert_encoding`] (mode `write`).
     pub convert_encoding: bool,
+}
+
+impl EditParams {
+    /// The rules of an edit's parameters that need no file (SPEC 8.3):
+    /// content is required except for `delete`, and the parameters fit the
+    /// mode ([`writegate_text::validate`]). Every front end runs this before
+    /// routing: a bad combination is [`Failure::InvalidParams`], never an
+    /// audited refusal.
+    pub fn validate(&self) -> Result<(), Failure> {
+        validate_edit(
+            self.mode,
+            self.content.as_deref(),
+            self.find.as_deref(),
+            self.line,
+            self.end_line,
+        )
+    }
+
+    /// The text the edit writes (empty for a `delete` without content).
+    pub fn text(&self) -> &str {
+        self.content.as_deref().unwrap_or_default()
+    }
+}
+
+/// [`EditParams::validate`] on the parameters themselves, for a front end
+/// that checks them before it builds the [`EditParams`].
+pub fn validate_edit(
+    mode: EditMode,
+    content: Option<&str>,
+    find: Option<&str>,
+    line: Option<u64>,
+    end_line: Option<u64>,
+) -> Result<(), Failure> {
+    let content = match (mode, content) {
+        (EditMode::Delete, c) => c.unwrap_or_default(),
+        (_, Some(c)) => c,
+        (_, None) => return Err(Failure::InvalidParams(format!("mode {mode} needs content"))),
+    };
+    writegate_text::validate(&writegate_text::EditRequest {
+        mode,
+        content,
+        find,
+        line,
+        end_line,
+        display_path: "",
+        want_diff: false,
+    })
+    .map_err(|e| Failure::InvalidParams(e.hint()))
 }
 
 /// A read (`fs/read_text_file`, `_writegate/read_lines`).

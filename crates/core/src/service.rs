@@ -200,10 +200,10 @@ impl Service {
     /// The edit tool (SPEC 8). The report is SPEC 8.6's.
     pub fn edit_text_file(&self, ctx: &OpCtx, p: &EditParams) -> Result<EditReport, Failure> {
         let mut op = Op::begin(self, ctx, Intent::Edit, Some(p.mode), &p.path);
-        op.note_request(p.content.len() as u64, p.dry_run);
+        op.note_request(p.text().len() as u64, p.dry_run);
         let result = (|| {
             let want = p.expected_hash.as_deref().map(expected_hash).transpose()?;
-            op.admit_write(p.content.len() as u64)?;
+            op.admit_write(p.text().len() as u64)?;
             let target = op.resolve_write(&p.path, p.marker)?;
             op.approve(&target, p.mode)?;
             op.lock(&target)?;
@@ -414,7 +414,7 @@ fn plan_edit(
     }
     let req = EditRequest {
         mode: p.mode,
-        content: &p.content,
+        content: p.text(),
         find: p.find.as_deref(),
         line: p.line,
         end_line: p.end_line,
@@ -438,7 +438,7 @@ fn plan_edit(
     let aligned = match existing {
         Some(e) if p.mode == EditMode::Write => writegate_text::detect(format_sample(e))
             .ok()
-            .and_then(|f| aligned_endings(&p.content, e, &f, &opts)),
+            .and_then(|f| aligned_endings(p.text(), e, &f, &opts)),
         _ => None,
     };
     let mut opts = opts;
@@ -777,7 +777,7 @@ mod tests {
                         &EditParams {
                             path: file,
                             mode: EditMode::Append,
-                            content: format!("line {i}\n"),
+                            content: Some(format!("line {i}\n")),
                             find: None,
                             line: None,
                             end_line: None,

@@ -93,7 +93,7 @@ fn edit(path: &Path, mode: EditMode, content: &str) -> EditParams {
     EditParams {
         path: path.to_path_buf(),
         mode,
-        content: content.into(),
+        content: Some(content.into()),
         find: None,
         line: None,
         end_line: None,

@@ -37,9 +37,11 @@ pub(crate) struct WriteArgs {
     pub(crate) content: String,
 }
 
-/// `edit_file`'s `mode`.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
+/// `edit_file`'s `mode` as its schema shows it to a model (this order,
+/// these descriptions); the argument itself parses as core's [`EditMode`].
+#[derive(JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // a schema only: never built
 pub(crate) enum ModeArg {
     /// Replace the one occurrence of `find`, or line `line` (to `endLine`).
     Replace,
@@ -53,19 +55,6 @@ pub(crate) enum ModeArg {
     Write,
 }
 
-impl ModeArg {
-    /// The core's mode.
-    pub(crate) fn core(self) -> EditMode {
-        match self {
-            ModeArg::Replace => EditMode::Replace,
-            ModeArg::Insert => EditMode::Insert,
-            ModeArg::Delete => EditMode::Delete,
-            ModeArg::Append => EditMode::Append,
-            ModeArg::Write => EditMode::Write,
-        }
-    }
-}
-
 /// `edit_file` arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -73,7 +62,8 @@ pub(crate) struct EditArgs {
     /// The file to edit: an absolute path, or a path relative to the first workspace root.
     pub(crate) path: String,
     /// What to do: "replace" (the default), "insert", "delete", "append" or "write".
-    pub(crate) mode: Option<ModeArg>,
+    #[schemars(with = "Option<ModeArg>")]
+    pub(crate) mode: Option<EditMode>,
     /// For replace: the exact text to replace, copied from the file (whitespace and indentation included). It must occur exactly once in the file. With `line`, it must be on that line (a check).
     pub(crate) find: Option<String>,
     /// 1-based line number from `read_file`: the line to replace, the line to insert before (totalLines + 1 inserts at the end), or the first line to delete.

@@ -8,7 +8,7 @@ use crate::wire::{convert_encoding, meta_object, parse_marker, write_options};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use writegate_core::{EditMode, EditParams, Failure};
+use writegate_core::{EditMode, EditParams, Failure, validate_edit};
 
 /// The method.
 pub(crate) struct EditTextFile;
@@ -65,32 +65,10 @@ pub(crate) struct EditResult {
     pub dry_run: bool,
 }
 
-/// `mode` parsed.
+/// `mode` parsed ([`EditMode`]'s `FromStr`).
 fn mode(s: &str) -> Result<EditMode, Failure> {
-    Ok(match s {
-        "write" => EditMode::Write,
-        "append" => EditMode::Append,
-        "replace" => EditMode::Replace,
-        "insert" => EditMode::Insert,
-        "delete" => EditMode::Delete,
-        other => {
-            return Err(Failure::InvalidParams(format!(
-                "mode must be write, append, replace, insert or delete, got {other:?}"
-            )));
-        }
-    })
-}
-
-/// The content an edit writes: required but for `delete`.
-fn content(p: &Params, mode: EditMode) -> Result<&str, Failure> {
-    match (mode, p.content.as_deref()) {
-        (EditMode::Delete, c) => Ok(c.unwrap_or_default()),
-        (_, Some(c)) => Ok(c),
-        (_, None) => Err(Failure::InvalidParams(format!(
-            "mode {} needs content",
-            p.mode
-        ))),
-    }
+    s.parse()
+        .map_err(|e: writegate_core::UnknownMode| Failure::InvalidParams(e.to_string()))
 }
 
 impl Method for EditTextFile {
@@ -102,17 +80,13 @@ impl Method for EditTextFile {
     /// event, no lock, no approval spent.
     fn check(p: &Params) -> Result<(), Failure> {
         absolute(&p.path)?;
-        let mode = mode(&p.mode)?;
-        writegate_text::validate(&writegate_text::EditRequest {
-            mode,
-            content: content(p, mode)?,
-            find: p.find.as_deref(),
-            line: p.line,
-            end_line: p.end_line,
-            display_path: "",
-            want_diff: false,
-        })
-        .map_err(|e| Failure::InvalidParams(e.hint()))
+        validate_edit(
+            mode(&p.mode)?,
+            p.content.as_deref(),
+            p.find.as_deref(),
+            p.line,
+            p.end_line,
+        )
     }
 
     fn uri(p: &Params) -> Option<&Path> {
@@ -121,7 +95,6 @@ impl Method for EditTextFile {
 
     fn handle(call: &Call<'_>, p: Params) -> Result<EditResult, MethodError> {
         let mode = mode(&p.mode)?;
-        let content = content(&p, mode)?.to_string();
         let meta = meta_object(p.meta);
         let ctx = call.ctx(&p.session_id, "edit");
         let r = call.conn.service.edit_text_file(
@@ -129,7 +102,7 @@ impl Method for EditTextFile {
             &EditParams {
                 path: p.path,
                 mode,
-                content,
+                content: p.content,
                 find: p.find,
                 line: p.line,
                 end_line: p.end_line,
