@@ -328,8 +328,11 @@ impl From<&Format> for FileFormat {
     }
 }
 
-/// What a committed whole-file write did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a committed whole-file write did. Serialised (camelCase) as every
+/// front end shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct WriteOutcome {
     /// The file did not exist before.
     pub created: bool,
@@ -341,8 +344,12 @@ pub struct WriteOutcome {
     pub hash: String,
 }
 
-/// What an edit did (SPEC 8.6).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an edit did (SPEC 8.6). Serialised (camelCase, absent members
+/// left out) as every front end shows it: ACP's result, MCP's
+/// `structuredContent`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct EditReport {
     /// One sentence a model can act on.
     pub message: String,
@@ -355,16 +362,22 @@ pub struct EditReport {
     /// `sha256:<hex>` of the new bytes.
     pub hash: String,
     /// First line edited.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u64>,
     /// The line asked for, when reconciliation moved the edit (SPEC 8.4).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub moved_from: Option<u64>,
     /// The indentation kept, in words ("4 spaces").
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_indentation: Option<String>,
     /// The edited lines as they now read, whitespace made visible (at most 3).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub now_reads: Vec<String>,
     /// Unified diff (dry run only).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
-    /// Nothing was written.
+    /// Present and true for a dry run: nothing was written.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
 }
 
@@ -392,8 +405,10 @@ pub struct TextRead {
     pub format: FileFormat,
 }
 
-/// One file written in a session (`_writegate/receipt`, SPEC 3).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One file written in a session (`_writegate/receipt`, SPEC 3),
+/// serialised (camelCase) as the front ends show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Receipt {
     /// Canonical path.
     pub path: String,

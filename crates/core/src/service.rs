@@ -391,7 +391,7 @@ fn plan_edit(
             format!("{display} does not exist; use mode write to create it"),
         )
         .with_detail(Detail::NotFound {
-            uri: p.path.display().to_string(),
+            path: p.path.display().to_string(),
         })
         .into());
     }

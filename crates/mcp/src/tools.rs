@@ -5,7 +5,7 @@
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use writegate_core::EditMode;
+use writegate_core::{EditMode, EditReport, WriteOutcome};
 
 /// `read_file`.
 pub(crate) const READ_FILE: &str = "read_file";
@@ -109,54 +109,24 @@ pub(crate) struct ReadOut {
     pub(crate) line_ending: &'static str,
 }
 
-/// `write_file` result.
+/// `write_file` result: the path and core's [`WriteOutcome`] as it
+/// serialises itself.
 #[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct WriteOut {
     /// The path written, as given (made absolute).
     pub(crate) path: String,
-    /// The file did not exist before.
-    pub(crate) created: bool,
-    /// Size before, in bytes (0 when created).
-    pub(crate) bytes_before: u64,
-    /// Size after, in bytes.
-    pub(crate) bytes_after: u64,
-    /// "sha256:<hex>" of the new bytes.
-    pub(crate) hash: String,
+    /// What the write did.
+    #[serde(flatten)]
+    pub(crate) outcome: WriteOutcome,
 }
 
-/// `edit_file` result.
+/// `edit_file` result: core's [`EditReport`] as it serialises itself (the
+/// same members as ACP's `_writegate/edit_text_file` result).
 #[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct EditOut {
-    /// What was done, in one sentence.
-    pub(crate) message: String,
-    /// The file did not exist before.
-    pub(crate) created: bool,
-    /// Size before, in bytes.
-    pub(crate) bytes_before: u64,
-    /// Size after, in bytes (what it would be, for a dry run).
-    pub(crate) bytes_after: u64,
-    /// "sha256:<hex>" of the new bytes (`edit_file`'s next `expectedHash`).
-    pub(crate) hash: String,
-    /// First line edited.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) line: Option<u64>,
-    /// The line asked for, when the edit was moved to the one line that holds `find`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) moved_from: Option<u64>,
-    /// The indentation kept, in words ("4 spaces").
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) kept_indentation: Option<String>,
-    /// The edited lines as they now read (at most 3, whitespace visible).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) now_reads: Vec<String>,
-    /// Unified diff (dry run only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) diff: Option<String>,
-    /// Present and true for a dry run: nothing was written.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub(crate) dry_run: bool,
+    /// What the edit did.
+    #[serde(flatten)]
+    pub(crate) report: EditReport,
 }
 
 /// Limits and roots the descriptions mention.

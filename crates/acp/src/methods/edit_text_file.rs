@@ -1,14 +1,15 @@
 //! `_writegate/edit_text_file` (SPEC 8): the edit tool. Params: `sessionId`,
 //! `path`, `mode` (`write`, `append`, `replace`, `insert`, `delete`),
 //! `content`, `find?`, `line?`, `endLine?`, `expectedHash?`, `dryRun?`,
-//! `_meta?`. Result: SPEC 8.6's object.
+//! `_meta?`. Result: SPEC 8.6's object, core's [`EditReport`] as it
+//! serialises itself.
 
 use super::{Call, Method, MethodError, absolute};
 use crate::wire::{convert_encoding, meta_object, parse_marker, write_options};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use writegate_core::{EditMode, EditParams, Failure, validate_edit};
+use writegate_core::{EditMode, EditParams, EditReport, Failure, validate_edit};
 
 /// The method.
 pub(crate) struct EditTextFile;
@@ -31,40 +32,6 @@ pub(crate) struct Params {
     meta: Option<Value>,
 }
 
-/// SPEC 8.6's result.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct EditResult {
-    /// One sentence a model can act on.
-    pub message: String,
-    /// The file did not exist before.
-    pub created: bool,
-    /// Size before, in bytes.
-    pub bytes_before: u64,
-    /// Size after, in bytes.
-    pub bytes_after: u64,
-    /// `sha256:<hex>` of the new bytes.
-    pub hash: String,
-    /// First line edited.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<u64>,
-    /// The line asked for, when the edit moved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub moved_from: Option<u64>,
-    /// The indentation kept, in words.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kept_indentation: Option<String>,
-    /// The edited lines as they now read.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub now_reads: Vec<String>,
-    /// Unified diff (dry run).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
-    /// Present and true for a dry run.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub dry_run: bool,
-}
-
 /// `mode` parsed ([`EditMode`]'s `FromStr`).
 fn mode(s: &str) -> Result<EditMode, Failure> {
     s.parse()
@@ -74,7 +41,7 @@ fn mode(s: &str) -> Result<EditMode, Failure> {
 impl Method for EditTextFile {
     const NAME: &'static str = "_writegate/edit_text_file";
     type Params = Params;
-    type Result = EditResult;
+    type Result = EditReport;
 
     /// Bad combinations are invalid params, before routing: no audit
     /// event, no lock, no approval spent.
@@ -93,7 +60,7 @@ impl Method for EditTextFile {
         Some(&p.path)
     }
 
-    fn handle(call: &Call<'_>, p: Params) -> Result<EditResult, MethodError> {
+    fn handle(call: &Call<'_>, p: Params) -> Result<EditReport, MethodError> {
         let mode = mode(&p.mode)?;
         let meta = meta_object(p.meta);
         let ctx = call.ctx(&p.session_id, "edit");
@@ -113,18 +80,6 @@ impl Method for EditTextFile {
                 convert_encoding: convert_encoding(meta.as_ref()),
             },
         )?;
-        Ok(EditResult {
-            message: r.message,
-            created: r.created,
-            bytes_before: r.bytes_before,
-            bytes_after: r.bytes_after,
-            hash: r.hash,
-            line: r.line,
-            moved_from: r.moved_from,
-            kept_indentation: r.kept_indentation,
-            now_reads: r.now_reads,
-            diff: r.diff,
-            dry_run: r.dry_run,
-        })
+        Ok(r)
     }
 }

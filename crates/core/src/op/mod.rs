@@ -462,7 +462,7 @@ impl<'s> Op<'s> {
                 format!("{} does not exist", raw.display()),
             )
             .with_detail(Detail::NotFound {
-                uri: raw.display().to_string(),
+                path: raw.display().to_string(),
             })
             .into()),
             Some(Existing {
