@@ -1,7 +1,8 @@
 //! The typed surface of the core: what a front end passes in (an
 //! operation context and parsed parameters) and what it gets back (typed
-//! outcomes or a [`Failure`](crate::Failure)). No wire types here: each
-//! front end (ACP, MCP, the CLI) maps these to its own messages.
+//! outcomes or a [`Failure`]). No wire types here: the outcomes serialise
+//! themselves (serde), and each front end (ACP, MCP, the CLI) puts them on
+//! its own wire.
 
 use crate::config::Level;
 use crate::error::Failure;
