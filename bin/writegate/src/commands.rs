@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
+use writegate_core::EditMode;
 
 /// A connection opened for one command, with what is needed to explain a
 /// refusal.
@@ -222,13 +223,13 @@ pub(crate) fn write(a: &WriteArgs) -> Status {
 /// `writegate edit PATH <mode>`.
 pub(crate) fn edit(a: &EditArgs) -> Status {
     let mode = if a.append {
-        "append"
+        EditMode::Append
     } else if a.insert {
-        "insert"
+        EditMode::Insert
     } else if a.delete {
-        "delete"
+        EditMode::Delete
     } else if a.find.is_some() || a.line.is_some() {
-        "replace"
+        EditMode::Replace
     } else {
         return usage_error(
             "edit",
@@ -246,7 +247,7 @@ pub(crate) fn edit(a: &EditArgs) -> Status {
         );
     }
     let content = match (&a.content, mode) {
-        (_, "delete") => None,
+        (_, EditMode::Delete) => None,
         (Some(c), _) => Some(c.clone()),
         (None, _) => match read_stdin("edit", &format!("without --content, the text to {mode}")) {
             Ok(c) if c.is_empty() => {

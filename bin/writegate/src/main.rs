@@ -172,10 +172,9 @@ pub(crate) fn env_var(k: &str) -> Option<String> {
 pub(crate) fn load_config_file(
     path: Option<&Path>,
     required: bool,
-) -> Result<writegate_core::Config, String> {
-    writegate_core::config::check_env_names(std::env::vars_os().map(|(k, _)| k))
-        .map_err(|e| e.to_string())?;
-    writegate_core::Config::load(path, required, &env_var).map_err(|e| e.to_string())
+) -> Result<writegate_core::Config, writegate_core::config::ConfigError> {
+    writegate_core::config::check_env_names(std::env::vars_os().map(|(k, _)| k))?;
+    writegate_core::Config::load(path, required, &env_var)
 }
 
 /// Makes a path absolute against the current directory (no symlink

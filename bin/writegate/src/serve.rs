@@ -91,7 +91,7 @@ impl Startup {
     /// The config to run with: the file (`--config`, else the default
     /// location, which may be missing), `WRITEGATE_*` variables, then the
     /// flags.
-    pub(crate) fn load_config(&self) -> Result<Config, String> {
+    pub(crate) fn load_config(&self) -> Result<Config, writegate_core::config::ConfigError> {
         let (path, required) = match &self.config {
             Some(p) => (Some(p.clone()), true),
             None => (default_config_path(), false),

@@ -7,9 +7,7 @@ use crate::ALLOWANCES;
 use crate::approver::{self, ElicitApprover};
 use crate::reply::{self, Situation};
 use crate::roots::{Picked, Workspaces};
-use crate::tools::{
-    self, EDIT_FILE, EditArgs, Facts, ModeArg, READ_FILE, ReadArgs, WRITE_FILE, WriteArgs,
-};
+use crate::tools::{self, EDIT_FILE, EditArgs, Facts, READ_FILE, ReadArgs, WRITE_FILE, WriteArgs};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId,
@@ -28,7 +26,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use writegate_core::{
     Approver, EditMode, EditParams, ErrorKind, Failure, OpCtx, ReadParams, Refusal, Service,
-    WriteOptions, WriteParams,
+    WriteOptions, WriteParams, validate_edit,
 };
 
 /// How `writegate mcp` runs.
@@ -353,28 +351,16 @@ impl McpServer {
             Ok(a) => a,
             Err(r) => return *r,
         };
-        let mode = a.mode.unwrap_or(ModeArg::Replace).core();
-        let content = match (mode, a.content) {
-            (_, Some(c)) => c,
-            (EditMode::Delete, None) => String::new(),
-            (m, None) => {
-                return reply::invalid_arguments(
-                    EDIT_FILE,
-                    &format!("mode {} needs content", m.name()),
-                );
-            }
-        };
+        let mode = a.mode.unwrap_or(EditMode::Replace);
         // Bad combinations are refused before any IO, unaudited.
-        if let Err(e) = writegate_text::validate(&writegate_text::EditRequest {
+        if let Err(Failure::InvalidParams(why)) = validate_edit(
             mode,
-            content: &content,
-            find: a.find.as_deref(),
-            line: a.line,
-            end_line: a.end_line,
-            display_path: "",
-            want_diff: false,
-        }) {
-            return reply::invalid_arguments(EDIT_FILE, e.hint().trim_end_matches('.'));
+            a.content.as_deref(),
+            a.find.as_deref(),
+            a.line,
+            a.end_line,
+        ) {
+            return reply::invalid_arguments(EDIT_FILE, why.trim_end_matches('.'));
         }
         let call = match self.prepare(&a.path, cx, "mcp edit_file", EDIT_FILE).await {
             Ok(c) => c,
@@ -383,7 +369,7 @@ impl McpServer {
         let params = EditParams {
             path: call.path.clone(),
             mode,
-            content,
+            content: a.content,
             find: a.find,
             line: a.line,
             end_line: a.end_line,

@@ -5,7 +5,7 @@
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use writegate_core::EditMode;
+use writegate_core::{EditMode, EditReport, WriteOutcome};
 
 /// `read_file`.
 pub(crate) const READ_FILE: &str = "read_file";
@@ -37,9 +37,11 @@ pub(crate) struct WriteArgs {
     pub(crate) content: String,
 }
 
-/// `edit_file`'s `mode`.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
+/// `edit_file`'s `mode` as its schema shows it to a model (this order,
+/// these descriptions); the argument itself parses as core's [`EditMode`].
+#[derive(JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // a schema only: never built
 pub(crate) enum ModeArg {
     /// Replace the one occurrence of `find`, or line `line` (to `endLine`).
     Replace,
@@ -53,19 +55,6 @@ pub(crate) enum ModeArg {
     Write,
 }
 
-impl ModeArg {
-    /// The core's mode.
-    pub(crate) fn core(self) -> EditMode {
-        match self {
-            ModeArg::Replace => EditMode::Replace,
-            ModeArg::Insert => EditMode::Insert,
-            ModeArg::Delete => EditMode::Delete,
-            ModeArg::Append => EditMode::Append,
-            ModeArg::Write => EditMode::Write,
-        }
-    }
-}
-
 /// `edit_file` arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -73,7 +62,8 @@ pub(crate) struct EditArgs {
     /// The file to edit: an absolute path, or a path relative to the first workspace root.
     pub(crate) path: String,
     /// What to do: "replace" (the default), "insert", "delete", "append" or "write".
-    pub(crate) mode: Option<ModeArg>,
+    #[schemars(with = "Option<ModeArg>")]
+    pub(crate) mode: Option<EditMode>,
     /// For replace: the exact text to replace, copied from the file (whitespace and indentation included). It must occur exactly once in the file. With `line`, it must be on that line (a check).
     pub(crate) find: Option<String>,
     /// 1-based line number from `read_file`: the line to replace, the line to insert before (totalLines + 1 inserts at the end), or the first line to delete.
@@ -119,54 +109,24 @@ pub(crate) struct ReadOut {
     pub(crate) line_ending: &'static str,
 }
 
-/// `write_file` result.
+/// `write_file` result: the path and core's [`WriteOutcome`] as it
+/// serialises itself.
 #[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct WriteOut {
     /// The path written, as given (made absolute).
     pub(crate) path: String,
-    /// The file did not exist before.
-    pub(crate) created: bool,
-    /// Size before, in bytes (0 when created).
-    pub(crate) bytes_before: u64,
-    /// Size after, in bytes.
-    pub(crate) bytes_after: u64,
-    /// "sha256:<hex>" of the new bytes.
-    pub(crate) hash: String,
+    /// What the write did.
+    #[serde(flatten)]
+    pub(crate) outcome: WriteOutcome,
 }
 
-/// `edit_file` result.
+/// `edit_file` result: core's [`EditReport`] as it serialises itself (the
+/// same members as ACP's `_writegate/edit_text_file` result).
 #[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct EditOut {
-    /// What was done, in one sentence.
-    pub(crate) message: String,
-    /// The file did not exist before.
-    pub(crate) created: bool,
-    /// Size before, in bytes.
-    pub(crate) bytes_before: u64,
-    /// Size after, in bytes (what it would be, for a dry run).
-    pub(crate) bytes_after: u64,
-    /// "sha256:<hex>" of the new bytes (`edit_file`'s next `expectedHash`).
-    pub(crate) hash: String,
-    /// First line edited.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) line: Option<u64>,
-    /// The line asked for, when the edit was moved to the one line that holds `find`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) moved_from: Option<u64>,
-    /// The indentation kept, in words ("4 spaces").
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) kept_indentation: Option<String>,
-    /// The edited lines as they now read (at most 3, whitespace visible).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) now_reads: Vec<String>,
-    /// Unified diff (dry run only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) diff: Option<String>,
-    /// Present and true for a dry run: nothing was written.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub(crate) dry_run: bool,
+    /// What the edit did.
+    #[serde(flatten)]
+    pub(crate) report: EditReport,
 }
 
 /// Limits and roots the descriptions mention.

@@ -121,8 +121,8 @@ impl Op<'_> {
             let mode = self
                 .event
                 .as_ref()
-                .and_then(|e| e.mode.as_deref())
-                .unwrap_or_default();
+                .and_then(|e| e.mode)
+                .unwrap_or(writegate_text::EditMode::Write);
             self.svc
                 .add_receipt(self.ctx, mode, &target.canonical, &done);
         }
