@@ -188,7 +188,12 @@ pub(crate) fn held_question(f: &Failure) -> Option<ApprovalQuestion> {
 fn random_handle() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the operating system's random source");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let mut hex = String::with_capacity(32);
+    for b in bytes {
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    hex
 }
 
 #[cfg(test)]
