@@ -26,6 +26,7 @@ mod external;
 mod framing;
 mod handshake;
 mod mcp;
+mod mcp_2026;
 mod memory;
 mod permissions;
 mod protocol_doc;

@@ -125,7 +125,10 @@ impl Approver for ElicitApprover {
             };
             let _ = tx.send(answer);
         });
-        rx.blocking_recv().unwrap_or(ApprovalAnswer::Unavailable)
+        // On a runtime worker (a small call runs there), the worker's other
+        // tasks move to another thread while this one waits: the answer
+        // arrives through them. On a blocking thread this just waits.
+        tokio::task::block_in_place(|| rx.blocking_recv()).unwrap_or(ApprovalAnswer::Unavailable)
     }
 }
 
