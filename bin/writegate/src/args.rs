@@ -167,6 +167,27 @@ pub(crate) enum Command {
         "  2  usage error (or an invalid config)"
     ))]
     Audit(AuditArgs),
+    /// Configure an agent or editor to write through writegate (its MCP server, proxy, own write tools off).
+    #[command(after_help = concat!(
+        "Writes the agent's user-level settings: writegate's MCP server (`writegate mcp`, working in\n",
+        "the directories of the agent's session), the setting that turns off the agent's own write and\n",
+        "edit tools where it has one, and for Zed agent servers behind `writegate proxy`. Everything\n",
+        "else in the file is kept (comments too); the old file is backed up beside it; a second run\n",
+        "changes nothing. It ends with what the model sees, what can still write, and the step left.\n",
+        "\n",
+        "Examples:\n",
+        "  writegate setup --list\n",
+        "  writegate setup qwen-code --dry-run     # the change as a diff; nothing written\n",
+        "  writegate setup gemini-cli\n",
+        "  writegate setup zed --remove\n",
+        "\n",
+        "Exit status:\n",
+        "  0  done (or nothing to change)\n",
+        "  1  a settings file cannot be changed (not valid JSON/TOML, another shape, unwritable); nothing was\n",
+        "     changed in it\n",
+        "  2  usage error"
+    ))]
+    Setup(SetupArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = concat!(
         "Examples:\n",
@@ -201,6 +222,21 @@ pub(crate) struct McpArgs {
     /// Audit log [default: $XDG_STATE_HOME/writegate/audit.jsonl].
     #[arg(long, value_name = "FILE")]
     pub(crate) audit_log: Option<PathBuf>,
+    /// What the client's MCP roots (the agent session's directories) become: ignore, untrusted
+    /// (read-only) or trusted (writable) [default: the config's `[mcp] client_roots`, untrusted].
+    #[arg(long, value_name = "MODE", value_parser = parse_client_roots)]
+    pub(crate) client_roots: Option<writegate_core::config::ClientRoots>,
+}
+
+/// `--client-roots`: `ignore`, `untrusted` or `trusted`.
+fn parse_client_roots(s: &str) -> Result<writegate_core::config::ClientRoots, String> {
+    use writegate_core::config::ClientRoots;
+    match s {
+        "ignore" => Ok(ClientRoots::Ignore),
+        "untrusted" => Ok(ClientRoots::Untrusted),
+        "trusted" => Ok(ClientRoots::Trusted),
+        _ => Err(format!("`{s}` is not one of ignore, untrusted, trusted")),
+    }
 }
 
 /// `writegate serve`'s arguments.
@@ -378,6 +414,23 @@ pub(crate) struct AuditArgs {
     /// Print the matching events as they are in the log (one JSON object per line).
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `writegate setup`.
+#[derive(Args)]
+pub(crate) struct SetupArgs {
+    /// The agent or editor to configure.
+    #[arg(value_enum, required_unless_present = "list")]
+    pub(crate) agent: Option<crate::setup::Agent>,
+    /// List the agents, their settings files and whether writegate is set up in them.
+    #[arg(long, conflicts_with_all = ["agent", "dry_run", "remove"])]
+    pub(crate) list: bool,
+    /// Print the change as a unified diff; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Take writegate's entries out again (the agent's own tools come back).
+    #[arg(long)]
+    pub(crate) remove: bool,
 }
 
 /// `writegate completions`.

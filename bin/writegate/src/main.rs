@@ -14,6 +14,7 @@ mod commands;
 mod mcp;
 mod proxy;
 mod serve;
+mod setup;
 
 use args::{Cli, Command};
 use clap::{CommandFactory, Parser};
@@ -85,6 +86,7 @@ fn main() -> ExitCode {
         Command::Read(a) => commands::read(&a),
         Command::Approve(a) => commands::approve(&a),
         Command::Audit(a) => audit::run(&a),
+        Command::Setup(a) => setup::run(&a),
         Command::Completions(a) => completions(a.shell),
         Command::Man(a) => man(a.subcommand.as_deref()),
     };

@@ -30,6 +30,7 @@ mod log;
 mod mkdir;
 mod publish;
 mod release;
+mod remove;
 mod socket;
 
 pub use cleanup::remove_stale_temps;
@@ -44,4 +45,5 @@ pub use publish::{
     temp_file_name, write_private_file,
 };
 pub use release::{RELEASE_LINGER, RELEASE_QUEUE, Releaser};
+pub use remove::remove_file;
 pub use socket::{current_uid, prepare_private_dir, remove_socket_file, set_socket_mode};
