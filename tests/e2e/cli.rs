@@ -95,3 +95,21 @@ fn cli_edit_and_read_through_the_daemon() {
     );
     assert!(out.contains("sha256:"), "{out}");
 }
+
+#[test]
+fn cli_read_without_reads_says_how_to_turn_them_on() {
+    let s = Tree::new();
+    let _d = s.socket_daemon(&[]);
+    let p = s.ws.join("a.txt");
+    fs::write(&p, "x\n").unwrap();
+    let mut cmd = s.command();
+    cmd.arg("read").arg(&p).arg("--socket").arg(&s.sock);
+    let (status, out, err) = run_with_stdin(cmd, b"");
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert!(
+        err.contains("does not serve reads") && err.contains("writegate serve --allow-read"),
+        "{err}"
+    );
+    assert!(!err.contains("method not found"), "{err}");
+    assert!(out.is_empty(), "{out}");
+}

@@ -607,13 +607,11 @@ pub(crate) fn check_initialize(r: &Value, ws: &Path, read: bool) -> String {
         .iter()
         .map(|m| m.as_str().unwrap())
         .collect();
-    for m in [
-        "_writegate/edit_text_file",
-        "_writegate/read_lines",
-        "_writegate/receipt",
-    ] {
+    for m in ["_writegate/edit_text_file", "_writegate/receipt"] {
         assert!(ext.contains(&m), "{m} missing from {ext:?}");
     }
+    // Advertised exactly when it is served (issue 28).
+    assert_eq!(ext.contains(&"_writegate/read_lines"), read, "{ext:?}");
     let w = &wg["workspace"];
     assert_eq!(w["root"], json!(ws), "{r}");
     assert_eq!(w["trusted"], true, "{r}");

@@ -131,6 +131,9 @@ pub(crate) enum Command {
         "Example:\n",
         "  writegate read src/a.py --line 10 --limit 5\n",
         "\n",
+        "Reads are off unless the daemon was started with `writegate serve --allow-read` (or its config\n",
+        "says read_text_file = true); without them this exits 1 and says so.\n",
+        "\n",
         client_exit_statuses!()
     ))]
     Read(ReadArgs),
@@ -263,7 +266,7 @@ pub(crate) struct ServeArgs {
     /// Never route marked tool writes to the external host writer.
     #[arg(long)]
     pub(crate) no_external_writes: bool,
-    /// Serve fs/read_text_file.
+    /// Serve reads: fs/read_text_file and _writegate/read_lines (`writegate read`); off by default.
     #[arg(long)]
     pub(crate) allow_read: bool,
     /// More log output: -v debug (one line per request), -vv trace.

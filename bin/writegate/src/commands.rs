@@ -318,6 +318,14 @@ pub(crate) fn read(a: &ReadArgs) -> Status {
         Ok(s) => s,
         Err(st) => return st,
     };
+    if !s.conn.reads() {
+        eprintln!(
+            "writegate: refused: this daemon does not serve reads (they are off by default); restart it with \
+             `writegate serve --allow-read ...`, or set `read_text_file = true` in its config file and reload it \
+             (`kill -HUP <pid>`)"
+        );
+        return Status::Refused;
+    }
     match s.call("_writegate/read_lines", &params, &a.client) {
         Ok(r) => {
             let mut text = String::new();
