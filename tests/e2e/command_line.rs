@@ -948,11 +948,14 @@ fn completions_and_man_page() {
     );
     for sub in [
         "serve",
+        "proxy",
+        "mcp",
         "write",
         "edit",
         "read",
         "approve",
         "audit",
+        "setup",
         "completions",
         "man",
     ] {

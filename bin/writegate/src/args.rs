@@ -447,10 +447,8 @@ pub(crate) struct CompletionsArgs {
 /// `writegate man`.
 #[derive(Args)]
 pub(crate) struct ManArgs {
-    /// The subcommand whose page to print (`writegate-SUBCOMMAND(1)`) [default: the main page].
-    #[arg(value_name = "SUBCOMMAND", value_parser = [
-        "serve", "write", "edit", "read", "approve", "audit", "completions", "man",
-    ])]
+    /// The subcommand whose page to print (`writegate-SUBCOMMAND(1)`), any of `writegate --help` [default: the main page].
+    #[arg(value_name = "SUBCOMMAND")]
     pub(crate) subcommand: Option<String>,
 }
 
