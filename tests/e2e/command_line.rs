@@ -483,6 +483,7 @@ fn every_subcommand_documents_its_exit_statuses() {
         "read",
         "approve",
         "audit",
+        "setup",
         "completions",
         "man",
     ] {

@@ -259,7 +259,11 @@ impl<'s> Op<'s> {
             .into());
         }
         if content_len > self.cfg.max_write_bytes {
-            return Err(too_large(content_len, self.cfg.max_write_bytes));
+            return Err(too_large(
+                content_len,
+                self.cfg.max_write_bytes,
+                "max_write_bytes",
+            ));
         }
         Ok(())
     }
@@ -656,7 +660,7 @@ impl<'s> Op<'s> {
                 self.event().bytes_before = Some(stat.len);
                 Ok(bytes)
             }
-            Some(e) => Err(too_large(e.stat.len, max)),
+            Some(e) => Err(too_large(e.stat.len, max, "max_edit_bytes")),
         }
     }
 
@@ -673,7 +677,7 @@ impl<'s> Op<'s> {
     ) -> Result<Committed, Failure> {
         let len = bytes.len() as u64;
         if len > self.cfg.max_write_bytes {
-            return Err(too_large(len, self.cfg.max_write_bytes));
+            return Err(too_large(len, self.cfg.max_write_bytes, "max_write_bytes"));
         }
         let dir = loaded.dir.take();
         let mut existing = loaded.existing.take();
@@ -1023,6 +1027,7 @@ fn resolve_refusal(e: ResolveError, root: &Path, verb: &str) -> Refusal {
     let what = match &e {
         ResolveError::ParseError(m)
         | ResolveError::NotAFile(m)
+        | ResolveError::ReservedName(m)
         | ResolveError::OutsideWorkspace(m)
         | ResolveError::SymlinkEscape(m)
         | ResolveError::NotFound(m)
@@ -1042,11 +1047,12 @@ fn resolve_refusal(e: ResolveError, root: &Path, verb: &str) -> Refusal {
     r
 }
 
-/// `file_too_large` for `len` bytes over `max`.
-pub(crate) fn too_large(len: u64, max: u64) -> Failure {
+/// `file_too_large` for `len` bytes over `max`, naming the config key
+/// that sets the limit.
+pub(crate) fn too_large(len: u64, max: u64, key: &str) -> Failure {
     Refusal::new(
         ErrorKind::FileTooLarge,
-        format!("{len} bytes is over the limit of {max} bytes"),
+        format!("{len} bytes is over the limit of {max} bytes ({key} in the writegate config)"),
     )
     .into()
 }
