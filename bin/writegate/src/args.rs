@@ -191,6 +191,23 @@ pub(crate) enum Command {
         "  2  usage error"
     ))]
     Setup(SetupArgs),
+    /// Install writegate as a systemd user service (units and a config), for `writegate serve` at login.
+    #[command(after_help = concat!(
+        "Run it as a service, in three commands:\n",
+        "  writegate service install --workspace ~/projects\n",
+        "  systemctl --user daemon-reload && systemctl --user enable --now writegate.socket\n",
+        "  loginctl enable-linger \"$USER\"\n",
+        "\n",
+        "install writes writegate.service (ExecStart = this binary's own path) and writegate.socket to\n",
+        "$XDG_CONFIG_HOME/systemd/user/, and, when there is no config file yet, one that registers the\n",
+        "--workspace directories (trusted). It starts nothing itself.\n",
+        "\n",
+        "Exit status:\n",
+        "  0  written (or already up to date)\n",
+        "  1  a file cannot be written\n",
+        "  2  usage error"
+    ))]
+    Service(ServiceArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = concat!(
         "Examples:\n",
@@ -434,6 +451,29 @@ pub(crate) struct SetupArgs {
     /// Take writegate's entries out again (the agent's own tools come back).
     #[arg(long)]
     pub(crate) remove: bool,
+}
+
+/// `writegate service`.
+#[derive(Args)]
+pub(crate) struct ServiceArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: ServiceCommand,
+}
+
+/// `writegate service <command>`.
+#[derive(Subcommand)]
+pub(crate) enum ServiceCommand {
+    /// Write the systemd user units (and a config with the workspaces when there is none).
+    Install(ServiceInstallArgs),
+}
+
+/// `writegate service install`.
+#[derive(Args)]
+pub(crate) struct ServiceInstallArgs {
+    /// A directory agents may write in, registered trusted in a new config file (repeatable).
+    #[arg(long = "workspace", value_name = "DIR")]
+    pub(crate) workspaces: Vec<PathBuf>,
 }
 
 /// `writegate completions`.

@@ -14,6 +14,7 @@ mod commands;
 mod mcp;
 mod proxy;
 mod serve;
+mod service;
 mod setup;
 
 use args::{Cli, Command};
@@ -87,6 +88,7 @@ fn main() -> ExitCode {
         Command::Approve(a) => commands::approve(&a),
         Command::Audit(a) => audit::run(&a),
         Command::Setup(a) => setup::run(&a),
+        Command::Service(a) => service::run(&a),
         Command::Completions(a) => completions(a.shell),
         Command::Man(a) => man(a.subcommand.as_deref()),
     };

@@ -10,7 +10,7 @@
 //! is written.
 
 mod agents;
-mod disk;
+pub(crate) mod disk;
 mod edit;
 
 pub(crate) use agents::Agent;
