@@ -143,9 +143,9 @@ pub(crate) fn man_pages() -> Vec<String> {
         .collect()
 }
 
-/// A page in roff: clap_mangen's sections, and the EXTRA section (the
+/// A page in roff: `clap_mangen`'s sections, and the EXTRA section (the
 /// `--help` text after the options: examples, exit statuses) kept line by
-/// line as written (`.nf`), where clap_mangen's would be refilled into
+/// line as written (`.nf`), where `clap_mangen`'s would be refilled into
 /// paragraphs that run the examples together.
 fn render_man(page: clap::Command) -> std::io::Result<Vec<u8>> {
     let extra = page.get_after_help().map(ToString::to_string);

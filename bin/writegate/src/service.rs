@@ -9,6 +9,7 @@
 use crate::args::{ServiceArgs, ServiceCommand};
 use crate::setup::disk;
 use crate::{Status, absolutize, default_config_path, env_var, out};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// The units, as in the repository's `deploy/`.
@@ -37,9 +38,7 @@ fn config_text(roots: &[PathBuf]) -> String {
             .to_string()
             .replace('\\', "\\\\")
             .replace('"', "\\\"");
-        text.push_str(&format!(
-            "\n[[workspace]]\nroot = \"{root}\"\ntrusted = true\n"
-        ));
+        let _ = writeln!(text, "\n[[workspace]]\nroot = \"{root}\"\ntrusted = true");
     }
     text
 }
@@ -96,7 +95,7 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
             }
         };
         if cur.exists() && cur.text == content {
-            text.push_str(&format!("{}: up to date\n", path.display()));
+            let _ = writeln!(text, "{}: up to date", path.display());
             continue;
         }
         if let Err(e) = disk::write(&cur, &content) {
@@ -110,25 +109,29 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
             return Status::Refused;
         }
         let verb = if cur.exists() { "updated" } else { "written" };
-        text.push_str(&format!("{}: {verb}\n", path.display()));
+        let _ = writeln!(text, "{}: {verb}", path.display());
     }
     let held = std::fs::read_to_string(&config).unwrap_or_default();
     roots.retain(|r| !held.contains(&format!("root = \"{}\"", r.display())));
     if config_exists && !roots.is_empty() {
-        text.push_str(&format!(
+        let _ = write!(
+            text,
             "{}: exists and was left alone; add the workspaces to it yourself:\n{}",
             config.display(),
             config_text(&roots)
                 .lines()
                 .skip(3)
-                .map(|l| format!("  {l}\n"))
-                .collect::<String>()
-        ));
+                .fold(String::new(), |mut acc, l| {
+                    let _ = writeln!(acc, "  {l}");
+                    acc
+                })
+        );
     } else if !config_exists && i.workspaces.is_empty() {
-        text.push_str(&format!(
-            "no config at {}: the service needs a workspace; run this again with --workspace DIR\n",
+        let _ = writeln!(
+            text,
+            "no config at {}: the service needs a workspace; run this again with --workspace DIR",
             config.display()
-        ));
+        );
     }
     text.push_str(
         "next:\n  systemctl --user daemon-reload\n  systemctl --user enable --now writegate.socket   # writegate starts on the first connection\n  loginctl enable-linger \"$USER\"                   # keep it running when you are not logged in\n",

@@ -66,12 +66,11 @@ pub(crate) fn read(path: &Path) -> Result<Current, String> {
     } else {
         None
     };
-    let text = match stat {
-        None => String::new(),
-        Some(_) => {
-            let bytes = std::fs::read(&real).map_err(|e| format!("cannot read it: {e}"))?;
-            String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())?
-        }
+    let text = if stat.is_some() {
+        let bytes = std::fs::read(&real).map_err(|e| format!("cannot read it: {e}"))?;
+        String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())?
+    } else {
+        String::new()
     };
     Ok(Current {
         shown: path.to_path_buf(),

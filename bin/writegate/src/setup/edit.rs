@@ -212,16 +212,15 @@ pub(crate) fn edit_codex_toml(
         }
         return Ok(doc.to_string());
     }
-    let servers = match servers {
-        Some(s) => s,
-        None => {
-            let mut t = Table::new();
-            t.set_implicit(true);
-            doc.insert("mcp_servers", Item::Table(t));
-            doc["mcp_servers"]
-                .as_table_like_mut()
-                .expect("just inserted a table")
-        }
+    let servers = if let Some(s) = servers {
+        s
+    } else {
+        let mut t = Table::new();
+        t.set_implicit(true);
+        doc.insert("mcp_servers", Item::Table(t));
+        doc["mcp_servers"]
+            .as_table_like_mut()
+            .expect("just inserted a table")
     };
     if servers.get(name).is_none() {
         servers.insert(name, Item::Table(Table::new()));

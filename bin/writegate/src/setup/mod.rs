@@ -18,6 +18,7 @@ use agents::{Content, Env, Target};
 
 use crate::args::SetupArgs;
 use crate::{Status, env_var, out};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// One file's planned change.
@@ -117,14 +118,15 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
     for p in &planned {
         let shown = p.cur.shown.display();
         if !p.changes() {
-            text.push_str(&format!(
-                "{shown}: already {}\n",
+            let _ = writeln!(
+                text,
+                "{shown}: already {}",
                 if a.remove {
                     "without writegate"
                 } else {
                     "set up"
                 }
-            ));
+            );
             continue;
         }
         let backup = if p.cur.exists() && p.new.is_some() {
@@ -152,13 +154,14 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
                     .map_or_else(String::new, |b| b.display().to_string())
             ),
         };
-        text.push_str(&format!("{shown}: {verb}\n"));
+        let _ = writeln!(text, "{shown}: {verb}");
     }
     if a.remove {
-        text.push_str(&format!(
-            "{}: writegate's entries are out again; the agent's own tools are back.\n",
+        let _ = writeln!(
+            text,
+            "{}: writegate's entries are out again; the agent's own tools are back.",
             agent.name()
-        ));
+        );
     } else {
         text.push_str(agents::notes(agent));
     }
@@ -172,7 +175,7 @@ fn dry_run(agent: Agent, planned: &[Planned]) -> Status {
     for p in planned {
         let shown = p.cur.shown.display().to_string();
         if !p.changes() {
-            text.push_str(&format!("{shown}: no change\n"));
+            let _ = writeln!(text, "{shown}: no change");
             continue;
         }
         let new = p.new.as_deref().unwrap_or("");
@@ -192,10 +195,11 @@ fn dry_run(agent: Agent, planned: &[Planned]) -> Status {
             text.push('\n');
         }
     }
-    text.push_str(&format!(
-        "dry run: nothing was written (run `writegate setup {}` without --dry-run to apply)\n",
+    let _ = writeln!(
+        text,
+        "dry run: nothing was written (run `writegate setup {}` without --dry-run to apply)",
         agent.name()
-    ));
+    );
     out(&text);
     Status::Ok
 }
@@ -218,12 +222,13 @@ fn list(env: &Env) -> Status {
                 state = "not set up";
             }
         }
-        text.push_str(&format!(
-            "  {:<12} {:<11} {}\n",
+        let _ = writeln!(
+            text,
+            "  {:<12} {:<11} {}",
             agent.name(),
             state,
             files.join(", ")
-        ));
+        );
     }
     out(&text);
     Status::Ok
