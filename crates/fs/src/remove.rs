@@ -18,7 +18,7 @@ use crate::{Dir, FsError, FsOp, LeafStat, Swap};
 /// a regular file -> [`FsError::NotAFile`]; `EACCES`/`EPERM` ->
 /// [`FsError::PermissionDenied`]; a `leaf` that is not one file name
 /// component -> [`FsError::InvalidInput`]. Each names the path.
-pub fn remove_file(dir: &Dir, leaf: &OsStr, expect: Option<&LeafStat>) -> Result<bool, FsError> {
+pub fn remove_leaf(dir: &Dir, leaf: &OsStr, expect: Option<&LeafStat>) -> Result<bool, FsError> {
     check_leaf(leaf)?;
     let shown = || dir.path().join(leaf);
     match (leaf_state(dir.fd(), dir.path(), leaf)?, expect) {
@@ -63,13 +63,13 @@ mod tests {
         let dir = Dir::open_canonical(&root).unwrap();
         let st_a = crate::stat_leaf(&dir, OsStr::new("a")).unwrap().unwrap();
         // `b` is not the inode the caller saw as `a`: refused, kept.
-        assert!(remove_file(&dir, OsStr::new("b"), Some(&st_a)).is_err());
+        assert!(remove_leaf(&dir, OsStr::new("b"), Some(&st_a)).is_err());
         assert!(root.join("b").exists());
-        assert!(remove_file(&dir, OsStr::new("a"), Some(&st_a)).unwrap());
+        assert!(remove_leaf(&dir, OsStr::new("a"), Some(&st_a)).unwrap());
         assert!(!root.join("a").exists());
-        assert!(!remove_file(&dir, OsStr::new("a"), None).unwrap());
+        assert!(!remove_leaf(&dir, OsStr::new("a"), None).unwrap());
         std::os::unix::fs::symlink(root.join("b"), root.join("l")).unwrap();
-        assert!(remove_file(&dir, OsStr::new("l"), None).is_err());
+        assert!(remove_leaf(&dir, OsStr::new("l"), None).is_err());
         assert!(root.join("l").symlink_metadata().is_ok());
     }
 }

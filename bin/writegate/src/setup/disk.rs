@@ -118,7 +118,7 @@ pub(crate) fn write(cur: &Current, text: &str) -> Result<(), String> {
 pub(crate) fn remove(cur: &Current) -> Result<(), String> {
     let (parent, leaf) = leaf_of(&cur.real)?;
     let dir = Dir::open_canonical(&parent).map_err(|e| e.to_string())?;
-    writegate_fs::remove_file(&dir, &leaf, cur.stat.as_ref())
+    writegate_fs::remove_leaf(&dir, &leaf, cur.stat.as_ref())
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
