@@ -1452,3 +1452,28 @@ fn regression_calls_sent_before_stdin_closes_are_all_answered() {
     assert_eq!(fs::read(t.ws.join("w.txt")).unwrap(), b"x\n");
     assert_eq!(d.wait_exit().code(), Some(0));
 }
+
+/// `--client-roots trusted` (what `writegate setup` writes): the session's
+/// roots are writable workspaces with no `--workspace` and no config.
+#[test]
+fn client_roots_flag_trusts_the_sessions_roots() {
+    let t = Tree::new();
+    let caps = Caps {
+        roots: true,
+        ..PLAIN
+    };
+    let m = start(&t, &["--client-roots", "trusted"], &caps, &[&t.wsb]);
+    m.ok(
+        "write_file",
+        json!({"path": t.wsb.join("n.txt"), "content": "x\n"}),
+    );
+    assert_eq!(fs::read(t.wsb.join("n.txt")).unwrap(), b"x\n");
+    // Outside the roots is still refused.
+    m.refused(
+        "write_file",
+        json!({"path": t.ws.join("o.txt"), "content": "x"}),
+        "path_outside_workspace",
+    );
+    assert!(!t.ws.join("o.txt").exists());
+    m.close();
+}
