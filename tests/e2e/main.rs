@@ -32,6 +32,7 @@ mod permissions;
 mod protocol_doc;
 mod proxy;
 mod race;
+mod setup;
 mod shutdown;
 mod sizes;
 mod socket;

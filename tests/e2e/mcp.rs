@@ -1527,3 +1527,28 @@ fn acp_and_mcp_show_the_same_fields_for_the_same_outcome() {
     drop(acp);
     d.wait_exit();
 }
+
+/// `--client-roots trusted` (what `writegate setup` writes): the session's
+/// roots are writable workspaces with no `--workspace` and no config.
+#[test]
+fn client_roots_flag_trusts_the_sessions_roots() {
+    let t = Tree::new();
+    let caps = Caps {
+        roots: true,
+        ..PLAIN
+    };
+    let m = start(&t, &["--client-roots", "trusted"], &caps, &[&t.wsb]);
+    m.ok(
+        "write_file",
+        json!({"path": t.wsb.join("n.txt"), "content": "x\n"}),
+    );
+    assert_eq!(fs::read(t.wsb.join("n.txt")).unwrap(), b"x\n");
+    // Outside the roots is still refused.
+    m.refused(
+        "write_file",
+        json!({"path": t.ws.join("o.txt"), "content": "x"}),
+        "path_outside_workspace",
+    );
+    assert!(!t.ws.join("o.txt").exists());
+    m.close();
+}

@@ -85,6 +85,8 @@ pub(crate) struct Startup {
     /// The command-line workspaces, absolute, with their trust (kept across
     /// reloads).
     pub(crate) workspaces: Roots,
+    /// `writegate mcp --client-roots`: overrides `[mcp] client_roots`.
+    pub(crate) client_roots: Option<writegate_core::config::ClientRoots>,
 }
 
 impl Startup {
@@ -106,6 +108,9 @@ impl Startup {
         if let Some(p) = &self.audit_log {
             cfg.audit.path = absolutize(p).display().to_string();
         }
+        if let Some(mode) = self.client_roots {
+            cfg.mcp.client_roots = mode;
+        }
         Ok(cfg)
     }
 }
@@ -124,6 +129,7 @@ impl ServeArgs {
                 .iter()
                 .map(|w| (absolutize(w), !self.untrusted))
                 .collect(),
+            client_roots: None,
         }
     }
 }

@@ -116,6 +116,7 @@ pub(crate) fn refusal_code(kind: ErrorKind) -> i64 {
         ErrorKind::SymlinkEscape => -32011,
         ErrorKind::ParseError => -32012,
         ErrorKind::NotAFile => -32013,
+        ErrorKind::ReservedName => -32014,
         ErrorKind::UntrustedWorkspace => -32020,
         ErrorKind::PermissionDenied => -32021,
         ErrorKind::ApprovalRequired => -32022,

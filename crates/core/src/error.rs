@@ -17,6 +17,9 @@ pub enum ErrorKind {
     /// The path names a directory where a regular file is needed (issue 14:
     /// was `parse_error`).
     NotAFile,
+    /// A component is a DOS device name (`con.txt`), refused everywhere
+    /// (issue 28: was `path_outside_workspace`).
+    ReservedName,
     /// No such file, or no existing ancestor.
     PathNotFound,
     /// Over `max_write_bytes` or `max_edit_bytes`.
@@ -64,11 +67,12 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in SPEC 11 table order (used by tests and docs).
-    pub const ALL: [ErrorKind; 24] = [
+    pub const ALL: [ErrorKind; 25] = [
         Self::PathOutsideWorkspace,
         Self::SymlinkEscape,
         Self::ParseError,
         Self::NotAFile,
+        Self::ReservedName,
         Self::PathNotFound,
         Self::FileTooLarge,
         Self::BinaryFile,
@@ -98,6 +102,7 @@ impl ErrorKind {
             Self::SymlinkEscape => "symlink_escape",
             Self::ParseError => "parse_error",
             Self::NotAFile => "not_a_file",
+            Self::ReservedName => "reserved_name",
             Self::PathNotFound => "path_not_found",
             Self::FileTooLarge => "file_too_large",
             Self::BinaryFile => "binary_file",
@@ -127,7 +132,8 @@ impl ErrorKind {
             Self::PathOutsideWorkspace
             | Self::SymlinkEscape
             | Self::ParseError
-            | Self::NotAFile => 400,
+            | Self::NotAFile
+            | Self::ReservedName => 400,
             Self::UntrustedWorkspace | Self::PermissionDenied | Self::ApprovalRequired => 403,
             Self::PathNotFound => 404,
             Self::HashMismatch
@@ -329,6 +335,7 @@ impl From<writegate_paths::ResolveError> for Refusal {
         let kind = match &e {
             R::ParseError(_) => ErrorKind::ParseError,
             R::NotAFile(_) => ErrorKind::NotAFile,
+            R::ReservedName(_) => ErrorKind::ReservedName,
             R::OutsideWorkspace(_) => ErrorKind::PathOutsideWorkspace,
             R::SymlinkEscape(_) => ErrorKind::SymlinkEscape,
             R::NotFound(_) => ErrorKind::PathNotFound,
@@ -574,6 +581,7 @@ mod tests {
         let kind = |e: R| Refusal::from(e).kind.as_str();
         assert_eq!(kind(R::ParseError(m())), "parse_error");
         assert_eq!(kind(R::NotAFile(m())), "not_a_file");
+        assert_eq!(kind(R::ReservedName(m())), "reserved_name");
         assert_eq!(kind(R::OutsideWorkspace(m())), "path_outside_workspace");
         assert_eq!(kind(R::SymlinkEscape(m())), "symlink_escape");
         assert_eq!(kind(R::NotFound(m())), "path_not_found");

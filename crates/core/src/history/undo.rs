@@ -233,7 +233,7 @@ fn image_bytes(h: &super::History, rec: &Record, max: u64) -> Result<Vec<u8>, Fa
         )));
     };
     if stat.len > max {
-        return Err(crate::op::too_large(stat.len, max));
+        return Err(crate::op::too_large(stat.len, max, "max_write_bytes"));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(stat.len).unwrap_or(0));
     file.take(max + 1).read_to_end(&mut bytes).map_err(|e| {

@@ -23,7 +23,7 @@ impl Op<'_> {
     ) -> Result<Committed, Failure> {
         let len = bytes.len() as u64;
         if len > self.cfg.max_write_bytes {
-            return Err(too_large(len, self.cfg.max_write_bytes));
+            return Err(too_large(len, self.cfg.max_write_bytes, "max_write_bytes"));
         }
         let dir = loaded.dir.take();
         let mut existing = loaded.existing.take();

@@ -223,6 +223,7 @@ pub(super) fn resolve_refusal(e: ResolveError, root: &Path, verb: &str) -> Refus
     let what = match &e {
         ResolveError::ParseError(m)
         | ResolveError::NotAFile(m)
+        | ResolveError::ReservedName(m)
         | ResolveError::OutsideWorkspace(m)
         | ResolveError::SymlinkEscape(m)
         | ResolveError::NotFound(m)

@@ -273,7 +273,11 @@ impl<'s> Op<'s> {
             .into());
         }
         if content_len > self.cfg.max_write_bytes {
-            return Err(too_large(content_len, self.cfg.max_write_bytes));
+            return Err(too_large(
+                content_len,
+                self.cfg.max_write_bytes,
+                "max_write_bytes",
+            ));
         }
         Ok(())
     }
@@ -483,7 +487,7 @@ impl<'s> Op<'s> {
                 self.event().bytes_before = Some(stat.len);
                 Ok(bytes)
             }
-            Some(e) => Err(too_large(e.stat.len, max)),
+            Some(e) => Err(too_large(e.stat.len, max, "max_edit_bytes")),
         }
     }
 
@@ -542,11 +546,12 @@ impl Drop for Op<'_> {
     }
 }
 
-/// `file_too_large` for `len` bytes over `max`.
-pub(crate) fn too_large(len: u64, max: u64) -> Failure {
+/// `file_too_large` for `len` bytes over `max`, naming the config key
+/// that sets the limit.
+pub(crate) fn too_large(len: u64, max: u64, key: &str) -> Failure {
     Refusal::new(
         ErrorKind::FileTooLarge,
-        format!("{len} bytes is over the limit of {max} bytes"),
+        format!("{len} bytes is over the limit of {max} bytes ({key} in the writegate config)"),
     )
     .into()
 }
