@@ -227,24 +227,49 @@ fn no_workspace_fails_with_status_2_and_the_lines_to_add() {
     assert!(stderr.contains("serving workspace (trusted"), "{stderr}");
 }
 
-/// The unit files: the service does not restart on status 2, is
-/// `Type=notify`, and the socket unit listens where clients look by
-/// default, private. With `systemd-analyze` installed, both files verify
-/// (the binary at `~/.cargo/bin/writegate` of a temp home, as installed).
+/// The unit files `writegate service install` writes: the service does
+/// not restart on status 2, is `Type=notify`, runs this very binary (an
+/// absolute `ExecStart`, not a hard-wired `~/.cargo/bin`), and the socket
+/// unit listens where clients look by default, private. With
+/// `systemd-analyze` installed, both files verify.
 #[test]
 fn the_unit_files_verify_and_do_not_restart_on_a_configuration_error() {
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
-    let service = fs::read_to_string(deploy.join("writegate.service")).unwrap();
-    let socket = fs::read_to_string(deploy.join("writegate.socket")).unwrap();
+    let t = Tree::new();
+    let home = t.base.join("home");
+    let config_home = home.join(".config");
+    fs::create_dir_all(&config_home).unwrap();
+    let out = Command::new(BIN)
+        .args(["service", "install", "--workspace"])
+        .arg(&t.ws)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", &config_home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "service install: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let units = config_home.join("systemd/user");
+    let service = fs::read_to_string(units.join("writegate.service")).unwrap();
+    let socket = fs::read_to_string(units.join("writegate.socket")).unwrap();
     let has = |text: &str, line: &str| text.lines().any(|l| l.trim() == line);
     for line in [
         "Type=notify",
-        "ExecStart=%h/.cargo/bin/writegate serve",
         "Restart=on-failure",
         "RestartPreventExitStatus=2",
     ] {
         assert!(has(&service, line), "writegate.service lacks `{line}`");
     }
+    let exec = service
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ExecStart="))
+        .expect("an ExecStart line");
+    let program = exec.strip_suffix(" serve").expect("ExecStart runs `serve`");
+    assert!(
+        Path::new(program).is_absolute() && Path::new(program).exists(),
+        "ExecStart names the installed binary by its absolute path: {exec}"
+    );
     for line in [
         "ListenStream=%t/writegate/writegate.sock",
         "DirectoryMode=0700",
@@ -258,16 +283,6 @@ fn the_unit_files_verify_and_do_not_restart_on_a_configuration_error() {
         eprintln!("SKIP: systemd-analyze is not installed");
         return;
     };
-    let t = Tree::new();
-    let home = t.base.join("home");
-    let bin = home.join(".cargo/bin");
-    fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(BIN, bin.join("writegate")).unwrap();
-    let units = t.base.join("units");
-    fs::create_dir(&units).unwrap();
-    for f in ["writegate.service", "writegate.socket"] {
-        fs::copy(deploy.join(f), units.join(f)).unwrap();
-    }
     let out = Command::new(analyze)
         .arg("verify")
         .arg(units.join("writegate.socket"))

@@ -115,7 +115,7 @@ fn marked_write_through_a_link_to_a_suspicious_name_inside_the_root_stays_refuse
             json!({MARKER_KEY: marker("write_file")}),
         ),
     );
-    assert_refused(&r, "path_outside_workspace");
+    assert_refused(&r, "reserved_name");
     assert!(!t.ws.join("aux/f.txt").exists());
     let e = audit.one("fs.denied");
     assert_eq!(e["errorKind"], "path_outside_workspace");
@@ -238,17 +238,27 @@ fn external_dot_and_dot_dot_components_are_outside_not_external() {
     }
 }
 
+/// Suspicious leaf names outside every root are refused: DOS device
+/// names as `reserved_name`, the other aliasing names as
+/// `path_outside_workspace`.
 #[test]
 fn external_suspicious_leaf_names_are_outside() {
     let t = Tree::new();
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
-    for leaf in ["aux.ts", "x.", "...", "CON", "lpt1.txt", "trailing "] {
+    for (leaf, kind) in [
+        ("aux.ts", "reserved_name"),
+        ("x.", "path_outside_workspace"),
+        ("...", "path_outside_workspace"),
+        ("CON", "reserved_name"),
+        ("lpt1.txt", "reserved_name"),
+        ("trailing ", "path_outside_workspace"),
+    ] {
         refused_write(
             &t,
             &mut c,
             &mut audit,
             marked_write(&t.out.join(leaf), "x\n", marker("write_file")),
-            "path_outside_workspace",
+            kind,
         );
     }
     // Not a device name: lands.

@@ -526,7 +526,7 @@ fn regression_read_refusals_name_the_path_and_say_read() {
     {
         let id = i64::try_from(i).unwrap() * 2;
         let r = c.call_id(id, method, json!({"sessionId": "s", "path": device}));
-        crate::common::assert_refused(&r, "path_outside_workspace");
+        crate::common::assert_refused(&r, "reserved_name");
         let m = r["error"]["message"].as_str().unwrap_or_default();
         assert!(m.contains("aux.ts") && m.contains("DOS device"), "{r}");
         let r = c.call_id(id + 1, method, json!({"sessionId": "s", "path": outside}));
