@@ -83,7 +83,11 @@ fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
     let ts = c.map_or(ts.as_str(), |c| c.ts);
     let created = c.map_or(*created, |c| Some(c.created));
     let bytes_after = c.map_or(*bytes_after, |c| Some(c.bytes_after));
-    let hash_after = c.map_or(hash_after.as_deref(), |c| Some(c.hash_after));
+    // A commit that removes the file (an undo of a creation) leaves no
+    // bytes to hash: no `hashAfter`.
+    let hash_after = c.map_or(hash_after.as_deref(), |c| {
+        Some(c.hash_after).filter(|h| !h.is_empty())
+    });
     let duration_ms = c.map_or(*duration_ms, |c| c.duration_ms);
     let path = c.and_then(|c| c.path).or(path.as_deref());
     let mut out = Vec::with_capacity(512);
