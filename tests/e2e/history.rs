@@ -863,3 +863,60 @@ fn a_removal_killed_before_its_event_is_recovered_as_committed() {
     d.signal(Signal::TERM);
     d.wait_exit();
 }
+
+/// The invariant "the before-image is reachable before the rename"
+/// (docs/ARCHITECTURE.md): the daemon is killed (SIGKILL, by `strace`) as
+/// it enters the rename that would publish a write. At that moment the
+/// store already holds the old file as the operation's image and the
+/// index its record; the next start voids the record (the write did not
+/// commit): not listed, the file unchanged, the image gone. Skipped with a
+/// note without `strace`.
+#[test]
+fn the_before_image_is_reachable_before_the_rename() {
+    let Some(strace) = crate::common::find_program("strace") else {
+        eprintln!("note: strace is not installed; skipped");
+        return;
+    };
+    let t = Tree::new();
+    let f = t.ws.join("kept.txt");
+    fs::write(&f, "before\n").unwrap();
+    let mut cmd = Command::new(strace);
+    t.set_env(&mut cmd);
+    cmd.args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(&t.ws)
+        .args([
+            "-e",
+            "trace=renameat,renameat2",
+            "-e",
+            "inject=renameat,renameat2:signal=SIGKILL",
+        ])
+        .arg(crate::common::BIN)
+        .args(["serve", "--stdio", "--workspace"])
+        .arg(&t.ws)
+        .arg("--audit-log")
+        .arg(&t.audit_log);
+    let mut d = t.spawn(cmd, true, false);
+    let mut c = d.stdio_client();
+    let r = c.call("initialize", json!({"protocolVersion": 1}));
+    assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());
+    c.send(&req("w", "fs/write_text_file", write_params(&f, "after\n")));
+    assert!(c.recv_until_eof().is_empty(), "killed before answering");
+    let _ = d.wait_exit();
+    assert_eq!(fs::read(&f).unwrap(), b"before\n", "not published");
+    let index = fs::read_to_string(store(&t).join("index.jsonl")).unwrap();
+    let keep: Vec<Value> = index
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["t"] == "keep" && v["path"] == json!(f.to_str().unwrap()))
+        .collect();
+    assert_eq!(keep.len(), 1, "the record is in the index: {index}");
+    let op_id = text(&keep[0], "opId");
+    let image = store(&t).join("images").join(&op_id);
+    assert_eq!(fs::read(&image).unwrap(), b"before\n", "the image is whole");
+
+    let (_d, _c) = serve(&t, &[], &[]);
+    assert!(history(&t, &[]).is_empty(), "a write that did not commit");
+    assert!(!image.exists(), "its image is removed");
+    assert_eq!(fs::read(&f).unwrap(), b"before\n");
+    assert!(temps(&t.ws).is_empty());
+}
