@@ -431,7 +431,8 @@ mod tests {
             set.ts.clone_from(&ts);
             set.created = Some(created);
             set.bytes_after = Some(bytes_after);
-            set.hash_after = Some(hash.clone());
+            // A removal's commit (no bytes to hash) has no `hashAfter`.
+            set.hash_after = Some(hash.clone()).filter(|h| !h.is_empty());
             set.duration_ms = duration_ms;
             if let Some(p) = &path {
                 set.path = Some(p.clone());
