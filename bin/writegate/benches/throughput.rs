@@ -159,6 +159,23 @@ struct Outcome {
     /// CPU µs per write of this process while the in-process pipeline ran
     /// (its thread, release thread and audit flusher), when measured.
     inproc_cpu_us: Option<f64>,
+    /// The same daemon with `[history] enabled = false`, in the same rounds
+    /// (one socket connection only), when it ran: see [`HistoryOff`].
+    off: Option<HistoryOff>,
+}
+
+/// The history-off side of a case (issue 27's cost): a second daemon of
+/// the same build with `WRITEGATE_HISTORY_ENABLED=false`, timed in every
+/// round next to the bare sequence and the history-on daemon, in a
+/// rotating order.
+struct HistoryOff {
+    side: Side,
+    /// Medians of the per-round ratios: history off / bare, history on /
+    /// history off.
+    off_bare: f64,
+    on_off: f64,
+    /// CPU µs per write of the history-off daemon (all its threads).
+    cpu_us: f64,
 }
 
 fn side(per_round: &[f64]) -> Side {
@@ -307,6 +324,7 @@ fn run_case(
     pid: u32,
     clients: &mut [Client],
     inproc: &(Service, OpCtx),
+    off: Option<(u32, &mut Client)>,
     case: &Case,
 ) -> Outcome {
     let content = text_of(case.size, &format!("s{}", case.size));
@@ -326,6 +344,17 @@ fn run_case(
     run_bare(t, content.as_bytes(), case.conns, FILES / case.conns, 99);
     run_daemon(clients, &prefixes, &content_json, FILES / case.conns);
     wait_released(pid, &t.ws);
+    let mut off = off.filter(|_| case.conns == 1 && !case.stdio);
+    if let Some((off_pid, client)) = off.as_mut() {
+        run_daemon(
+            std::slice::from_mut(*client),
+            &prefixes,
+            &content_json,
+            FILES,
+        );
+        wait_released(*off_pid, &t.ws);
+    }
+    let (mut off_us, mut off_cpu) = (Vec::new(), 0u64);
     let (mut bare, mut daemon, mut service) = (Vec::new(), Vec::new(), Vec::new());
     let with_inproc = case.conns == 1 && !case.stdio;
     BARE_CPU.store(0, Ordering::Relaxed);
@@ -349,12 +378,48 @@ fn run_case(
             d_wait += w1.saturating_sub(w0);
             daemon.push(d.as_secs_f64() * 1e6 / writes as f64);
         };
-        if round % 2 == 0 {
-            b();
-            d();
-        } else {
-            d();
-            b();
+        match off.as_mut() {
+            None if round % 2 == 0 => {
+                b();
+                d();
+            }
+            None => {
+                d();
+                b();
+            }
+            Some((off_pid, client)) => {
+                let mut o = || {
+                    let (c0, _) = process_sched(*off_pid);
+                    let d = run_daemon(
+                        std::slice::from_mut(*client),
+                        &prefixes,
+                        &content_json,
+                        per_thread,
+                    );
+                    wait_released(*off_pid, &t.ws);
+                    let (c1, _) = process_sched(*off_pid);
+                    off_cpu += c1.saturating_sub(c0);
+                    off_us.push(d.as_secs_f64() * 1e6 / writes as f64);
+                };
+                // Each side first, second and third in turn.
+                match round % 3 {
+                    0 => {
+                        b();
+                        d();
+                        o();
+                    }
+                    1 => {
+                        d();
+                        o();
+                        b();
+                    }
+                    _ => {
+                        o();
+                        b();
+                        d();
+                    }
+                }
+            }
         }
         if with_inproc {
             let (c0, _) = process_sched(std::process::id());
@@ -372,6 +437,16 @@ fn run_case(
     let total = (writes * case.rounds) as f64 * 1e3;
     let mut paired: Vec<f64> = daemon.iter().zip(&bare).map(|(d, b)| d / b).collect();
     let paired_ratio = median(&mut paired);
+    let off = (!off_us.is_empty()).then(|| {
+        let mut off_bare: Vec<f64> = off_us.iter().zip(&bare).map(|(o, b)| o / b).collect();
+        let mut on_off: Vec<f64> = daemon.iter().zip(&off_us).map(|(d, o)| d / o).collect();
+        HistoryOff {
+            side: side(&off_us),
+            off_bare: median(&mut off_bare),
+            on_off: median(&mut on_off),
+            cpu_us: off_cpu as f64 / ((writes * case.rounds) as f64 * 1e3),
+        }
+    });
     let bare = side(&bare);
     let daemon = side(&daemon);
     let inproc = with_inproc.then(|| side(&service));
@@ -391,7 +466,36 @@ fn run_case(
         daemon_cpu_us: d_cpu as f64 / total,
         daemon_wait_us: d_wait as f64 / total,
         inproc_cpu_us: with_inproc.then(|| i_cpu as f64 / total),
+        off,
     }
+}
+
+/// History on against history off (issue 27): the socket daemon (history
+/// on, the default) and a second daemon with `[history] enabled = false`,
+/// each against the bare sequence of the same rounds.
+fn print_history(outcomes: &[Outcome]) {
+    println!(
+        "| size | bare µs/write | history on µs/write | history off µs/write | on/bare | off/bare | on/off | on CPU µs/write | off CPU µs/write |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for o in outcomes {
+        let Some(off) = &o.off else { continue };
+        println!(
+            "| {} | {:.0} | {:.0} | {:.0} | {:.3} | {:.3} | {:.3} | {:.0} | {:.0} |",
+            fmt_size(o.case_size),
+            o.bare.us_per_write,
+            o.daemon.us_per_write,
+            off.side.us_per_write,
+            o.paired_ratio,
+            off.off_bare,
+            off.on_off,
+            o.daemon_cpu_us,
+            off.cpu_us
+        );
+    }
+    println!(
+        "(one socket connection; ratios are medians of per-round ratios, the three sides of a round run back to back in a rotating order)"
+    );
 }
 
 /// Where one connection's overhead goes: the pipeline in this process
@@ -857,6 +961,25 @@ fn main() {
     }
     println!();
 
+    // Issue 27's cost: the same build with history off, for the one
+    // connection socket cases.
+    let off_sock = t.base.join("run/off.sock");
+    let off_sock = if off_sock.as_os_str().len() > 100 {
+        std::env::temp_dir().join(format!("wg-bench-off-{}.sock", std::process::id()))
+    } else {
+        off_sock
+    };
+    let off_daemon = cases.iter().any(|c| c.conns == 1 && !c.stdio).then(|| {
+        Daemon::start_at(
+            &t,
+            &off_sock,
+            "daemon-history-off.stderr",
+            &[("WRITEGATE_HISTORY_ENABLED", "false")],
+        )
+    });
+    let mut off_client = off_daemon.as_ref().map(|_| Client::connect(&off_sock));
+    let off_pid = off_daemon.as_ref().map(|d| d.child.id());
+
     let inproc = inproc_service(&t);
     let started = Instant::now();
     let mut outcomes = Vec::new();
@@ -881,9 +1004,12 @@ fn main() {
         let o = match &mut stdio {
             Some((d, client)) if c.stdio => {
                 let pid = d.child.id();
-                run_case(&t, pid, std::slice::from_mut(client), &inproc, c)
+                run_case(&t, pid, std::slice::from_mut(client), &inproc, None, c)
             }
-            _ => run_case(&t, pid, &mut clients, &inproc, c),
+            _ => {
+                let off = off_pid.zip(off_client.as_mut());
+                run_case(&t, pid, &mut clients, &inproc, off, c)
+            }
         };
         print_outcome(&o);
         outcomes.push(o);
@@ -916,6 +1042,10 @@ fn main() {
     print_inproc(&outcomes);
     println!();
     print_cpu(&outcomes);
+    if outcomes.iter().any(|o| o.off.is_some()) {
+        println!();
+        print_history(&outcomes);
+    }
     println!();
     println!("memory of the socket daemon:");
     println!(
@@ -942,6 +1072,8 @@ fn main() {
     drop(clients);
     drop(daemon);
     drop(stdio);
+    drop(off_client);
+    drop(off_daemon);
 }
 
 /// The issue's targets, as far as the cases run allow.
@@ -985,6 +1117,24 @@ fn print_targets(outcomes: &[Outcome], large: &[common::large_ops::Row], idle_rs
                 verdict(o.paired_ratio <= 1.5)
             );
         }
+    }
+    if let Some(o) = find(KIB, 1, false)
+        && o.off.is_some()
+    {
+        println!(
+            "target (issue 27): 1 KiB with history on within 1.15x of the bare sequence: per-round ratio, median {:.3} -> {}",
+            o.paired_ratio,
+            verdict(o.paired_ratio <= 1.15)
+        );
+    }
+    if let Some(o) = find(5 * MIB, 1, false)
+        && let Some(off) = &o.off
+    {
+        println!(
+            "target (issue 27): 5 MiB with history on at most 5 % over history off: per-round ratio, median {:.3} -> {}",
+            off.on_off,
+            verdict(off.on_off <= 1.05)
+        );
     }
     for r in large {
         println!(

@@ -201,7 +201,7 @@ pub(crate) enum Command {
     #[command(after_help = concat!(
         "Examples:\n",
         "  writegate rewind --session cli --dry-run\n",
-        "  writegate rewind --session 7f3a... --to 2944fdb83859-12\n",
+        "  writegate rewind --session cli --to 2944fdb83859-12\n",
         "\n",
         client_exit_statuses!()
     ))]

@@ -87,7 +87,11 @@ fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
     let ts = c.map_or(ts.as_str(), |c| c.ts);
     let created = c.map_or(*created, |c| Some(c.created));
     let bytes_after = c.map_or(*bytes_after, |c| Some(c.bytes_after));
-    let hash_after = c.map_or(hash_after.as_deref(), |c| Some(c.hash_after));
+    // A commit that removes the file (an undo of a creation) leaves no
+    // bytes to hash: no `hashAfter`.
+    let hash_after = c.map_or(hash_after.as_deref(), |c| {
+        Some(c.hash_after).filter(|h| !h.is_empty())
+    });
     let duration_ms = c.map_or(*duration_ms, |c| c.duration_ms);
     let path = c.and_then(|c| c.path).or(path.as_deref());
     let mut out = Vec::with_capacity(512);
@@ -436,7 +440,8 @@ mod tests {
             set.ts.clone_from(&ts);
             set.created = Some(created);
             set.bytes_after = Some(bytes_after);
-            set.hash_after = Some(hash.clone());
+            // A removal's commit (no bytes to hash) has no `hashAfter`.
+            set.hash_after = Some(hash.clone()).filter(|h| !h.is_empty());
             set.duration_ms = duration_ms;
             if let Some(p) = &path {
                 set.path = Some(p.clone());

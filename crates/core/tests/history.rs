@@ -351,3 +351,77 @@ fn history_survives_a_restart() {
     .unwrap();
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "one\n");
 }
+
+/// The index does not grow one line per write forever: once most of its
+/// lines are dead (evicted or void records, `done` and `evict` lines) it
+/// is rewritten with the live records only, atomically (a new 0600 file
+/// renamed over it, no temp file left), under the lock every daemon
+/// sharing the store takes. A second service opened on the store before
+/// the compaction goes on appending to the new index (not to the file it
+/// had open), and both see every live operation.
+#[test]
+fn the_index_is_compacted_once_most_of_it_is_dead() {
+    let mut cfg = Config::default();
+    // Every write evicts the image before it.
+    cfg.history.max_bytes = 10;
+    let w = world_with(cfg.clone(), None);
+    let mut other = Service::new(
+        cfg,
+        Registry::default(),
+        &w.state.path().join("audit-2.jsonl"),
+        w.state.path().join("approvals-2.json"),
+    );
+    other.open_history(&w.store).unwrap();
+    let index = w.store.join("index.jsonl");
+    let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let first_ino = ino(&index);
+    let f = w.root.join("c.txt");
+    std::fs::write(&f, "start\n").unwrap();
+    let mut largest = 0;
+    let mut last = String::new();
+    for i in 0..300 {
+        last = w.write(&f, &format!("version {i}\n"));
+        largest = largest.max(std::fs::metadata(&index).unwrap().len());
+    }
+    assert_ne!(ino(&index), first_ino, "the index was replaced");
+    // One record is about 700 bytes: without compaction 300 writes leave
+    // over 200 KiB.
+    assert!(largest < 100 * 1024, "index grew to {largest} bytes");
+    assert_eq!(
+        std::fs::metadata(&index).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&w.store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    for line in std::fs::read_to_string(&index).unwrap().lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+    // The other service, opened on the first index, sees the live
+    // operation and appends its own to the new index.
+    let listed = other.history_entries(None, None).unwrap();
+    assert_eq!(listed[0].record.op_id, last);
+    w.undo(&last, false).unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), b"version 298\n");
+    let g = w.root.join("d.txt");
+    std::fs::write(&g, "d0\n").unwrap();
+    let ctx = OpCtx {
+        runtime: other.registry().register(&w.root, true).unwrap(),
+        ..w.ctx()
+    };
+    let p = WriteParams {
+        path: g.clone(),
+        content: "d1\n".into(),
+        options: WriteOptions::default(),
+        marker: None,
+        convert_encoding: false,
+    };
+    other.write_text_file(&ctx, &p).unwrap();
+    let mine = w.svc.history_entries(Some(&g), None).unwrap();
+    assert_eq!(mine.len(), 1, "written through the other service");
+    w.undo(&mine[0].record.op_id, false).unwrap();
+    assert_eq!(std::fs::read(&g).unwrap(), b"d0\n");
+}

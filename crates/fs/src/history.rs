@@ -325,3 +325,38 @@ pub fn remove_empty_dir(path: &Path) -> bool {
     }
     removed
 }
+
+/// Replaces the file `name` in the directory `dir` with `bytes`, whole or
+/// not at all: a temp name (`.<name>.tmp`, 0600, created exclusively, so a
+/// planted symlink is not followed) written, fsynced and renamed over
+/// `name`, then the directory fsynced. On failure (a full disk) the temp
+/// file is removed and `name` is as it was. The history index's
+/// compaction; the caller excludes other writers of `name`.
+///
+/// Errors: as the operating system reports them, naming the temp file or
+/// `name`.
+pub fn replace_whole(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let temp = dir.join(format!(".{name}.tmp"));
+    let _ = std::fs::remove_file(&temp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(FsError::os(FsOp::WriteTemp, &temp, e));
+    }
+    let target = dir.join(name);
+    if let Err(e) = std::fs::rename(&temp, &target) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(FsError::os(FsOp::Rename, &target, e));
+    }
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}

@@ -119,7 +119,12 @@ impl Daemon {
     /// `writegate serve` in the tree with a cleared environment: the
     /// command, ready to spawn with `args` as the transport flags.
     fn command(t: &Tree, args: &[&std::ffi::OsStr]) -> Command {
-        let stderr = File::create(t.base.join("daemon.stderr")).unwrap();
+        Daemon::command_logging(t, args, "daemon.stderr")
+    }
+
+    /// [`Daemon::command`] with its stderr in `<tmp>/<stderr>`.
+    fn command_logging(t: &Tree, args: &[&std::ffi::OsStr], stderr: &str) -> Command {
+        let stderr = File::create(t.base.join(stderr)).unwrap();
         let mut cmd = Command::new(daemon_bin());
         cmd.arg("serve")
             .args(args)
@@ -148,24 +153,32 @@ impl Daemon {
 
     /// `writegate serve --socket`, once its socket answers.
     pub(crate) fn start(t: &Tree) -> Daemon {
-        let child = Daemon::command(t, &["--socket".as_ref(), t.sock.as_os_str()])
+        Daemon::start_at(t, &t.sock, "daemon.stderr", &[])
+    }
+
+    /// `writegate serve --socket <sock>` with `env` added (e.g. a config
+    /// key as `WRITEGATE_*`), its stderr in `<tmp>/<stderr>`, once its
+    /// socket answers.
+    pub(crate) fn start_at(t: &Tree, sock: &Path, stderr: &str, env: &[(&str, &str)]) -> Daemon {
+        let child = Daemon::command_logging(t, &["--socket".as_ref(), sock.as_os_str()], stderr)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
             .expect("spawn writegate");
         let mut d = Daemon {
             child,
-            sock: t.sock.clone(),
+            sock: sock.to_path_buf(),
         };
         let start = Instant::now();
         loop {
             if let Some(st) = d.child.try_wait().unwrap() {
                 panic!(
                     "daemon exited early ({st:?}): {}",
-                    fs::read_to_string(t.base.join("daemon.stderr")).unwrap_or_default()
+                    fs::read_to_string(t.base.join(stderr)).unwrap_or_default()
                 );
             }
-            if UnixStream::connect(&t.sock).is_ok() {
+            if UnixStream::connect(sock).is_ok() {
                 break;
             }
             assert!(

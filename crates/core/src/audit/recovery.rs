@@ -163,6 +163,9 @@ fn inspect(r: &IntentRecord) -> Recovered {
     let max = r.event.bytes_after.unwrap_or(0);
     match writegate_fs::read_existing(&dir, leaf, Some(max), writegate_fs::Atime::Keep) {
         Ok(None) if r.before.is_none() => Recovered::NotCommitted,
+        // A removal (an undo of a creation) that happened: the file it
+        // would remove is gone.
+        Ok(None) if is_removal(r) => Recovered::Committed,
         Ok(Some(e)) if Some((e.stat.dev, e.stat.ino)) == r.before => Recovered::NotCommitted,
         Ok(Some(Existing {
             content: Content::Whole(bytes),
@@ -172,6 +175,15 @@ fn inspect(r: &IntentRecord) -> Recovered {
         }
         _ => Recovered::Unconfirmed,
     }
+}
+
+/// Whether the intent is that of a removal: an undo of a creation, which
+/// replaces a file with nothing (no `hashAfter`, no bytes after).
+fn is_removal(r: &IntentRecord) -> bool {
+    r.before.is_some()
+        && r.event.intent == super::Intent::Undo
+        && r.event.hash_after.is_none()
+        && r.event.bytes_after == Some(0)
 }
 
 #[cfg(test)]

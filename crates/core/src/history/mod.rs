@@ -34,8 +34,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use writegate_fs::{AppendLog, Dir, FsError, ImageStore, Kept, LeafStat};
 
 /// One operation the store knows: what it replaced and what it left.
@@ -161,10 +162,17 @@ struct State {
     bytes: u64,
     /// Index into `order` before which nothing is live any more.
     first_live: usize,
+    /// `(dev, ino)` of the index file read (a compaction replaces it).
+    log_id: (u64, u64),
+    /// Lines read, and how many of them a compaction would drop (`done`,
+    /// `void` and `evict` lines and the records they end).
+    lines: u64,
+    dead: u64,
 }
 
 impl State {
     fn apply(&mut self, line: Line) {
+        self.lines += 1;
         match line {
             Line::Keep(r) => {
                 let id = r.op_id.clone();
@@ -178,6 +186,7 @@ impl State {
                 self.order.push(id);
             }
             Line::Done { op_id, hash_before } => {
+                self.dead += 1;
                 if let Some((r, _)) = self.records.get_mut(&op_id)
                     && r.hash_before.is_none()
                 {
@@ -190,9 +199,12 @@ impl State {
     }
 
     fn end(&mut self, op_id: &str, to: Status) {
+        // The `void` or `evict` line, and the record it ends.
+        self.dead += 1;
         if let Some((r, status)) = self.records.get_mut(op_id)
             && *status == Status::Live
         {
+            self.dead += 1;
             *status = to;
             if r.image.is_some() {
                 self.bytes = self.bytes.saturating_sub(r.image_len);
@@ -217,9 +229,15 @@ pub struct HistoryEntry {
 pub struct History {
     root: PathBuf,
     images: ImageStore,
-    index: AppendLog,
+    /// The index as last opened: a compaction (by any daemon sharing the
+    /// store) renames a new file over it, and every use under its lock
+    /// reopens it then (see [`History::with_index`]).
+    index: Mutex<Arc<AppendLog>>,
     state: Mutex<State>,
 }
+
+/// An index shorter than this is never compacted.
+const COMPACT_MIN_BYTES: u64 = 64 * 1024;
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -232,11 +250,11 @@ impl History {
     /// Errors: the store cannot be created or read.
     pub fn open(root: &Path) -> Result<History, FsError> {
         let images = ImageStore::open(&root.join("images"))?;
-        let index = AppendLog::open(&root.join("index.jsonl"))?;
+        let index = AppendLog::open(&root.join(INDEX))?;
         let h = History {
             root: root.to_path_buf(),
             images,
-            index,
+            index: Mutex::new(Arc::new(index)),
             state: Mutex::new(State::default()),
         };
         drop(h.refresh()?);
@@ -248,33 +266,70 @@ impl History {
         &self.root
     }
 
+    /// Runs `f` under the index's lock, on the file the index's path
+    /// names now: when a compaction replaced it since it was opened, the
+    /// lock taken on the old file is dropped and the new one opened and
+    /// locked instead (the compaction renames under the old file's lock,
+    /// so a lock on the file the path still names excludes it).
+    fn with_index<T>(
+        &self,
+        f: impl FnOnce(&AppendLog, &mut writegate_fs::LogLock<'_>) -> Result<T, FsError>,
+    ) -> Result<T, FsError> {
+        let path = self.root.join(INDEX);
+        loop {
+            let log = self
+                .index
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let mut guard = log.lock()?;
+            let now = std::fs::symlink_metadata(&path)
+                .ok()
+                .map(|m| (m.dev(), m.ino()));
+            if now == Some(log.identity()) {
+                return f(&log, &mut guard);
+            }
+            drop(guard);
+            let fresh = Arc::new(AppendLog::open(&path)?);
+            *self.index.lock().unwrap_or_else(PoisonError::into_inner) = fresh;
+        }
+    }
+
     /// Reads the index lines appended since the last look (by this daemon
-    /// or another one sharing the store).
+    /// or another one sharing the store); reads it again from the start
+    /// when a compaction replaced it.
     fn refresh(&self) -> Result<MutexGuard<'_, State>, FsError> {
         let mut st = lock(&self.state);
-        let guard = self.index.lock()?;
-        let len = self.index.len()?;
-        if len > st.scanned {
-            let from = st.scanned;
-            let mut lines = Vec::new();
-            guard.lines_from(from, &mut |l| {
-                if let Ok(line) = serde_json::from_slice::<Line>(l) {
-                    lines.push(line);
-                }
-            })?;
-            for l in lines {
-                st.apply(l);
-            }
-            st.scanned = len;
-        }
-        drop(guard);
+        self.with_index(|log, guard| {
+            scan(&mut st, log, guard)?;
+            Ok(())
+        })?;
         Ok(st)
     }
 
     fn append(&self, line: &Line) -> Result<(), FsError> {
         let bytes = serde_json::to_vec(line).unwrap_or_default();
-        self.index.append(&bytes)?;
-        Ok(())
+        self.with_index(|_, guard| guard.append(&bytes).map(drop))
+    }
+
+    /// Compacts the index when most of its lines are dead (see
+    /// [`compact`]); a failure leaves the index as it was and is logged.
+    pub(crate) fn compact_if_due(&self) {
+        let mut st = lock(&self.state);
+        let res = self.with_index(|log, guard| {
+            scan(&mut st, log, guard)?;
+            if st.scanned < COMPACT_MIN_BYTES || st.dead * 2 < st.lines {
+                return Ok(false);
+            }
+            compact(&self.root, &st).map(|()| true)
+        });
+        match res {
+            // Read the new file from its start at the next look.
+            Ok(true) => *st = State::default(),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %crate::error::with_causes(&e),
+                "cannot compact the history index; it stays as it is"),
+        }
     }
 
     /// Keeps the file at `leaf` in `dir` (the inode `expect`) as the image
@@ -343,6 +398,7 @@ impl History {
                 }
             }
         }
+        self.compact_if_due();
     }
 
     /// Evicts the oldest images while the store is over `cfg`'s bounds
@@ -376,9 +432,13 @@ impl History {
             i += 1;
         }
         drop(st);
+        let evicted = !gone.is_empty();
         for id in gone {
             let _ = self.append(&Line::Evict { op_id: id.clone() });
             let _ = self.images.remove(&id);
+        }
+        if evicted {
+            self.compact_if_due();
         }
     }
 
@@ -499,6 +559,55 @@ impl History {
         }
         Ok(out)
     }
+}
+
+/// The index's name in the store.
+const INDEX: &str = "index.jsonl";
+
+/// Reads into `st` the lines of the locked index `log` it has not read;
+/// from the start when `log` is another file than the one `st` was read
+/// from.
+fn scan(st: &mut State, log: &AppendLog, guard: &writegate_fs::LogLock<'_>) -> Result<(), FsError> {
+    if st.log_id != log.identity() {
+        *st = State {
+            log_id: log.identity(),
+            ..State::default()
+        };
+    }
+    let len = log.len()?;
+    if len > st.scanned {
+        let mut lines = Vec::new();
+        guard.lines_from(st.scanned, &mut |l| {
+            if let Ok(line) = serde_json::from_slice::<Line>(l) {
+                lines.push(line);
+            }
+        })?;
+        for l in lines {
+            st.apply(l);
+        }
+        st.scanned = len;
+    }
+    Ok(())
+}
+
+/// Writes the live records of `st` (each with the `hashBefore` a `done`
+/// line added) to a new index, oldest first, and renames it over the
+/// index, under the index's lock (the caller's): a temp file (0600),
+/// written whole, fsynced, renamed, the directory fsynced. A reader sees
+/// the old index or the new one, never a part; a crash leaves at most the
+/// temp file, which the next compaction replaces
+/// ([`writegate_fs::replace_whole`]). Void and evicted
+/// records are dropped (their images are gone already).
+fn compact(root: &Path, st: &State) -> Result<(), FsError> {
+    let mut body = Vec::new();
+    for id in &st.order[st.first_live..] {
+        if let Some((r, Status::Live)) = st.records.get(id) {
+            let line = Line::Keep(Box::new(r.clone()));
+            body.extend_from_slice(&serde_json::to_vec(&line).unwrap_or_default());
+            body.push(b'\n');
+        }
+    }
+    writegate_fs::replace_whole(root, INDEX, &body)
 }
 
 /// A new record for an operation on `canonical` (the caller fills in the

@@ -233,6 +233,9 @@ impl Op<'_> {
             audit.intent_durable(intent.as_ref().and_then(Option::as_ref))?;
             if let (Some(rec), Some(h)) = (keep.as_mut(), history) {
                 rec.hash_after = Some(hash_after.get().to_string());
+                // The bytes published (encoded, endings kept), not the
+                // request's text.
+                rec.bytes_after = bytes.len() as u64;
                 if rec.hash_before.is_none() {
                     rec.hash_before = slot.as_ref().and_then(|s| s.get()).cloned();
                 }
