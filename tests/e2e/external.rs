@@ -118,7 +118,7 @@ fn marked_write_through_a_link_to_a_suspicious_name_inside_the_root_stays_refuse
     assert_refused(&r, "reserved_name");
     assert!(!t.ws.join("aux/f.txt").exists());
     let e = audit.one("fs.denied");
-    assert_eq!(e["errorKind"], "path_outside_workspace");
+    assert_eq!(e["errorKind"], "reserved_name");
 }
 
 // ---------------------------------------------------------------------------
