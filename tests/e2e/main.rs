@@ -18,7 +18,6 @@ mod audit;
 mod budget;
 mod cancel;
 mod cases;
-mod cli;
 mod command_line;
 mod concurrency;
 mod environment;

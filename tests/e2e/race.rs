@@ -4,7 +4,7 @@
 //! between a regular file and a symlink to a secret. Nothing may ever land
 //! outside, and the secret is never written.
 
-use crate::common::{Tree, marked_write, marker, req, temps};
+use crate::common::{BIN, Clients, Tree, TreeAudit, marked_write, marker, req, temps};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -217,7 +217,7 @@ fn stdio_daemon(base: &std::path::Path, root: &std::path::Path) -> std::process:
 fn racing_leaf_swap_between_file_and_symlink_never_writes_the_secret() {
     const WRITES: usize = 2000;
     const WINDOW: usize = 1;
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let secret_dir = t.base.join("secret");
     let stage = t.base.join("stage");
     fs::create_dir(&secret_dir).unwrap();

@@ -32,8 +32,9 @@
 mod common;
 
 use common::{
-    BareWrite, Client, Daemon, KIB, MIB, Tree, audit_flush, bare_write, bare_write_as, fmt_size,
-    load_average, median, print_preamble, scaled, stats, text_of, write_params_prefix,
+    BareWrite, Client, KIB, MIB, Tree, audit_flush, bare_write, bare_write_as, fmt_size,
+    load_average, median, print_preamble, scaled, start_daemon, start_stdio_daemon, stats, text_of,
+    tree, write_params_prefix,
 };
 use std::fs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -265,7 +266,7 @@ fn run_inproc(svc: &Service, ctx: &OpCtx, t: &Tree, content: &str, n: usize) -> 
 fn inproc_service(t: &Tree) -> (Service, OpCtx) {
     let registry = Registry::default();
     let runtime = registry.register(&t.ws, true).expect("register workspace");
-    let state = t.audit.parent().unwrap();
+    let state = t.audit_log.parent().unwrap();
     let mut config = Config::default();
     if audit_flush() == "sync" {
         config.audit.flush = writegate_core::config::FlushMode::Sync;
@@ -811,7 +812,7 @@ fn print_outcome(o: &Outcome) {
 
 fn main() {
     // `cargo bench` passes `--bench`; cases are chosen with WG_BENCH_CASES.
-    let t = Tree::new("throughput");
+    let t = tree("throughput");
     print_preamble("throughput", &t);
     BareWrite::print_choice();
     let cases = selected_cases();
@@ -820,7 +821,7 @@ fn main() {
         cases.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
     );
 
-    let daemon = Daemon::start(&t);
+    let daemon = start_daemon(&t);
     let mut clients: Vec<Client> = (0..CONNS).map(|_| Client::connect(&t.sock)).collect();
     let pid = daemon.child.id();
     let idle_rss = daemon.status_kib("VmRSS");
@@ -833,7 +834,7 @@ fn main() {
     let mut stdio = cases
         .iter()
         .any(|c| c.stdio)
-        .then(|| Daemon::start_stdio(&t));
+        .then(|| start_stdio_daemon(&t));
     if let Some((d, _)) = &stdio {
         println!(
             "stdio daemon pid {}: idle after start + initialize: VmRSS {} KiB",
