@@ -10,7 +10,8 @@
 //! write committed is read off the file itself.
 
 use crate::common::{
-    BIN, Client, Clients, Daemon, TIMEOUT, Tmpfs, Tree, find_program, req, write_params,
+    BIN, Client, Clients, Daemon, TIMEOUT, Tmpfs, Tree, audit_lines, find_program, req,
+    write_params,
 };
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -33,13 +34,8 @@ fn sha(content: &str) -> String {
 /// Every line of the log, parsed; panics on a torn tail or a line that is
 /// not one JSON object (two events glued, or a fragment).
 fn whole_events(log: &Path) -> Vec<Value> {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    assert!(
-        text.is_empty() || text.ends_with('\n'),
-        "torn last line: {:?}",
-        &text[text.len().saturating_sub(200)..]
-    );
-    text.lines()
+    audit_lines(log)
+        .iter()
         .map(|l| {
             let v: Value =
                 serde_json::from_str(l).unwrap_or_else(|e| panic!("not one event ({e}): {l}"));
@@ -133,18 +129,7 @@ fn a_full_audit_filesystem_never_tears_a_line_nor_commits_an_unrecorded_write() 
     };
     let log = fs_.path().join("audit.jsonl");
     // Leave room for a few dozen events only.
-    {
-        use std::io::Write;
-        let mut f = fs::File::create(fs_.path().join("filler")).unwrap();
-        let mut n = 0u64;
-        while let Ok(k) = f.write(&[b'f'; 512]) {
-            if k == 0 {
-                break;
-            }
-            n += k as u64;
-        }
-        f.set_len(n.saturating_sub(28 * 1024)).unwrap();
-    }
+    fs_.fill(28 * 1024);
     let mut cmd = t.command();
     cmd.args(["serve", "--stdio", "--workspace"])
         .arg(&t.ws)
@@ -196,7 +181,7 @@ fn a_full_audit_filesystem_never_tears_a_line_nor_commits_an_unrecorded_write() 
         );
     }
     // Space comes back: writes are accepted again.
-    fs::remove_file(fs_.path().join("filler")).unwrap();
+    fs_.unfill();
     for i in 0..5 {
         let content = format!("after {i}\n");
         let r = c.call(

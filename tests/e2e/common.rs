@@ -18,8 +18,8 @@ use std::sync::mpsc::RecvTimeoutError;
 use writegate_testkit::LineClient;
 
 pub(crate) use writegate_testkit::{
-    Daemon, Finished, Opts, TIMEOUT, Tmpfs, Tree, find_program, mode_of, run_with_stdin, snapshot,
-    temps,
+    Daemon, Finished, Opts, TIMEOUT, Tmpfs, Tree, audit_lines, find_program, mode_of,
+    run_with_stdin, snapshot, temps,
 };
 
 /// The binary under test.
@@ -76,16 +76,13 @@ pub(crate) struct Audit {
 impl Audit {
     /// Every event of the log, one per line (none if the file is missing).
     pub(crate) fn all(&self) -> Vec<Value> {
-        match fs::read_to_string(&self.path) {
-            Ok(text) => text
-                .lines()
-                .map(|l| {
-                    serde_json::from_str(l)
-                        .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {l}"))
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        audit_lines(&self.path)
+            .iter()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {l}"))
+            })
+            .collect()
     }
 
     /// Events written since the last call.

@@ -171,6 +171,27 @@ pub struct EditParams {
     pub convert_encoding: bool,
 }
 
+impl EditParams {
+    /// An edit of `path` in `mode` with `content` and everything else at
+    /// its default: no `find`, no lines, no expected hash, no dry run, no
+    /// format hints, no marker, no conversion. Set the rest by field.
+    pub fn new(path: impl Into<PathBuf>, mode: EditMode, content: impl Into<String>) -> Self {
+        EditParams {
+            path: path.into(),
+            mode,
+            content: content.into(),
+            find: None,
+            line: None,
+            end_line: None,
+            expected_hash: None,
+            dry_run: false,
+            options: WriteOptions::default(),
+            marker: None,
+            convert_encoding: false,
+        }
+    }
+}
+
 /// A read (`fs/read_text_file`, `_writegate/read_lines`).
 #[derive(Debug, Clone)]
 pub struct ReadParams {

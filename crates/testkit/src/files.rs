@@ -49,13 +49,17 @@ pub fn temps(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The lines of a JSON-lines log such as the audit log, without their
-/// `\n` (none if the file is missing).
+/// `\n` (none if the file is missing). Panics on a torn tail: the audit log
+/// only ever holds whole lines.
 pub fn audit_lines(path: &Path) -> Vec<String> {
-    fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    let text = fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "torn tail in {}: {:?}",
+        path.display(),
+        &text[text.rfind('\n').map_or(0, |i| i + 1)..]
+    );
+    text.lines().map(str::to_string).collect()
 }
 
 /// One entry of a tree snapshot: kind, permission bits, and the bytes of a

@@ -3,13 +3,14 @@
 //! fails; without root (or where mounting is not allowed) the constructor
 //! says why on stderr and returns `None`, and the test skips.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::process::is_root;
 
-/// Serialises the tmpfs tests of a test binary (see [`Tmpfs`]).
+/// Serialises the mounting tests of a test binary (see [`Tmpfs`]).
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The running test's name (libtest names each test's thread after it).
@@ -23,11 +24,11 @@ fn test_name() -> String {
 /// A small tmpfs mounted for one test, unmounted when dropped: a real
 /// filesystem that fills up.
 ///
-/// One tmpfs test of a test binary runs at a time: such tests start
-/// processes, and a child between `fork` and `exec` holds a copy of every
-/// descriptor, so a filler file another test removed to free space would
-/// stay allocated until that child execs (seen as a rare `ENOSPC` right
-/// after the space was freed).
+/// One mounting test of a test binary ([`Tmpfs`], [`BindMount`]) runs at
+/// a time: such tests start processes (`mount`, `umount`), and a child
+/// between `fork` and `exec` holds a copy of every descriptor, so a filler
+/// file another test removed to free space would stay allocated until that
+/// child execs (seen as a rare `ENOSPC` right after the space was freed).
 pub struct Tmpfs {
     path: PathBuf,
     _dir: Option<tempfile::TempDir>,
@@ -86,6 +87,28 @@ impl Tmpfs {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Fills the tmpfs with a file `filler` until it is full, then gives
+    /// `leave` bytes of it back; returns the filler's size when full.
+    pub fn fill(&self, leave: u64) -> u64 {
+        let mut f = std::fs::File::create(self.path.join("filler")).unwrap();
+        let mut n = 0u64;
+        while let Ok(k) = f.write(&[b'f'; 512]) {
+            if k == 0 {
+                break;
+            }
+            n += k as u64;
+        }
+        if leave > 0 {
+            f.set_len(n.saturating_sub(leave)).unwrap();
+        }
+        n
+    }
+
+    /// Removes the filler of [`Tmpfs::fill`]: the space comes back.
+    pub fn unfill(&self) {
+        std::fs::remove_file(self.path.join("filler")).unwrap();
+    }
 }
 
 impl Drop for Tmpfs {
@@ -94,9 +117,12 @@ impl Drop for Tmpfs {
     }
 }
 
-/// `mount --bind` of one directory on another, unmounted when dropped.
+/// `mount --bind` of one directory on another, unmounted when dropped. It
+/// takes turns with the other mounting tests, as [`Tmpfs`] says.
 pub struct BindMount {
     target: PathBuf,
+    /// Held from before the mount until after the umount.
+    _serial: MutexGuard<'static, ()>,
 }
 
 impl BindMount {
@@ -106,6 +132,7 @@ impl BindMount {
             eprintln!("skipped {}: a bind mount needs root", test_name());
             return None;
         }
+        let serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
         let ok = Command::new("mount")
             .arg("--bind")
             .arg(source)
@@ -118,6 +145,7 @@ impl BindMount {
         }
         Some(BindMount {
             target: target.to_path_buf(),
+            _serial: serial,
         })
     }
 }
