@@ -409,3 +409,44 @@ fn logs_never_dump_debug() {
         hits.join("\n")
     );
 }
+
+/// Architecture Invariant: the test kit is test-only: no crate has
+/// `writegate-testkit` among its `[dependencies]` (only among its
+/// `[dev-dependencies]`), and the kit depends on no writegate crate, so it
+/// compiles fast and drives the code under test only through the binary a
+/// test names.
+#[test]
+fn the_testkit_is_only_a_dev_dependency() {
+    let mut manifests: Vec<PathBuf> = std::fs::read_dir(repo().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("Cargo.toml"))
+        .collect();
+    manifests.push(repo().join("bin/writegate/Cargo.toml"));
+    for m in &manifests {
+        let toml = std::fs::read_to_string(m).unwrap();
+        // Every table but the dev-dependencies one.
+        for table in toml
+            .split("\n[")
+            .filter(|t| !t.starts_with("dev-dependencies]"))
+        {
+            if m.ends_with("testkit/Cargo.toml") {
+                assert!(
+                    !table.starts_with("dependencies]") || !table.contains("writegate-"),
+                    "{}: the testkit depends on a writegate crate",
+                    m.display()
+                );
+            } else {
+                assert!(
+                    !table.contains("writegate-testkit"),
+                    "{}: writegate-testkit outside [dev-dependencies]",
+                    m.display()
+                );
+            }
+        }
+    }
+    let toml = std::fs::read_to_string(repo().join("crates/testkit/Cargo.toml")).unwrap();
+    assert!(
+        toml.contains("publish = false"),
+        "the testkit is never published"
+    );
+}

@@ -4,7 +4,7 @@
 //! failure that names what to add and ends with the status the unit does not
 //! restart on, and the unit files as `systemd-analyze verify` reads them.
 
-use crate::common::{BIN, Daemon, TIMEOUT, Tree, find_program, run_with_stdin};
+use crate::common::{BIN, Clients, Daemon, Finished, TIMEOUT, Tree, find_program, run_with_stdin};
 use serde_json::json;
 use std::fs;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -74,7 +74,7 @@ fn next_notice(sock: &UnixDatagram, d: &Daemon) -> String {
 
 #[test]
 fn a_socket_passed_the_way_systemd_does_is_served_and_left_in_place() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     // The socket unit's work: the directory 0700, the socket bound and listening.
     let dir = t.sock.parent().unwrap();
     fs::create_dir_all(dir).unwrap();
@@ -91,7 +91,7 @@ fn a_socket_passed_the_way_systemd_does_is_served_and_left_in_place() {
         &["serve", "--workspace", &ws, "--audit-log", &log],
     );
     cmd.env("NOTIFY_SOCKET", &notify_path);
-    let mut d = t.spawn(cmd, false, false);
+    let mut d = t.spawn(cmd, false, None);
 
     let ready = next_notice(&notify, &d);
     assert!(ready.starts_with("READY=1\n"), "{ready}");
@@ -134,7 +134,7 @@ fn a_socket_passed_the_way_systemd_does_is_served_and_left_in_place() {
 /// ours: the daemon binds its own socket as usual.
 #[test]
 fn listen_fds_meant_for_another_process_are_ignored() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut d = t.daemon(crate::common::Opts {
         socket: true,
         env: &[("LISTEN_PID", "1"), ("LISTEN_FDS", "1")],
@@ -156,7 +156,7 @@ fn listen_fds_meant_for_another_process_are_ignored() {
 /// not restart on) that says what is wrong.
 #[test]
 fn a_wrong_activation_stops_the_daemon_saying_why() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let ws = t.ws.display().to_string();
     let args = ["serve", "--workspace", ws.as_str()];
     let regular = fs::File::create(t.base.join("not-a-socket")).unwrap();
@@ -179,7 +179,12 @@ fn a_wrong_activation_stops_the_daemon_saying_why() {
     ];
     for (fd, fds, want) in cases {
         let cmd = activated_command(&t, fd, fds, &args);
-        let (status, stdout, stderr) = run_with_stdin(cmd, b"");
+        let Finished {
+            status,
+            stdout,
+            stderr,
+            ..
+        } = run_with_stdin(cmd, b"");
         assert_eq!(status.code(), Some(2), "{want}: {stderr}");
         assert_eq!(stdout, "");
         assert!(
@@ -193,10 +198,15 @@ fn a_wrong_activation_stops_the_daemon_saying_why() {
 /// once with status 2 and the lines to add to the config file it read.
 #[test]
 fn no_workspace_fails_with_status_2_and_the_lines_to_add() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut cmd = t.command();
     cmd.arg("serve");
-    let (status, stdout, stderr) = run_with_stdin(cmd, b"");
+    let Finished {
+        status,
+        stdout,
+        stderr,
+        ..
+    } = run_with_stdin(cmd, b"");
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert_eq!(stdout, "");
     let config = t.base.join("config/writegate/config.toml");
@@ -222,7 +232,7 @@ fn no_workspace_fails_with_status_2_and_the_lines_to_add() {
     let mut cmd = t.command();
     cmd.args(["serve", "--stdio", "--audit-log"])
         .arg(&t.audit_log);
-    let (status, _, stderr) = run_with_stdin(cmd, b"");
+    let Finished { status, stderr, .. } = run_with_stdin(cmd, b"");
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("serving workspace (trusted"), "{stderr}");
 }
@@ -234,7 +244,7 @@ fn no_workspace_fails_with_status_2_and_the_lines_to_add() {
 /// `systemd-analyze` installed, both files verify.
 #[test]
 fn the_unit_files_verify_and_do_not_restart_on_a_configuration_error() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let home = t.base.join("home");
     let config_home = home.join(".config");
     fs::create_dir_all(&config_home).unwrap();

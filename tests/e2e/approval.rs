@@ -3,8 +3,8 @@
 //! the external route; config rules that raise or lower a level.
 
 use crate::common::{
-    Audit, Client, Opts, Tree, assert_refused, initialize_in, marker, mode_of, stdio_session,
-    temps, write_params,
+    Audit, BIN, Client, Clients, Opts, Tree, TreeAudit, assert_refused, initialize_in, marker,
+    mode_of, stdio_session, temps, write_params,
 };
 use serde_json::json;
 use std::fs;
@@ -12,7 +12,7 @@ use std::path::Path;
 
 #[test]
 fn approval_gate_refuses_credentials_until_approved_once() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let env = s.ws.join(".env");
@@ -44,7 +44,7 @@ fn approval_gate_refuses_credentials_until_approved_once() {
 
 #[test]
 fn credential_and_repository_paths_need_approval() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::create_dir(t.ws.join(".ssh")).unwrap();
     fs::create_dir(t.ws.join(".git")).unwrap();
     fs::write(t.ws.join(".git/config"), "[core]\n").unwrap();
@@ -83,7 +83,7 @@ fn credential_and_repository_paths_need_approval() {
 
 #[test]
 fn approval_once_lets_exactly_the_next_write_through() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.ws.join(".env");
     let command = needs_approval(&t, &mut c, &mut audit, &target, "s1");
@@ -97,7 +97,7 @@ fn approval_once_lets_exactly_the_next_write_through() {
 
 #[test]
 fn approval_session_scope_covers_that_session_only() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.ws.join("key.pem");
     needs_approval(&t, &mut c, &mut audit, &target, "s1");
@@ -110,7 +110,7 @@ fn approval_session_scope_covers_that_session_only() {
 
 #[test]
 fn approval_workspace_scope_covers_every_session_of_that_workspace_only() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut d = t.daemon(Opts {
         stdio: true,
         socket: true,
@@ -138,7 +138,7 @@ fn approval_workspace_scope_covers_every_session_of_that_workspace_only() {
 
 #[test]
 fn approval_persistent_survives_a_restart_and_is_stored_0600() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::create_dir(t.ws.join(".ssh")).unwrap();
     let target = t.ws.join(".ssh/config");
     let other = t.ws.join("id_rsa");
@@ -173,7 +173,7 @@ fn approval_persistent_survives_a_restart_and_is_stored_0600() {
 
 #[test]
 fn the_approval_gate_also_applies_on_the_external_route() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.out.join(".env");
     let params = json!({"sessionId": "s1", "path": target, "content": "K=v\n", "_meta": marker("write_file")});
@@ -204,7 +204,7 @@ fn the_approval_gate_also_applies_on_the_external_route() {
 
 #[test]
 fn a_config_rule_raises_an_ordinary_path_and_auto_approve_dangerous_lets_credentials_through() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::create_dir(t.ws.join("generated")).unwrap();
     fs::create_dir(t.ws.join(".ssh")).unwrap();
     let raise = t.base.join("config/raise.toml");
@@ -236,7 +236,7 @@ fn a_config_rule_raises_an_ordinary_path_and_auto_approve_dangerous_lets_credent
 #[test]
 fn issue_25_a_read_only_file_is_held_until_approved() {
     use std::os::unix::fs::PermissionsExt;
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let target = t.ws.join("frozen.txt");
     fs::write(&target, "keep me\n").unwrap();
     fs::set_permissions(&target, fs::Permissions::from_mode(0o444)).unwrap();
@@ -302,7 +302,7 @@ fn issue_25_a_read_only_file_is_held_until_approved() {
 /// nothing is created.
 #[test]
 fn issue_25_ntfs_spellings_of_protected_names_are_held() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for rel in [
         "GIT~1/config",

@@ -9,7 +9,10 @@
 //! `fs.access` event is matched to its write by `hashAfter`, and whether a
 //! write committed is read off the file itself.
 
-use crate::common::{BIN, Client, Daemon, TIMEOUT, Tree, find_program, req, write_params};
+use crate::common::{
+    BIN, Client, Clients, Daemon, TIMEOUT, Tmpfs, Tree, audit_lines, find_program, req,
+    write_params,
+};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -31,13 +34,8 @@ fn sha(content: &str) -> String {
 /// Every line of the log, parsed; panics on a torn tail or a line that is
 /// not one JSON object (two events glued, or a fragment).
 fn whole_events(log: &Path) -> Vec<Value> {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    assert!(
-        text.is_empty() || text.ends_with('\n'),
-        "torn last line: {:?}",
-        &text[text.len().saturating_sub(200)..]
-    );
-    text.lines()
+    audit_lines(log)
+        .iter()
         .map(|l| {
             let v: Value =
                 serde_json::from_str(l).unwrap_or_else(|e| panic!("not one event ({e}): {l}"));
@@ -92,7 +90,7 @@ fn stop(mut d: Daemon, mut c: Client) {
 /// `audit.required = false` it starts, says so loudly, and serves.
 #[test]
 fn an_audit_log_that_cannot_be_opened_stops_the_daemon() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::create_dir_all(&t.audit_log).unwrap(); // a directory where the log should be
     let mut d = t.daemon(crate::common::Opts {
         stdio: true,
@@ -117,44 +115,6 @@ fn an_audit_log_that_cannot_be_opened_stops_the_daemon() {
     stop(d, c);
 }
 
-/// A tmpfs of `size` under `base` (root only), unmounted when dropped.
-struct Tmpfs {
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(base: &Path, size: &str, test: &str) -> Option<Tmpfs> {
-        if !rustix::process::geteuid().is_root() {
-            eprintln!("note: {test} mounts a tmpfs and needs root; skipped");
-            return None;
-        }
-        let path = base.join("auditfs");
-        fs::create_dir(&path).unwrap();
-        let ok = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(&path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("note: {test}: cannot mount a tmpfs; skipped");
-            return None;
-        }
-        Some(Tmpfs { path })
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.path).status();
-    }
-}
-
 /// Issue 13 item 3 through the binary: the audit log on a 64 KiB tmpfs
 /// that fills up. No line is ever torn or glued; every acknowledged write
 /// has exactly one event; once the log cannot record a write, the write is
@@ -163,30 +123,19 @@ impl Drop for Tmpfs {
 /// written, so every operation ends with exactly one event.
 #[test]
 fn a_full_audit_filesystem_never_tears_a_line_nor_commits_an_unrecorded_write() {
-    let t = Tree::new();
-    let Some(fs_) = Tmpfs::mount(&t.base, "64k", "a_full_audit_filesystem") else {
+    let t = Tree::new(BIN);
+    let Some(fs_) = Tmpfs::mount_at(&t.base.join("auditfs"), "64k") else {
         return;
     };
-    let log = fs_.path.join("audit.jsonl");
+    let log = fs_.path().join("audit.jsonl");
     // Leave room for a few dozen events only.
-    {
-        use std::io::Write;
-        let mut f = fs::File::create(fs_.path.join("filler")).unwrap();
-        let mut n = 0u64;
-        while let Ok(k) = f.write(&[b'f'; 512]) {
-            if k == 0 {
-                break;
-            }
-            n += k as u64;
-        }
-        f.set_len(n.saturating_sub(28 * 1024)).unwrap();
-    }
+    fs_.fill(28 * 1024);
     let mut cmd = t.command();
     cmd.args(["serve", "--stdio", "--workspace"])
         .arg(&t.ws)
         .arg("--audit-log")
         .arg(&log);
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(cmd, true, None);
     let mut c = d.stdio_client();
     let r = c.call("initialize", json!({"protocolVersion": 1}));
     assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());
@@ -232,7 +181,7 @@ fn a_full_audit_filesystem_never_tears_a_line_nor_commits_an_unrecorded_write() 
         );
     }
     // Space comes back: writes are accepted again.
-    fs::remove_file(fs_.path.join("filler")).unwrap();
+    fs_.unfill();
     for i in 0..5 {
         let content = format!("after {i}\n");
         let r = c.call(
@@ -296,7 +245,7 @@ fn crash_at(
         .arg(&t.audit_log)
         .env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true")
         .env("WRITEGATE_AUDIT_FLUSH", flush);
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(cmd, true, None);
     let mut c = d.stdio_client();
     let r = c.call("initialize", json!({"protocolVersion": 1}));
     assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());
@@ -322,7 +271,7 @@ fn crash_at(
 /// marked `recovered: committed`, and a second start writes nothing more.
 #[test]
 fn kill_9_between_rename_and_audit_append_is_repaired_at_next_start() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let target = t.ws.join("a.txt");
     fs::write(&target, "old\n").unwrap();
     // The write's second fsync is the directory's, right after the rename.
@@ -364,7 +313,7 @@ fn kill_9_between_rename_and_audit_append_is_repaired_at_next_start() {
 /// one, and start-up removes the temp file.
 #[test]
 fn kill_9_before_the_rename_records_one_denied_event_and_changes_nothing() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let target = t.ws.join("a.txt");
     fs::write(&target, "old\n").unwrap();
     let Some(answers) = crash_at(
@@ -441,7 +390,7 @@ fn rotate_then_restart(t: &Tree, env: &[(&str, &str)]) -> PathBuf {
 /// off its journal.
 #[test]
 fn kill_9_after_the_audit_append_writes_no_second_event() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     one_write_then_kill_9(&t, &[]);
     assert_eq!(
         whole_events(&t.audit_log).len(),
@@ -473,7 +422,7 @@ fn kill_9_after_the_audit_append_writes_no_second_event() {
 #[test]
 fn regression_issue_12_a_daemon_killed_while_idle_writes_nothing_after_the_log_is_rotated() {
     for flush in ["interval", "sync"] {
-        let t = Tree::new();
+        let t = Tree::new(BIN);
         let env = [("WRITEGATE_AUDIT_FLUSH", flush)];
         one_write_then_kill_9(&t, &env);
         let rotated = rotate_then_restart(&t, &env);
@@ -490,7 +439,7 @@ fn regression_issue_12_a_daemon_killed_while_idle_writes_nothing_after_the_log_i
 /// rotated: nothing is recovered into the new log.
 #[test]
 fn a_retiring_line_after_a_fragment_still_retires() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     one_write_then_kill_9(&t, &[]);
     let journal = the_journal(&t);
     let text = fs::read_to_string(&journal).unwrap();
@@ -513,7 +462,7 @@ fn a_retiring_line_after_a_fragment_still_retires() {
 /// no event for them in the new log and written two more.
 #[test]
 fn regression_issue_12_retired_intents_are_not_recovered_after_the_log_is_rotated() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let files: Vec<PathBuf> = (1..=3).map(|i| t.ws.join(format!("f{i}.txt"))).collect();
     fs::write(&files[2], "old\n").unwrap();
     fs::set_permissions(&files[2], fs::Permissions::from_mode(0o644)).unwrap();
@@ -567,7 +516,7 @@ impl Rng {
 /// committed write has exactly one `fs.access` event; no write that did
 /// not commit has one; no torn or glued line; opIds unique.
 fn kill_loop(flush: &str, total: usize, seed: u64) {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let env = [("WRITEGATE_AUDIT_FLUSH", flush)];
     let mut rng = Rng(seed);
     let started = Instant::now();
@@ -768,7 +717,7 @@ fn traced_write(flush: &str) -> Option<(Tree, Vec<Call>)> {
         eprintln!("note: strace is not installed; the flush-order tests are skipped");
         return None;
     };
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let trace = t.base.join("logs/strace.txt");
     let mut cmd = Command::new(strace);
     t.set_env(&mut cmd);
@@ -781,7 +730,7 @@ fn traced_write(flush: &str) -> Option<(Tree, Vec<Call>)> {
         .arg("--audit-log")
         .arg(&t.audit_log)
         .env("WRITEGATE_AUDIT_FLUSH", flush);
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(cmd, true, None);
     let mut c = d.stdio_client();
     let r = c.call("initialize", json!({"protocolVersion": 1}));
     assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());

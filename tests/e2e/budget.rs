@@ -7,7 +7,7 @@
 //! keeps its. Raw Unix socket connections; nothing asserts on speed (the
 //! waits only fail a broken daemon instead of hanging).
 
-use crate::common::{Daemon, Opts, TIMEOUT, Tree, truncate};
+use crate::common::{BIN, Daemon, Opts, TIMEOUT, Tree, TreeAudit, truncate};
 use serde_json::{Value, json};
 use std::fs;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -147,7 +147,7 @@ fn still_open(s: &UnixStream) -> bool {
 /// the stalled line still completes when its peer sends the rest.
 #[test]
 fn regression_a_stalled_long_line_does_not_hold_up_another_clients_1_mib_write() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let _d = daemon_with_stall_timeout(&t, "600000");
     let mut staller = stalled_half_line(&t, 7);
     let path = t.ws.join("big.txt");
@@ -183,7 +183,7 @@ fn regression_a_stalled_long_line_does_not_hold_up_another_clients_1_mib_write()
 /// (the write's, and the third staller's) is not counted as a stall.
 #[test]
 fn regression_stalled_long_lines_lose_their_reservation_and_connection() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let d = daemon_with_stall_timeout(&t, "1000");
     let mut stallers: Vec<UnixStream> = (1..=3).map(|i| stalled_half_line(&t, i)).collect();
     let path = t.ws.join("big.txt");
@@ -222,7 +222,7 @@ fn regression_stalled_long_lines_lose_their_reservation_and_connection() {
 /// stall.
 #[test]
 fn a_slow_but_steady_long_line_is_not_a_stall() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let d = daemon_with_stall_timeout(&t, "2000");
     let mut s = connect(&t);
     let path = t.ws.join("slow.txt");

@@ -1,13 +1,15 @@
 //! `$/cancel_request`: harmless for unknown or answered ids, never
 //! answered, and every request still answered exactly once.
 
-use crate::common::{Tree, by_id, req, small_content, temps, write_params};
+use crate::common::{
+    BIN, Clients, Tree, TreeAudit, by_id, req, small_content, temps, write_params,
+};
 use serde_json::json;
 use std::fs;
 
 #[test]
 fn cancel_of_unknown_or_answered_ids_is_harmless_and_unanswered() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let r = c.call_id(
@@ -42,7 +44,7 @@ fn cancel_of_unknown_or_answered_ids_is_harmless_and_unanswered() {
 
 #[test]
 fn cancel_interleaved_with_thirty_writes_every_request_answered_once() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let mut all = Vec::new();

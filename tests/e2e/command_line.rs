@@ -3,202 +3,58 @@
 //! `serve`, against a real daemon on a socket in a temp dir, with real files.
 //!
 //! Every process gets `HOME` and the XDG directories inside its test's temp
-//! dir; the daemon listens on the default socket there
+//! dir; the daemon mostly listens on the default socket there
 //! (`$XDG_RUNTIME_DIR/writegate/writegate.sock`), so the CLI runs without
-//! `--socket` as a person would. Timeouts only keep a broken daemon from
-//! hanging a test; nothing asserts on speed.
+//! `--socket` as a person would; the tests of "Through `--socket`" name the
+//! socket. The exit statuses are those of every `--help` and the README: 0
+//! done, 1 refused, 2 usage error, 3 the daemon could not be reached.
+//! Timeouts only keep a broken daemon from hanging a test; nothing asserts
+//! on speed.
 
+use crate::common::{BIN, Daemon, Finished, TIMEOUT, Tree, TreeAudit, mode_of, run_with_stdin};
+use rustix::process::Signal;
 use serde_json::{Value, json};
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_writegate");
-/// Upper bound for any single wait (a broken daemon fails instead of hanging).
-const TIMEOUT: Duration = Duration::from_secs(90);
-
-/// A temp tree: `ws/` and `ws-b/` (workspaces), `out/` (in none), `home/`,
-/// `state/` (`XDG_STATE_HOME`), `config/` (`XDG_CONFIG_HOME`), `run/`
-/// (`XDG_RUNTIME_DIR`), `logs/`.
-struct Tree {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
-    ws: PathBuf,
-    wsb: PathBuf,
-    out: PathBuf,
-    /// The daemon's default socket in this tree.
-    sock: PathBuf,
-    /// The audit log the daemons of [`Tree::serve`] write.
-    audit_log: PathBuf,
+/// `writegate serve --workspace ws --workspace ws-b --audit-log
+/// state/audit.jsonl --allow-read` plus `args`, on the default socket.
+fn serve(t: &Tree, args: &[&str]) -> Daemon {
+    let mut all: Vec<String> = vec![
+        "--workspace".into(),
+        t.ws.display().to_string(),
+        "--workspace".into(),
+        t.wsb.display().to_string(),
+        "--audit-log".into(),
+        t.audit_log.display().to_string(),
+        // `writegate read` needs reads on (issue 13: reads off means
+        // `_writegate/read_lines` off too).
+        "--allow-read".into(),
+    ];
+    all.extend(args.iter().map(ToString::to_string));
+    serve_with(t, &all.iter().map(String::as_str).collect::<Vec<_>>(), &[])
 }
 
-/// A finished CLI run.
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+/// `writegate serve` with exactly `args` and extra environment; waits
+/// until the default socket answers.
+fn serve_with(t: &Tree, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+    let mut cmd = t.command();
+    cmd.arg("serve").args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    t.spawn(cmd, false, Some(&t.default_sock()))
 }
 
-impl std::fmt::Display for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// A running daemon, killed when dropped.
-struct Daemon {
-    child: Child,
-    stderr_file: PathBuf,
-}
-
-impl Daemon {
-    fn stderr_text(&self) -> String {
-        fs::read_to_string(&self.stderr_file).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Tree {
-    fn new() -> Tree {
-        let tmp = tempfile::Builder::new()
-            .prefix("wg-cli-")
-            .tempdir()
-            .unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        for d in [
-            "ws", "ws-b", "out", "home", "state", "config", "run", "logs",
-        ] {
-            fs::create_dir(base.join(d)).unwrap();
-        }
-        Tree {
-            ws: base.join("ws"),
-            wsb: base.join("ws-b"),
-            out: base.join("out"),
-            sock: base.join("run/writegate/writegate.sock"),
-            audit_log: base.join("state/audit.jsonl"),
-            base,
-            _tmp: tmp,
-        }
-    }
-
-    /// The binary with a clean environment pointing into the tree.
-    fn command(&self) -> Command {
-        let mut c = Command::new(BIN);
-        c.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.base.join("home"))
-            .env("XDG_RUNTIME_DIR", self.base.join("run"))
-            .env("XDG_STATE_HOME", self.base.join("state"))
-            .env("XDG_CONFIG_HOME", self.base.join("config"))
-            .current_dir(&self.base);
-        c
-    }
-
-    /// `writegate serve --workspace ws --workspace ws-b --audit-log
-    /// state/audit.jsonl` plus `args`, on the default socket.
-    fn serve(&self, args: &[&str]) -> Daemon {
-        let mut all: Vec<String> = vec![
-            "--workspace".into(),
-            self.ws.display().to_string(),
-            "--workspace".into(),
-            self.wsb.display().to_string(),
-            "--audit-log".into(),
-            self.audit_log.display().to_string(),
-            // `writegate read` needs reads on (issue 13: reads off means
-            // `_writegate/read_lines` off too).
-            "--allow-read".into(),
-        ];
-        all.extend(args.iter().map(ToString::to_string));
-        self.serve_with(&all.iter().map(String::as_str).collect::<Vec<_>>(), &[])
-    }
-
-    /// `writegate serve` with exactly `args` and extra environment; waits
-    /// until the default socket answers.
-    fn serve_with(&self, args: &[&str], env: &[(&str, &str)]) -> Daemon {
-        let stderr_file = self.base.join(format!(
-            "logs/daemon-{}.stderr",
-            fs::read_dir(self.base.join("logs")).unwrap().count()
-        ));
-        let mut cmd = self.command();
-        cmd.arg("serve")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(&stderr_file).unwrap());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut d = Daemon {
-            child: cmd.spawn().expect("spawn writegate serve"),
-            stderr_file,
-        };
-        let start = Instant::now();
-        loop {
-            if let Some(st) = d.child.try_wait().unwrap() {
-                panic!("daemon exited early with {st:?}:\n{}", d.stderr_text());
-            }
-            if UnixStream::connect(&self.sock).is_ok() {
-                return d;
-            }
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "socket never answered:\n{}",
-                d.stderr_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Runs `writegate <args>` with `stdin` piped in.
-    fn run(&self, args: &[&str], stdin: &[u8]) -> Out {
-        let mut cmd = self.command();
-        cmd.args(args);
-        run_cmd(cmd, stdin)
-    }
-
-    /// The audit log's events (none if the file is missing).
-    fn audit_events(&self) -> Vec<Value> {
-        fs::read_to_string(&self.audit_log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-fn run_cmd(mut cmd: Command, input: &[u8]) -> Out {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn writegate");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+/// Runs `writegate <args>` with `stdin` piped in.
+fn run(t: &Tree, args: &[&str], stdin: &[u8]) -> Finished {
+    let mut cmd = t.command();
+    cmd.args(args);
+    run_with_stdin(cmd, stdin)
 }
 
 fn s(p: &Path) -> String {
@@ -211,16 +67,16 @@ fn s(p: &Path) -> String {
 
 #[test]
 fn edit_without_a_mode_is_a_usage_error_and_the_file_is_unchanged() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let f = t.ws.join("a.txt");
     fs::write(&f, "one\ntwo\n").unwrap();
     for stdin in [&b""[..], b"new whole content\n"] {
-        let o = t.run(&["edit", &s(&f)], stdin);
+        let o = run(&t, &["edit", &s(&f)], stdin);
         assert_eq!(o.code, Some(2), "{o}");
         assert!(o.stderr.contains("--find"), "names the modes: {o}");
         assert!(o.stderr.contains("writegate write"), "points to write: {o}");
-        let o = t.run(&["edit", &s(&f), "--content", "x"], stdin);
+        let o = run(&t, &["edit", &s(&f), "--content", "x"], stdin);
         assert_eq!(o.code, Some(2), "{o}");
     }
     assert_eq!(fs::read(&f).unwrap(), b"one\ntwo\n");
@@ -229,8 +85,8 @@ fn edit_without_a_mode_is_a_usage_error_and_the_file_is_unchanged() {
 
 #[test]
 fn edit_with_empty_stdin_and_no_content_is_a_usage_error() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let f = t.ws.join("a.txt");
     fs::write(&f, "one\ntwo\n").unwrap();
     for args in [
@@ -242,7 +98,7 @@ fn edit_with_empty_stdin_and_no_content_is_a_usage_error() {
     ] {
         let mut all = vec!["edit", f.to_str().unwrap()];
         all.extend(args.iter().copied());
-        let o = t.run(&all, b"");
+        let o = run(&t, &all, b"");
         assert_eq!(o.code, Some(2), "{args:?}: {o}");
         assert!(o.stderr.contains("stdin is empty"), "{args:?}: {o}");
         assert!(o.stderr.contains("--content"), "{args:?}: {o}");
@@ -251,27 +107,27 @@ fn edit_with_empty_stdin_and_no_content_is_a_usage_error() {
     assert!(t.audit_events().is_empty(), "nothing was sent");
 
     // The text from stdin, or an explicit empty --content, is an edit.
-    let o = t.run(&["edit", &s(&f), "--line", "2"], b"TWO");
+    let o = run(&t, &["edit", &s(&f), "--line", "2"], b"TWO");
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(fs::read(&f).unwrap(), b"one\nTWO\n");
-    let o = t.run(&["edit", &s(&f), "--find", "TWO", "--content", ""], b"");
+    let o = run(&t, &["edit", &s(&f), "--find", "TWO", "--content", ""], b"");
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(fs::read(&f).unwrap(), b"one\n\n");
 }
 
 #[test]
 fn write_refuses_empty_stdin_unless_allow_empty() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let f = t.ws.join("keep.txt");
     fs::write(&f, "precious\n").unwrap();
-    let o = t.run(&["write", &s(&f)], b"");
+    let o = run(&t, &["write", &s(&f)], b"");
     assert_eq!(o.code, Some(2), "{o}");
     assert!(o.stderr.contains("--allow-empty"), "{o}");
     assert_eq!(fs::read(&f).unwrap(), b"precious\n");
     assert!(t.audit_events().is_empty(), "nothing was sent");
 
-    let o = t.run(&["write", "--allow-empty", &s(&f)], b"");
+    let o = run(&t, &["write", "--allow-empty", &s(&f)], b"");
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(fs::read(&f).unwrap(), b"");
     let e = t.audit_events();
@@ -282,8 +138,8 @@ fn write_refuses_empty_stdin_unless_allow_empty() {
 
 #[test]
 fn every_line_and_hash_argument_is_validated() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let f = t.ws.join("a.txt");
     fs::write(&f, "one\ntwo\nthree\n").unwrap();
     let p = s(&f);
@@ -368,7 +224,7 @@ fn every_line_and_hash_argument_is_validated() {
         (vec!["read", &p, "--limit", "0"], "--limit"),
     ];
     for (args, says) in &cases {
-        let o = t.run(args, b"");
+        let o = run(&t, args, b"");
         assert_eq!(o.code, Some(2), "{args:?}: {o}");
         assert!(o.stderr.contains(says), "{args:?} should say {says:?}: {o}");
     }
@@ -380,7 +236,7 @@ fn every_line_and_hash_argument_is_validated() {
 
     // A well-formed hash in capitals is accepted (and sent in lowercase);
     // a stale one is the daemon's refusal, exit 1.
-    let read = t.run(&["read", &p], b"");
+    let read = run(&t, &["read", &p], b"");
     assert_eq!(read.code, Some(0), "{read}");
     let hash = read
         .stdout
@@ -390,7 +246,8 @@ fn every_line_and_hash_argument_is_validated() {
         .unwrap()
         .to_string();
     let upper = format!("sha256:{}", hash["sha256:".len()..].to_ascii_uppercase());
-    let o = t.run(
+    let o = run(
+        &t,
         &[
             "edit",
             &p,
@@ -404,7 +261,8 @@ fn every_line_and_hash_argument_is_validated() {
         b"",
     );
     assert_eq!(o.code, Some(0), "{o}");
-    let o = t.run(
+    let o = run(
+        &t,
         &[
             "edit",
             &p,
@@ -420,7 +278,7 @@ fn every_line_and_hash_argument_is_validated() {
     assert_eq!(o.code, Some(1), "stale hash: {o}");
     assert_eq!(fs::read(&f).unwrap(), b"one\nTWO\nthree\n");
     // An out-of-range line is the daemon's to judge: refused, exit 1.
-    let o = t.run(&["edit", &p, "--line", "9", "--content", "x"], b"");
+    let o = run(&t, &["edit", &p, "--line", "9", "--content", "x"], b"");
     assert_eq!(o.code, Some(1), "{o}");
     assert_eq!(fs::read(&f).unwrap(), b"one\nTWO\nthree\n");
 }
@@ -431,10 +289,10 @@ fn every_line_and_hash_argument_is_validated() {
 
 #[test]
 fn exit_status_one_for_a_refusal_lists_the_workspaces() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let outside = t.out.join("x.txt");
-    let o = t.run(&["write", &s(&outside)], b"x\n");
+    let o = run(&t, &["write", &s(&outside)], b"x\n");
     assert_eq!(o.code, Some(1), "{o}");
     assert!(o.stderr.contains("refused: path_outside_workspace"), "{o}");
     assert!(
@@ -447,7 +305,7 @@ fn exit_status_one_for_a_refusal_lists_the_workspaces() {
 
 #[test]
 fn exit_status_three_when_the_daemon_is_unreachable() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let f = t.ws.join("x.txt");
     for args in [
         vec!["write", f.to_str().unwrap()],
@@ -455,12 +313,16 @@ fn exit_status_three_when_the_daemon_is_unreachable() {
         vec!["read", f.to_str().unwrap()],
         vec!["approve", "edit_file write /x/.env"],
     ] {
-        let o = t.run(&args, b"x\n");
+        let o = run(&t, &args, b"x\n");
         assert_eq!(o.code, Some(3), "{args:?}: {o}");
         assert!(o.stderr.contains("cannot reach the daemon"), "{o}");
-        assert!(o.stderr.contains(&s(&t.sock)), "names the socket: {o}");
+        assert!(
+            o.stderr.contains(&s(&t.default_sock())),
+            "names the socket: {o}"
+        );
     }
-    let o = t.run(
+    let o = run(
+        &t,
         &[
             "write",
             f.to_str().unwrap(),
@@ -475,7 +337,7 @@ fn exit_status_three_when_the_daemon_is_unreachable() {
 
 #[test]
 fn every_subcommand_documents_its_exit_statuses() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     for sub in [
         "serve",
         "write",
@@ -487,18 +349,230 @@ fn every_subcommand_documents_its_exit_statuses() {
         "completions",
         "man",
     ] {
-        let o = t.run(&[sub, "--help"], b"");
+        let o = run(&t, &[sub, "--help"], b"");
         assert_eq!(o.code, Some(0), "{sub}: {o}");
         assert!(o.stdout.contains("Exit status"), "{sub}: {o}");
         assert!(o.stdout.contains("  0  "), "{sub}: {o}");
         assert!(o.stdout.contains("  2  "), "{sub}: {o}");
     }
     for sub in ["write", "edit", "read", "approve"] {
-        let o = t.run(&[sub, "--help"], b"");
+        let o = run(&t, &[sub, "--help"], b"");
         for code in ["  1  refused", "  3  the daemon could not be reached"] {
             assert!(o.stdout.contains(code), "{sub}: {o}");
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// Through `--socket`: `write`, `edit` and `read` with the socket named, and
+// their exit statuses (1 refused, 3 unreachable)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn cli_write_through_the_daemon() {
+    let s = Tree::new(BIN);
+    let d = s.socket_daemon(&[]);
+    let target = s.ws.join("cli.txt");
+    let mut cmd = s.command();
+    cmd.arg("write").arg(&target).arg("--socket").arg(&s.sock);
+    let o = run_with_stdin(cmd, "h\u{e9}llo\nworld\n".as_bytes());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(fs::read(&target).unwrap(), "h\u{e9}llo\nworld\n".as_bytes());
+    assert_eq!(mode_of(&target), 0o600);
+
+    // A relative path is taken from the current directory.
+    let mut cmd = s.command();
+    cmd.current_dir(&s.ws)
+        .args(["write", "rel.txt", "--socket"])
+        .arg(&s.sock);
+    let o = run_with_stdin(cmd, b"relative\n");
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(fs::read(s.ws.join("rel.txt")).unwrap(), b"relative\n");
+
+    let a = s.audit_events();
+    assert_eq!(
+        a.iter().filter(|e| e["type"] == "fs.access").count(),
+        2,
+        "{a:?}"
+    );
+    assert!(a.iter().all(|e| e["sessionId"] == "cli"), "{a:?}");
+    drop(d);
+}
+
+#[test]
+fn cli_refused_write_exits_one_with_error_kind() {
+    let s = Tree::new(BIN);
+    let _d = s.socket_daemon(&[]);
+    let outside = s.base.join("outside.txt");
+    let mut cmd = s.command();
+    cmd.arg("write").arg(&outside).arg("--socket").arg(&s.sock);
+    let o = run_with_stdin(cmd, b"x\n");
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("path_outside_workspace"),
+        "errorKind on stderr: {}",
+        o.stderr
+    );
+    assert!(!outside.exists());
+}
+
+#[test]
+fn cli_unreachable_daemon_exits_three() {
+    let s = Tree::new(BIN);
+    let mut cmd = s.command();
+    cmd.arg("write")
+        .arg(s.ws.join("x.txt"))
+        .arg("--socket")
+        .arg(s.base.join("nobody-listens.sock"));
+    let o = run_with_stdin(cmd, b"x\n");
+    assert_eq!(o.code, Some(3), "{}", o.stderr);
+    assert!(!o.stderr.is_empty());
+    assert!(!s.ws.join("x.txt").exists());
+}
+
+#[test]
+fn cli_edit_and_read_through_the_daemon() {
+    let s = Tree::new(BIN);
+    let _d = s.socket_daemon(&["--allow-read"]);
+    let p = s.ws.join("a.py");
+    fs::write(&p, "def f():\r\n    return 1\r\n").unwrap();
+    let mut cmd = s.command();
+    cmd.arg("edit")
+        .arg(&p)
+        .args(["--find", "return 1", "--content", "return 2", "--socket"])
+        .arg(&s.sock);
+    let o = run_with_stdin(cmd, b"");
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert_eq!(fs::read(&p).unwrap(), b"def f():\r\n    return 2\r\n");
+
+    let mut cmd = s.command();
+    cmd.arg("read").arg(&p).arg("--socket").arg(&s.sock);
+    let o = run_with_stdin(cmd, b"");
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let out = &o.stdout;
+    assert!(
+        out.contains("def f():") && out.contains("return 2"),
+        "{out}"
+    );
+    // Numbers right-aligned in six columns, then a tab (as the README shows).
+    assert!(
+        out.starts_with("     1\tdef f():\n     2\t    return 2\n"),
+        "{out:?}"
+    );
+    assert!(out.contains("sha256:"), "{out}");
+}
+
+#[test]
+fn cli_read_without_reads_says_how_to_turn_them_on() {
+    let s = Tree::new(BIN);
+    let _d = s.socket_daemon(&[]);
+    let p = s.ws.join("a.txt");
+    fs::write(&p, "x\n").unwrap();
+    let mut cmd = s.command();
+    cmd.arg("read").arg(&p).arg("--socket").arg(&s.sock);
+    let o = run_with_stdin(cmd, b"");
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("does not serve reads")
+            && o.stderr.contains("writegate serve --allow-read"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("method not found"), "{}", o.stderr);
+    assert!(o.stdout.is_empty(), "{}", o.stdout);
+}
+
+#[test]
+fn cli_dos_device_name_inside_the_workspace_is_reserved_name() {
+    let s = Tree::new(BIN);
+    let _d = s.socket_daemon(&[]);
+    for name in ["con.txt", "NUL", "sub/com1.log"] {
+        let target = s.ws.join(name);
+        let mut cmd = s.command();
+        cmd.arg("write").arg(&target).arg("--socket").arg(&s.sock);
+        let o = run_with_stdin(cmd, b"x\n");
+        assert_eq!(o.code, Some(1), "{name}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("refused: reserved_name: "),
+            "{name}: {}",
+            o.stderr
+        );
+        assert!(o.stderr.contains("DOS device name"), "{name}: {}", o.stderr);
+        assert!(
+            !o.stderr.contains("path_outside_workspace"),
+            "{name}: {}",
+            o.stderr
+        );
+        assert!(!target.exists());
+    }
+}
+
+#[test]
+fn cli_file_too_large_names_the_limit_and_its_key() {
+    let s = Tree::new(BIN);
+    let config = s.base.join("small.toml");
+    fs::write(&config, "max_write_bytes = 16\n").unwrap();
+    let _d = s.socket_daemon(&["--config", config.to_str().unwrap()]);
+    let target = s.ws.join("big.txt");
+    let mut cmd = s.command();
+    cmd.arg("write").arg(&target).arg("--socket").arg(&s.sock);
+    let o = run_with_stdin(cmd, &[b'a'; 40]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("file_too_large"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("limit of 16 bytes") && o.stderr.contains("max_write_bytes"),
+        "{}",
+        o.stderr
+    );
+    assert!(!target.exists());
+}
+
+#[test]
+fn cli_approve_refuses_text_that_is_no_operation() {
+    let s = Tree::new(BIN);
+    let _d = s.socket_daemon(&[]);
+    let mut cmd = s.command();
+    cmd.args(["approve", "rm -rf /", "--socket"]).arg(&s.sock);
+    let o = run_with_stdin(cmd, b"");
+    assert_eq!(o.code, Some(2), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("not an operation writegate judges"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("edit_file <mode> <absolute path>"),
+        "{}",
+        o.stderr
+    );
+    // Nothing reached the daemon's approvals.
+    assert!(!s.base.join("state/writegate/approvals.json").exists());
+}
+
+#[test]
+fn cli_approval_refusal_speaks_cli_words() {
+    let s = Tree::new(BIN);
+    let _d = s.socket_daemon(&[]);
+    let target = s.ws.join(".env");
+    let mut cmd = s.command();
+    cmd.arg("write").arg(&target).arg("--socket").arg(&s.sock);
+    let o = run_with_stdin(cmd, b"K=1\n");
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("refused: approval_required: "),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("writegate approve 'edit_file write "),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        !o.stderr.contains("_writegate/") && !o.stderr.contains("data.command"),
+        "{}",
+        o.stderr
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -507,9 +581,9 @@ fn every_subcommand_documents_its_exit_statuses() {
 
 #[test]
 fn initialize_lists_every_workspace() {
-    let t = Tree::new();
-    let _d = t.serve(&["--untrusted"]);
-    let mut sock = UnixStream::connect(&t.sock).unwrap();
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &["--untrusted"]);
+    let mut sock = UnixStream::connect(t.default_sock()).unwrap();
     sock.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
         .unwrap();
     let mut line = String::new();
@@ -530,32 +604,33 @@ fn initialize_lists_every_workspace() {
 
 #[test]
 fn write_edit_read_reach_the_second_workspace() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let b = t.wsb.join("b.txt");
-    let o = t.run(&["write", &s(&b)], b"bee\n");
+    let o = run(&t, &["write", &s(&b)], b"bee\n");
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(fs::read(&b).unwrap(), b"bee\n");
 
     // Relative to the current directory, through a symlinked directory.
     std::os::unix::fs::symlink(&t.wsb, t.base.join("link-b")).unwrap();
-    let o = t.run(
+    let o = run(
+        &t,
         &["edit", "link-b/b.txt", "--find", "bee", "--content", "buzz"],
         b"",
     );
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(fs::read(&b).unwrap(), b"buzz\n");
-    let o = t.run(&["read", "link-b/b.txt"], b"");
+    let o = run(&t, &["read", "link-b/b.txt"], b"");
     assert_eq!(o.code, Some(0), "{o}");
     assert!(o.stdout.starts_with("     1\tbuzz\n"), "{o}");
 
     // A file that does not exist yet, in a new subdirectory of B.
-    let o = t.run(&["write", &s(&t.wsb.join("new.txt"))], b"n\n");
+    let o = run(&t, &["write", &s(&t.wsb.join("new.txt"))], b"n\n");
     assert_eq!(o.code, Some(0), "{o}");
 
     // The primary still works, and each event names its own workspace.
     let a = t.ws.join("a.txt");
-    let o = t.run(&["write", &s(&a)], b"a\n");
+    let o = run(&t, &["write", &s(&a)], b"a\n");
     assert_eq!(o.code, Some(0), "{o}");
     let e = t.audit_events();
     assert_eq!(e.len(), 5, "{e:?}");
@@ -567,19 +642,20 @@ fn write_edit_read_reach_the_second_workspace() {
 
 #[test]
 fn the_workspace_flag_chooses_the_workspace() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let b = t.wsb.join("b.txt");
-    let o = t.run(&["write", &s(&b), "--workspace", &s(&t.wsb)], b"1\n");
+    let o = run(&t, &["write", &s(&b), "--workspace", &s(&t.wsb)], b"1\n");
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(fs::read(&b).unwrap(), b"1\n");
     // Naming the other workspace: the daemon refuses a path outside it.
-    let o = t.run(&["write", &s(&b), "--workspace", &s(&t.ws)], b"2\n");
+    let o = run(&t, &["write", &s(&b), "--workspace", &s(&t.ws)], b"2\n");
     assert_eq!(o.code, Some(1), "{o}");
     assert!(o.stderr.contains("path_outside_workspace"), "{o}");
     assert_eq!(fs::read(&b).unwrap(), b"1\n");
     // A directory that is not a workspace: refused, and the list is shown.
-    let o = t.run(
+    let o = run(
+        &t,
         &["write", &s(&t.out.join("x")), "--workspace", &s(&t.out)],
         b"3\n",
     );
@@ -608,27 +684,27 @@ fn suggested_command(stderr: &str) -> String {
 
 #[test]
 fn approve_once_then_write_a_held_file() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let env = t.ws.join(".env");
-    let o = t.run(&["write", &s(&env)], b"KEY=1\n");
+    let o = run(&t, &["write", &s(&env)], b"KEY=1\n");
     assert_eq!(o.code, Some(1), "{o}");
     assert!(o.stderr.contains("refused: approval_required"), "{o}");
     let command = suggested_command(&o.stderr);
     assert_eq!(command, format!("edit_file write {}", s(&env)));
     assert!(!env.exists());
 
-    let o = t.run(&["approve", &command], b"");
+    let o = run(&t, &["approve", &command], b"");
     assert_eq!(o.code, Some(0), "{o}");
     assert!(
         o.stdout.contains("approved") && o.stdout.contains("once"),
         "{o}"
     );
-    let o = t.run(&["write", &s(&env)], b"KEY=1\n");
+    let o = run(&t, &["write", &s(&env)], b"KEY=1\n");
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(fs::read(&env).unwrap(), b"KEY=1\n");
     // Once is once.
-    let o = t.run(&["write", &s(&env)], b"KEY=2\n");
+    let o = run(&t, &["write", &s(&env)], b"KEY=2\n");
     assert_eq!(o.code, Some(1), "{o}");
     assert_eq!(fs::read(&env).unwrap(), b"KEY=1\n");
 
@@ -636,9 +712,9 @@ fn approve_once_then_write_a_held_file() {
     let words: Vec<&str> = command.split(' ').collect();
     let mut args = vec!["approve"];
     args.extend(&words);
-    let o = t.run(&args, b"");
+    let o = run(&t, &args, b"");
     assert_eq!(o.code, Some(0), "{o}");
-    let o = t.run(&["write", &s(&env)], b"KEY=3\n");
+    let o = run(&t, &["write", &s(&env)], b"KEY=3\n");
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(fs::read(&env).unwrap(), b"KEY=3\n");
 }
@@ -647,19 +723,19 @@ fn approve_once_then_write_a_held_file() {
 /// `id_rsa*` shows approves that one file, never its look-alikes.
 #[test]
 fn issue_13_approving_a_glob_like_name_approves_that_file_only() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let star = t.ws.join("id_rsa*");
-    let o = t.run(&["write", &s(&star)], b"x\n");
+    let o = run(&t, &["write", &s(&star)], b"x\n");
     assert_eq!(o.code, Some(1), "{o}");
     let command = suggested_command(&o.stderr);
-    let o = t.run(&["approve", "--scope", "workspace", &command], b"");
+    let o = run(&t, &["approve", "--scope", "workspace", &command], b"");
     assert_eq!(o.code, Some(0), "{o}");
-    let o = t.run(&["write", &s(&star)], b"x\n");
+    let o = run(&t, &["write", &s(&star)], b"x\n");
     assert_eq!(o.code, Some(0), "{o}");
     for other in ["id_rsa", "id_rsa.pub", "id_rsa_other"] {
         let p = t.ws.join(other);
-        let o = t.run(&["write", &s(&p)], b"y\n");
+        let o = run(&t, &["write", &s(&p)], b"y\n");
         assert_eq!(o.code, Some(1), "{other} got through: {o}");
         assert!(o.stderr.contains("approval_required"), "{o}");
         assert!(!p.exists());
@@ -668,33 +744,35 @@ fn issue_13_approving_a_glob_like_name_approves_that_file_only() {
 
 #[test]
 fn approve_session_scope_covers_that_session_only() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let env = t.wsb.join(".env");
-    let o = t.run(&["write", &s(&env), "--session", "s2"], b"A=1\n");
+    let o = run(&t, &["write", &s(&env), "--session", "s2"], b"A=1\n");
     assert_eq!(o.code, Some(1), "{o}");
     assert!(
         o.stderr.contains("--session s2"),
         "the suggested line keeps the session: {o}"
     );
     let command = suggested_command(&o.stderr);
-    let o = t.run(
+    let o = run(
+        &t,
         &["approve", &command, "--scope", "session", "--session", "s2"],
         b"",
     );
     assert_eq!(o.code, Some(0), "{o}");
     for n in 1..=2 {
-        let o = t.run(
+        let o = run(
+            &t,
             &["write", &s(&env), "--session", "s2"],
             format!("A={n}\n").as_bytes(),
         );
         assert_eq!(o.code, Some(0), "write {n}: {o}");
     }
-    let o = t.run(&["write", &s(&env)], b"A=9\n");
+    let o = run(&t, &["write", &s(&env)], b"A=9\n");
     assert_eq!(o.code, Some(1), "another session is not covered: {o}");
     assert_eq!(fs::read(&env).unwrap(), b"A=2\n");
     // A scope the method does not know is a usage error.
-    let o = t.run(&["approve", &command, "--scope", "forever"], b"");
+    let o = run(&t, &["approve", &command, "--scope", "forever"], b"");
     assert_eq!(o.code, Some(2), "{o}");
 }
 
@@ -704,14 +782,15 @@ fn approve_session_scope_covers_that_session_only() {
 
 #[test]
 fn audit_shows_and_filters_the_log() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     let a = t.ws.join("a.txt");
     let b = t.wsb.join("b.txt");
-    assert_eq!(t.run(&["write", &s(&a)], b"a\n").code, Some(0));
-    assert_eq!(t.run(&["write", &s(&b)], b"b\n").code, Some(0));
+    assert_eq!(run(&t, &["write", &s(&a)], b"a\n").code, Some(0));
+    assert_eq!(run(&t, &["write", &s(&b)], b"b\n").code, Some(0));
     assert_eq!(
-        t.run(
+        run(
+            &t,
             &[
                 "edit",
                 &s(&a),
@@ -727,14 +806,14 @@ fn audit_shows_and_filters_the_log() {
         Some(0)
     );
     assert_eq!(
-        t.run(&["write", &s(&t.out.join("o.txt"))], b"o\n").code,
+        run(&t, &["write", &s(&t.out.join("o.txt"))], b"o\n").code,
         Some(1)
     );
     let events = t.audit_events();
     assert_eq!(events.len(), 4, "{events:?}");
     let log = s(&t.audit_log);
 
-    let all = t.run(&["audit", "--audit-log", &log], b"");
+    let all = run(&t, &["audit", "--audit-log", &log], b"");
     assert_eq!(all.code, Some(0), "{all}");
     let lines: Vec<&str> = all.stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{all}");
@@ -760,7 +839,7 @@ fn audit_shows_and_filters_the_log() {
     // through a symlink.
     std::os::unix::fs::symlink(&t.ws, t.base.join("link-a")).unwrap();
     for p in [s(&a), "ws/a.txt".to_string(), "link-a/a.txt".to_string()] {
-        let o = t.run(&["audit", "--audit-log", &log, "--path", &p], b"");
+        let o = run(&t, &["audit", "--audit-log", &log, "--path", &p], b"");
         assert_eq!(o.code, Some(0), "{o}");
         assert_eq!(o.stdout.lines().count(), 2, "{p}: {o}");
         assert!(
@@ -770,19 +849,28 @@ fn audit_shows_and_filters_the_log() {
             "{o}"
         );
     }
-    let o = t.run(&["audit", "--audit-log", &log, "--kind", "fs.denied"], b"");
+    let o = run(
+        &t,
+        &["audit", "--audit-log", &log, "--kind", "fs.denied"],
+        b"",
+    );
     assert_eq!(o.stdout.lines().count(), 1, "{o}");
     assert!(o.stdout.contains("path_outside_workspace"), "{o}");
     for kind in ["denied", "path_outside_workspace"] {
-        let k = t.run(&["audit", "--audit-log", &log, "--kind", kind], b"");
+        let k = run(&t, &["audit", "--audit-log", &log, "--kind", kind], b"");
         assert_eq!(k.stdout, o.stdout, "{kind}: {k}");
     }
-    let o = t.run(&["audit", "--audit-log", &log, "--kind", "access"], b"");
+    let o = run(&t, &["audit", "--audit-log", &log, "--kind", "access"], b"");
     assert_eq!(o.stdout.lines().count(), 3, "{o}");
-    let o = t.run(&["audit", "--audit-log", &log, "--session", "other"], b"");
+    let o = run(
+        &t,
+        &["audit", "--audit-log", &log, "--session", "other"],
+        b"",
+    );
     assert_eq!(o.stdout.lines().count(), 1, "{o}");
     assert!(o.stdout.contains("edit/append"), "{o}");
-    let o = t.run(
+    let o = run(
+        &t,
         &[
             "audit",
             "--audit-log",
@@ -797,9 +885,10 @@ fn audit_shows_and_filters_the_log() {
     assert_eq!(o.stdout.lines().count(), 2, "{o}");
 
     // --json passes the log's lines through unchanged.
-    let o = t.run(&["audit", "--audit-log", &log, "--json"], b"");
+    let o = run(&t, &["audit", "--audit-log", &log, "--json"], b"");
     assert_eq!(o.stdout, fs::read_to_string(&t.audit_log).unwrap(), "{o}");
-    let o = t.run(
+    let o = run(
+        &t,
         &["audit", "--audit-log", &log, "--json", "--session", "other"],
         b"",
     );
@@ -808,22 +897,22 @@ fn audit_shows_and_filters_the_log() {
 
     // A missing log is exit 1 and says where it looked.
     let missing = t.base.join("state/none.jsonl");
-    let o = t.run(&["audit", "--audit-log", &s(&missing)], b"");
+    let o = run(&t, &["audit", "--audit-log", &s(&missing)], b"");
     assert_eq!(o.code, Some(1), "{o}");
     assert!(o.stderr.contains(&s(&missing)), "{o}");
 }
 
 #[test]
 fn audit_finds_the_log_where_the_daemon_does() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     // Default location: $XDG_STATE_HOME/writegate/audit.jsonl.
     {
-        let _d = t.serve_with(&["--workspace", &s(&t.ws)], &[]);
+        let _d = serve_with(&t, &["--workspace", &s(&t.ws)], &[]);
         assert_eq!(
-            t.run(&["write", &s(&t.ws.join("d.txt"))], b"d\n").code,
+            run(&t, &["write", &s(&t.ws.join("d.txt"))], b"d\n").code,
             Some(0)
         );
-        let o = t.run(&["audit"], b"");
+        let o = run(&t, &["audit"], b"");
         assert_eq!(o.code, Some(0), "{o}");
         assert_eq!(o.stdout.lines().count(), 1, "{o}");
     }
@@ -839,31 +928,31 @@ fn audit_finds_the_log_where_the_daemon_does() {
         ),
     )
     .unwrap();
-    let _d = t.serve_with(&["--config", &s(&config)], &[]);
+    let _d = serve_with(&t, &["--config", &s(&config)], &[]);
     assert_eq!(
-        t.run(&["write", &s(&t.ws.join("c.txt"))], b"c\n").code,
+        run(&t, &["write", &s(&t.ws.join("c.txt"))], b"c\n").code,
         Some(0)
     );
     assert_eq!(
-        t.run(&["write", &s(&t.ws.join("c.txt"))], b"cc\n").code,
+        run(&t, &["write", &s(&t.ws.join("c.txt"))], b"cc\n").code,
         Some(0)
     );
-    let o = t.run(&["audit", "--config", &s(&config)], b"");
+    let o = run(&t, &["audit", "--config", &s(&config)], b"");
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(o.stdout.lines().count(), 2, "{o}");
     // WRITEGATE_AUDIT_PATH, as for the daemon.
     let mut cmd = t.command();
     cmd.args(["audit"]).env("WRITEGATE_AUDIT_PATH", &log);
-    let o = run_cmd(cmd, b"");
+    let o = run_with_stdin(cmd, b"");
     assert_eq!(o.stdout.lines().count(), 2, "{o}");
 }
 
 #[test]
 fn audit_follow_prints_new_events() {
-    let t = Tree::new();
-    let _d = t.serve(&[]);
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
     assert_eq!(
-        t.run(&["write", &s(&t.ws.join("first.txt"))], b"1\n").code,
+        run(&t, &["write", &s(&t.ws.join("first.txt"))], b"1\n").code,
         Some(0)
     );
     let mut cmd = t.command();
@@ -893,12 +982,11 @@ fn audit_follow_prints_new_events() {
     assert!(first.contains("fs.access"), "{first}");
     // Refused (not shown: --kind access), then written (shown).
     assert_eq!(
-        t.run(&["write", &s(&t.out.join("x"))], b"x\n").code,
+        run(&t, &["write", &s(&t.out.join("x"))], b"x\n").code,
         Some(1)
     );
     assert_eq!(
-        t.run(&["write", &s(&t.wsb.join("second.txt"))], b"22\n")
-            .code,
+        run(&t, &["write", &s(&t.wsb.join("second.txt"))], b"22\n").code,
         Some(0)
     );
     let second = rx.recv_timeout(TIMEOUT).expect("the new event");
@@ -921,7 +1009,7 @@ fn audit_follow_prints_new_events() {
 
 #[test]
 fn completions_and_man_page() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     for (shell, marker) in [
         ("bash", "complete -F"),
         ("zsh", "#compdef writegate"),
@@ -929,7 +1017,7 @@ fn completions_and_man_page() {
         ("elvish", "writegate"),
         ("powershell", "writegate"),
     ] {
-        let o = t.run(&["completions", shell], b"");
+        let o = run(&t, &["completions", shell], b"");
         assert_eq!(o.code, Some(0), "{shell}: {o}");
         assert!(o.stdout.contains(marker), "{shell}: {o}");
         assert!(
@@ -937,10 +1025,10 @@ fn completions_and_man_page() {
             "{shell}"
         );
     }
-    let o = t.run(&["completions", "tcsh"], b"");
+    let o = run(&t, &["completions", "tcsh"], b"");
     assert_eq!(o.code, Some(2), "{o}");
 
-    let o = t.run(&["man"], b"");
+    let o = run(&t, &["man"], b"");
     assert_eq!(o.code, Some(0), "{o}");
     assert!(o.stdout.contains(".TH writegate 1"), "{o}");
     assert!(
@@ -960,7 +1048,7 @@ fn completions_and_man_page() {
         "completions",
         "man",
     ] {
-        let o = t.run(&["man", sub], b"");
+        let o = run(&t, &["man", sub], b"");
         assert_eq!(o.code, Some(0), "{sub}: {o}");
         assert!(
             o.stdout.contains(&format!(".TH writegate-{sub} 1")),
@@ -968,15 +1056,15 @@ fn completions_and_man_page() {
         );
         assert!(o.stdout.contains("Exit status"), "{sub}: {o}");
     }
-    let o = t.run(&["man", "edit"], b"");
+    let o = run(&t, &["man", "edit"], b"");
     assert!(o.stdout.contains("\\-\\-expected\\-hash"), "{o}");
-    assert_eq!(t.run(&["man", "nope"], b"").code, Some(2));
+    assert_eq!(run(&t, &["man", "nope"], b"").code, Some(2));
 }
 
 #[test]
 fn version_names_the_commit() {
-    let t = Tree::new();
-    let o = t.run(&["--version"], b"");
+    let t = Tree::new(BIN);
+    let o = run(&t, &["--version"], b"");
     assert_eq!(o.code, Some(0), "{o}");
     let v = o.stdout.trim_end();
     let rest = v
@@ -1011,28 +1099,15 @@ fn version_names_the_commit() {
 fn daemon_log(t: &Tree, flags: &[&str], env: &[(&str, &str)]) -> String {
     let mut args = vec!["--workspace", t.ws.to_str().unwrap()];
     args.extend(flags);
-    let mut d = t.serve_with(&args, env);
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&d.child),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let start = Instant::now();
-    while d.child.try_wait().unwrap().is_none() {
-        assert!(start.elapsed() < TIMEOUT, "daemon did not stop");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut text = String::new();
-    fs::File::open(&d.stderr_file)
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
-    text
+    let mut d = serve_with(t, &args, env);
+    d.signal(Signal::TERM);
+    d.wait_exit();
+    d.stderr_text()
 }
 
 #[test]
 fn start_up_logs_each_workspace_with_its_trust() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let config = t.base.join("config/wg.toml");
     fs::write(
         &config,
@@ -1058,7 +1133,7 @@ fn start_up_logs_each_workspace_with_its_trust() {
 
 #[test]
 fn log_level_from_flags_writegate_log_and_rust_log() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let info = "serving workspace";
     assert!(daemon_log(&t, &[], &[]).contains(info));
     assert!(!daemon_log(&t, &["-q"], &[]).contains(info));

@@ -1,206 +1,67 @@
-//! Helpers the test modules share: a temp tree with its own home and XDG
-//! directories, daemons spawned in it, line clients over stdio or the
-//! socket, an audit-log reader, tree snapshots, and the checks and requests
-//! several modules use (the `initialize` answer, refusals and their audit
-//! event, external-write markers, the workspace an `initialize` asks for).
+//! Helpers the test modules share on top of `writegate-testkit` (the temp
+//! tree, its daemons, the raw line client): the JSON-RPC client, an
+//! audit-log reader, and the checks and requests several modules use (the
+//! `initialize` answer, refusals and their audit event, external-write
+//! markers, the workspace an `initialize` asks for).
 //!
 //! Every spawned process gets `HOME`, `XDG_RUNTIME_DIR`, `XDG_STATE_HOME` and
 //! `XDG_CONFIG_HOME` inside its test's temp dir, so no test touches the real
 //! home. Timeouts exist only so that a broken daemon fails a test instead of
 //! hanging it; nothing asserts on speed.
 
-use rustix::process::Signal;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsString;
+use std::collections::HashMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::RecvTimeoutError;
+use writegate_testkit::LineClient;
 
+pub(crate) use writegate_testkit::{
+    Daemon, Finished, Opts, TIMEOUT, Tmpfs, Tree, audit_lines, find_program, mode_of,
+    run_with_stdin, snapshot, temps,
+};
+
+/// The binary under test.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_writegate");
-/// Upper bound for any single wait (a broken daemon fails instead of hanging).
-pub(crate) const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A temp tree `wg-e2e-XXXXXX/`: `ws/` (workspace A, the primary),
-/// `ws-b/` (workspace B), `out/` (outside every workspace), `home/`,
-/// `state/` (`XDG_STATE_HOME`, and the audit log `state/audit.jsonl`),
-/// `config/`, `run/` (`XDG_RUNTIME_DIR`; the daemon creates `run/wg/` for its
-/// socket), and `logs/` (each daemon's stdout and stderr).
-pub(crate) struct Tree {
-    _tmp: tempfile::TempDir,
-    /// `wg-<test binary>-`, the start of the temp dir's name.
-    prefix: String,
-    pub(crate) base: PathBuf,
-    pub(crate) ws: PathBuf,
-    pub(crate) wsb: PathBuf,
-    pub(crate) out: PathBuf,
-    pub(crate) sock: PathBuf,
-    pub(crate) audit_log: PathBuf,
-    spawned: AtomicUsize,
-}
-
-/// How [`Tree::daemon`] starts `writegate serve`.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Opts<'a> {
-    pub(crate) stdio: bool,
-    pub(crate) socket: bool,
-    /// Arguments after `--workspace <ws> --audit-log <log>`.
-    pub(crate) args: &'a [&'a str],
-    pub(crate) env: &'a [(&'a str, &'a str)],
-    /// Do not wait for the socket (for daemons expected to fail).
-    pub(crate) no_wait: bool,
-}
-
-impl Tree {
-    pub(crate) fn new() -> Tree {
-        let prefix = format!("wg-{}-", env!("CARGO_CRATE_NAME"));
-        let tmp = tempfile::Builder::new().prefix(&prefix).tempdir().unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        for d in [
-            "ws", "ws-b", "out", "home", "state", "config", "run", "logs",
-        ] {
-            fs::create_dir(base.join(d)).unwrap();
-        }
-        Tree {
-            ws: base.join("ws"),
-            wsb: base.join("ws-b"),
-            out: base.join("out"),
-            sock: base.join("run/wg/writegate.sock"),
-            audit_log: base.join("state/audit.jsonl"),
-            base,
-            prefix,
-            _tmp: tmp,
-            spawned: AtomicUsize::new(0),
-        }
-    }
-
-    /// Everything under the tree except the daemon's own files (logs, state,
-    /// socket directory, configs, home), without following links.
-    pub(crate) fn snapshot(&self) -> BTreeMap<PathBuf, Entry> {
-        snapshot(&self.base, &["logs", "state", "run", "config", "home"])
-    }
-
+/// The audit log of a [`Tree`] as JSON events.
+pub(crate) trait TreeAudit {
     /// A reader of the audit log that starts at its beginning.
-    pub(crate) fn audit(&self) -> Audit {
+    fn audit(&self) -> Audit;
+    /// The audit log's events, one per line (none if the file is missing).
+    fn audit_events(&self) -> Vec<Value>;
+}
+
+impl TreeAudit for Tree {
+    fn audit(&self) -> Audit {
         Audit {
             path: self.audit_log.clone(),
             seen: 0,
-            raw: format!("/{}", self.prefix),
+            raw: format!("/{}", self.prefix()),
         }
     }
 
-    /// The audit log's events, one per line (none if the file is missing).
-    pub(crate) fn audit_events(&self) -> Vec<Value> {
+    fn audit_events(&self) -> Vec<Value> {
         self.audit().all()
     }
+}
 
-    /// Points every home-like variable into the temp tree.
-    pub(crate) fn set_env(&self, c: &mut Command) {
-        c.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.base.join("home"))
-            .env("XDG_RUNTIME_DIR", self.base.join("run"))
-            .env("XDG_STATE_HOME", self.base.join("state"))
-            .env("XDG_CONFIG_HOME", self.base.join("config"))
-            .current_dir(&self.base);
+/// JSON-RPC clients of a [`Daemon`].
+pub(crate) trait Clients {
+    /// A client over the daemon's stdin and stdout (a `--stdio` daemon).
+    fn stdio_client(&mut self) -> Client;
+    /// A client connected to the tree's socket.
+    fn connect(&self) -> Client;
+}
+
+impl Clients for Daemon {
+    fn stdio_client(&mut self) -> Client {
+        Client::new(self.stdio_lines())
     }
 
-    /// The binary with a clean environment (for the CLI subcommands).
-    pub(crate) fn command(&self) -> Command {
-        let mut c = Command::new(BIN);
-        self.set_env(&mut c);
-        c
-    }
-
-    pub(crate) fn stdio_daemon(&self, extra: &[&str]) -> Daemon {
-        self.daemon(Opts {
-            stdio: true,
-            args: extra,
-            ..Opts::default()
-        })
-    }
-
-    pub(crate) fn socket_daemon(&self, extra: &[&str]) -> Daemon {
-        self.daemon(Opts {
-            socket: true,
-            args: extra,
-            ..Opts::default()
-        })
-    }
-
-    /// Spawns `writegate serve [--stdio] [--socket <sock>] --workspace <ws>
-    /// --audit-log <log>` and `o.args`; with a socket, waits until it
-    /// answers (unless `o.no_wait`).
-    pub(crate) fn daemon(&self, o: Opts) -> Daemon {
-        let mut cmd = self.command();
-        cmd.arg("serve");
-        if o.stdio {
-            cmd.arg("--stdio");
-        }
-        if o.socket {
-            cmd.arg("--socket").arg(&self.sock);
-        }
-        cmd.arg("--workspace")
-            .arg(&self.ws)
-            .arg("--audit-log")
-            .arg(&self.audit_log)
-            .args(o.args);
-        // External tool writes are off by default when the daemon runs as
-        // root (issue 13); these tests run as root too and expect the
-        // non-root default. `--no-external-writes` and `o.env` still win.
-        cmd.env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true");
-        for (k, v) in o.env {
-            cmd.env(k, v);
-        }
-        self.spawn(cmd, o.stdio, o.socket && !o.no_wait)
-    }
-
-    /// Spawns `cmd` with stderr (and, without stdio, stdout) going to files
-    /// in `logs/`; with `wait_socket`, waits for the socket to answer.
-    pub(crate) fn spawn(&self, mut cmd: Command, stdio: bool, wait_socket: bool) -> Daemon {
-        let n = self.spawned.fetch_add(1, Ordering::SeqCst);
-        let stderr_file = self.base.join(format!("logs/daemon-{n}.stderr"));
-        cmd.stderr(fs::File::create(&stderr_file).unwrap());
-        let mut stdout_file = None;
-        if stdio {
-            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-        } else {
-            let f = self.base.join(format!("logs/daemon-{n}.stdout"));
-            cmd.stdin(Stdio::null())
-                .stdout(fs::File::create(&f).unwrap());
-            stdout_file = Some(f);
-        }
-        let child = cmd.spawn().expect("spawn writegate");
-        let mut d = Daemon {
-            child,
-            stderr_file,
-            stdout_file,
-            sock: self.sock.clone(),
-        };
-        if wait_socket {
-            let start = Instant::now();
-            loop {
-                if let Some(st) = d.child.try_wait().unwrap() {
-                    panic!("daemon exited early with {st:?}:\n{}", d.stderr_text());
-                }
-                if UnixStream::connect(&self.sock).is_ok() {
-                    break;
-                }
-                assert!(
-                    start.elapsed() < TIMEOUT,
-                    "socket never answered:\n{}",
-                    d.stderr_text()
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        d
+    fn connect(&self) -> Client {
+        Client::new(self.connect_lines())
     }
 }
 
@@ -215,16 +76,13 @@ pub(crate) struct Audit {
 impl Audit {
     /// Every event of the log, one per line (none if the file is missing).
     pub(crate) fn all(&self) -> Vec<Value> {
-        match fs::read_to_string(&self.path) {
-            Ok(text) => text
-                .lines()
-                .map(|l| {
-                    serde_json::from_str(l)
-                        .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {l}"))
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        audit_lines(&self.path)
+            .iter()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {l}"))
+            })
+            .collect()
     }
 
     /// Events written since the last call.
@@ -257,104 +115,21 @@ impl Audit {
     }
 }
 
-/// A running daemon; killed (by its pid) if still alive when dropped.
-pub(crate) struct Daemon {
-    pub(crate) child: Child,
-    pub(crate) stderr_file: PathBuf,
-    /// Where stdout goes when it is not the stdio transport.
-    pub(crate) stdout_file: Option<PathBuf>,
-    sock: PathBuf,
-}
-
-impl Daemon {
-    pub(crate) fn stdio_client(&mut self) -> Client {
-        let stdin = self.child.stdin.take().expect("a --stdio daemon");
-        let stdout = self.child.stdout.take().expect("a --stdio daemon");
-        Client::new(Writer::Pipe(Some(stdin)), stdout)
-    }
-
-    pub(crate) fn connect(&self) -> Client {
-        let s = UnixStream::connect(&self.sock)
-            .unwrap_or_else(|e| panic!("connect {}: {e}", self.sock.display()));
-        let r = s.try_clone().unwrap();
-        Client::new(Writer::Sock(s), r)
-    }
-
-    /// Sends `sig` (TERM, INT, HUP) to the daemon.
-    pub(crate) fn signal(&self, sig: Signal) {
-        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), sig).unwrap();
-    }
-
-    pub(crate) fn wait_exit(&mut self) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "daemon did not exit:\n{}",
-                self.stderr_text()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    pub(crate) fn stderr_text(&self) -> String {
-        fs::read_to_string(&self.stderr_file).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-enum Writer {
-    Pipe(Option<ChildStdin>),
-    Sock(UnixStream),
-}
-
-/// A line client: writes raw bytes or requests; a thread reads response
-/// lines.
+/// A JSON-RPC line client over a [`LineClient`]: sends requests, reads
+/// response lines and checks each is one compact JSON-RPC line.
 pub(crate) struct Client {
-    w: Writer,
-    rx: Receiver<Vec<u8>>,
+    lines: LineClient,
     /// Requests sent by [`Client::call`] and [`Client::sync`], for their ids.
     sent: u64,
 }
 
 impl Client {
-    fn new(w: Writer, r: impl Read + Send + 'static) -> Client {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(r);
-            loop {
-                let mut line = Vec::new();
-                match r.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if tx.send(line).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        Client { w, rx, sent: 0 }
+    pub(crate) fn new(lines: LineClient) -> Client {
+        Client { lines, sent: 0 }
     }
 
     pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
-        let res = match &mut self.w {
-            Writer::Pipe(Some(p)) => p.write_all(bytes).and_then(|()| p.flush()),
-            Writer::Pipe(None) => panic!("stdin already closed"),
-            Writer::Sock(s) => s.write_all(bytes),
-        };
-        res.expect("send to the daemon");
+        self.lines.send(bytes);
     }
 
     pub(crate) fn send(&mut self, v: &Value) {
@@ -365,15 +140,12 @@ impl Client {
 
     /// Ends our side of the stream (stdin EOF / socket shutdown).
     pub(crate) fn close_write(&mut self) {
-        match &mut self.w {
-            Writer::Pipe(p) => drop(p.take()),
-            Writer::Sock(s) => s.shutdown(std::net::Shutdown::Write).unwrap(),
-        }
+        self.lines.close_write();
     }
 
     /// The next response line, raw and parsed. Panics on EOF or timeout.
     pub(crate) fn recv_raw(&mut self) -> (String, Value) {
-        match self.rx.recv_timeout(TIMEOUT) {
+        match self.lines.recv_timeout(TIMEOUT) {
             Ok(line) => {
                 let text = String::from_utf8(line).expect("responses are UTF-8");
                 assert!(
@@ -401,14 +173,11 @@ impl Client {
 
     /// Every response until the daemon closes the stream.
     pub(crate) fn recv_until_eof(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
-        loop {
-            match self.rx.recv_timeout(TIMEOUT) {
-                Ok(line) => out.push(serde_json::from_slice(&line).expect("a JSON line")),
-                Err(RecvTimeoutError::Disconnected) => return out,
-                Err(RecvTimeoutError::Timeout) => panic!("the daemon never closed the stream"),
-            }
-        }
+        self.lines
+            .lines_until_eof()
+            .iter()
+            .map(|line| serde_json::from_slice(line).expect("a JSON line"))
+            .collect()
     }
 
     /// Sends one request with the id `r<n>` and returns its response.
@@ -464,90 +233,6 @@ pub(crate) fn req(id: impl Into<Value>, method: &str, params: Value) -> Value {
 /// The params of an `fs/write_text_file` of session `s`.
 pub(crate) fn write_params(path: &Path, content: &str) -> Value {
     json!({"sessionId": "s", "path": path, "content": content})
-}
-
-/// One entry of a tree snapshot: kind, permission bits, and the bytes of a
-/// file or the target of a link.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Entry {
-    Dir(u32),
-    File(u32, Vec<u8>),
-    Link(PathBuf),
-    Other(u32),
-}
-
-/// Every path under `dir` (relative), without following links, except the
-/// top-level names in `skip`.
-pub(crate) fn snapshot(dir: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Entry> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
-            if d == dir && skip.iter().any(|x| rel == Path::new(x)) {
-                continue;
-            }
-            let m = fs::symlink_metadata(&p).unwrap();
-            let mode = m.permissions().mode() & 0o7777;
-            let ft = m.file_type();
-            let entry = if ft.is_dir() {
-                stack.push(p.clone());
-                Entry::Dir(mode)
-            } else if ft.is_symlink() {
-                Entry::Link(fs::read_link(&p).unwrap())
-            } else if ft.is_file() {
-                Entry::File(mode, fs::read(&p).unwrap_or_default())
-            } else {
-                Entry::Other(mode)
-            };
-            out.insert(rel, entry);
-        }
-    }
-    out
-}
-
-/// writegate temp files (`.<leaf>.<pid>.<hex>.tmp`) anywhere under `dir`.
-pub(crate) fn temps(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let n = e.file_name().to_string_lossy().into_owned();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p);
-            } else if n.starts_with('.') && p.extension().is_some_and(|x| x == "tmp") {
-                out.push(p);
-            }
-        }
-    }
-    out
-}
-
-pub(crate) fn mode_of(p: &Path) -> u32 {
-    fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-/// Runs `cmd` with `input` on stdin; returns status, stdout and stderr.
-pub(crate) fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (ExitStatus, String, String) {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// `s`, cut to its first 400 bytes (for messages).
@@ -641,21 +326,8 @@ pub(crate) fn big_content(conn: i64, i: i64) -> String {
     s
 }
 
-pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
-    std::env::split_paths(&path)
-        .chain([
-            "/usr/bin".into(),
-            "/bin".into(),
-            "/usr/sbin".into(),
-            "/sbin".into(),
-        ])
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 pub(crate) fn running_as_root(test: &str) -> bool {
-    let root = rustix::process::geteuid().is_root();
+    let root = writegate_testkit::is_root();
     if !root {
         eprintln!("note: {test} needs root (to act as `nobody`); skipped");
     }

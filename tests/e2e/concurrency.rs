@@ -1,14 +1,17 @@
 //! Concurrency: pipelined writes on one connection, many socket
 //! connections at once, appends and whole-file writes racing on one file.
 
-use crate::common::{Tree, big_content, by_id, req, small_content, temps, truncate, write_params};
+use crate::common::{
+    BIN, Clients, Tree, TreeAudit, big_content, by_id, req, small_content, temps, truncate,
+    write_params,
+};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::fs;
 
 #[test]
 fn concurrency_fifty_pipelined_writes_on_one_connection() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let mut all = Vec::new();
@@ -38,7 +41,7 @@ fn concurrency_fifty_pipelined_writes_on_one_connection() {
 
 #[test]
 fn concurrency_eight_socket_connections_of_twenty_five_writes() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let d = s.socket_daemon(&[]);
     let handles: Vec<_> = (0..8)
         .map(|conn| {
@@ -83,7 +86,7 @@ fn concurrency_eight_socket_connections_of_twenty_five_writes() {
 
 #[test]
 fn concurrency_twenty_appends_to_one_file_from_four_connections_all_land() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let d = s.socket_daemon(&[]);
     let p = s.ws.join("log.txt");
     let handles: Vec<_> = (0..4)
@@ -135,7 +138,7 @@ fn concurrency_twenty_appends_to_one_file_from_four_connections_all_land() {
 
 #[test]
 fn concurrency_whole_file_writes_to_one_file_never_tear() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let d = s.socket_daemon(&[]);
     let p = s.ws.join("contended.txt");
     let handles: Vec<_> = (0..4)

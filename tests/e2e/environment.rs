@@ -4,7 +4,7 @@
 //! leaves one line (method, id, pathHash, outcome, duration) and nothing
 //! prints a `Debug` dump.
 
-use crate::common::{Tree, run_with_stdin, write_params};
+use crate::common::{BIN, Finished, Tree, TreeAudit, run_with_stdin, write_params};
 use serde_json::json;
 use std::fs;
 
@@ -19,14 +19,19 @@ fn serve_with_env(t: &Tree, env: &[(&str, &str)]) -> (Option<i32>, String) {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let (status, stdout, stderr) = run_with_stdin(cmd, b"");
+    let Finished {
+        status,
+        stdout,
+        stderr,
+        ..
+    } = run_with_stdin(cmd, b"");
     assert_eq!(stdout, "", "nothing but protocol lines on stdout");
     (status.code(), stderr)
 }
 
 #[test]
 fn an_unknown_writegate_variable_stops_the_daemon_naming_it() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (code, stderr) = serve_with_env(&t, &[("WRITEGATE_MAX_WRITE_BYTE", "10")]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
@@ -49,7 +54,7 @@ fn an_unknown_writegate_variable_stops_the_daemon_naming_it() {
 
 #[test]
 fn an_invalid_value_is_blamed_on_its_variable_not_on_the_config_file() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let config = t.base.join("config/writegate/config.toml");
     fs::create_dir_all(config.parent().unwrap()).unwrap();
     fs::write(&config, "max_write_bytes = 4096\n").unwrap();
@@ -84,7 +89,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 /// default level; no `Debug` dump in any line.
 #[test]
 fn with_debug_logs_every_request_leaves_one_line() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let inside = t.ws.join("a.txt");
     let outside = t.out.join("b.txt");
     let requests = [
@@ -108,7 +113,12 @@ fn with_debug_logs_every_request_leaves_one_line() {
         if verbose {
             cmd.arg("-v");
         }
-        let (status, stdout, stderr) = run_with_stdin(cmd, &input);
+        let Finished {
+            status,
+            stdout,
+            stderr,
+            ..
+        } = run_with_stdin(cmd, &input);
         assert!(status.success(), "{stderr}");
         assert_eq!(stdout.lines().count(), requests.len(), "{stdout}");
         stderr

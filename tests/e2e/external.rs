@@ -3,8 +3,8 @@
 //! and the refusals of SPEC 7.1, each with one `fs.denied` and nothing changed.
 
 use crate::common::{
-    MARKER_KEY, Opts, Tree, assert_refused, marked_write, marker, mode_of, refused_unchanged,
-    refused_write, req, stdio_session, temps,
+    BIN, Clients, MARKER_KEY, Opts, Tree, TreeAudit, assert_refused, marked_write, marker, mode_of,
+    refused_unchanged, refused_write, req, stdio_session, temps,
 };
 use serde_json::{Value, json};
 use std::fs;
@@ -21,7 +21,7 @@ const SOURCES: [&str; 4] = ["write_file", "edit", "notebook_edit", "shell_sed_ed
 
 #[test]
 fn malformed_markers_fail_closed_as_path_outside_workspace() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let bad: Vec<(&str, Value)> = vec![
         ("version 2", json!({"version": 2, "source": "write_file"})),
@@ -64,7 +64,7 @@ fn malformed_markers_fail_closed_as_path_outside_workspace() {
 
 #[test]
 fn a_valid_marker_for_each_source_lands_through_the_external_writer() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for source in SOURCES {
         let target = t.out.join(format!("{source}.txt"));
@@ -103,7 +103,7 @@ fn a_valid_marker_for_each_source_lands_through_the_external_writer() {
 /// outside every root reach the external writer).
 #[test]
 fn marked_write_through_a_link_to_a_suspicious_name_inside_the_root_stays_refused() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::create_dir(t.ws.join("aux")).unwrap();
     std::os::unix::fs::symlink("aux", t.ws.join("lnk")).unwrap();
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
@@ -127,7 +127,7 @@ fn marked_write_through_a_link_to_a_suspicious_name_inside_the_root_stays_refuse
 
 #[test]
 fn no_external_writes_refuses_a_marked_outside_write() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &["--no-external-writes"]);
     for source in SOURCES {
         let target = t.out.join(format!("{source}.txt"));
@@ -154,7 +154,7 @@ fn no_external_writes_refuses_a_marked_outside_write() {
 
 #[test]
 fn external_write_in_an_untrusted_workspace_is_untrusted_workspace() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::write(t.out.join("exists.txt"), "old\n").unwrap();
     let (_d, mut c, mut audit) = stdio_session(&t, &["--untrusted"]);
     for name in ["new.txt", "exists.txt"] {
@@ -170,7 +170,7 @@ fn external_write_in_an_untrusted_workspace_is_untrusted_workspace() {
 
 #[test]
 fn external_size_caps_on_utf8_and_encoded_bytes_are_file_too_large() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::write(t.out.join("exists.txt"), "old\n").unwrap();
     let mut d = t.daemon(Opts {
         stdio: true,
@@ -216,7 +216,7 @@ fn external_size_caps_on_utf8_and_encoded_bytes_are_file_too_large() {
 
 #[test]
 fn external_dot_and_dot_dot_components_are_outside_not_external() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::create_dir(t.out.join("sub")).unwrap();
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let out = t.out.to_str().unwrap();
@@ -243,7 +243,7 @@ fn external_dot_and_dot_dot_components_are_outside_not_external() {
 /// `path_outside_workspace`.
 #[test]
 fn external_suspicious_leaf_names_are_outside() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for (leaf, kind) in [
         ("aux.ts", "reserved_name"),
@@ -272,7 +272,7 @@ fn external_suspicious_leaf_names_are_outside() {
 
 #[test]
 fn external_missing_parent_is_path_not_found_and_no_directory_is_created() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     let target = t.out.join("missing/deeper/x.txt");
     refused_write(
@@ -295,7 +295,7 @@ fn external_missing_parent_is_path_not_found_and_no_directory_is_created() {
 
 #[test]
 fn external_parent_that_is_a_file_is_parse_error() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::write(t.out.join("file.txt"), "f\n").unwrap();
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     refused_write(
@@ -309,7 +309,7 @@ fn external_parent_that_is_a_file_is_parse_error() {
 
 #[test]
 fn external_leaf_symlink_is_symlink_escape_and_its_target_is_untouched() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::write(t.out.join("real.txt"), "real\n").unwrap();
     symlink("real.txt", t.out.join("link.txt")).unwrap();
     symlink("created.txt", t.out.join("dangle.txt")).unwrap();
@@ -337,7 +337,7 @@ fn external_leaf_symlink_is_symlink_escape_and_its_target_is_untouched() {
 /// directory leaf says what it is, `not_a_file` (issue 14).
 #[test]
 fn external_leaf_fifo_or_socket_is_parse_error_and_a_directory_is_not_a_file() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let fifo = t.out.join("fifo");
     rustix::fs::mkfifoat(
         rustix::fs::CWD,
@@ -367,7 +367,7 @@ fn external_leaf_fifo_or_socket_is_parse_error_and_a_directory_is_not_a_file() {
 
 #[test]
 fn external_unknown_encoding_is_unsupported_encoding() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::write(t.out.join("exists.txt"), "old\n").unwrap();
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for name in ["new.txt", "exists.txt"] {
@@ -385,7 +385,7 @@ fn external_unknown_encoding_is_unsupported_encoding() {
 
 #[test]
 fn external_overwrite_keeps_mode_0644_and_a_new_external_file_is_0600() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let keep = t.out.join("keep.txt");
     fs::write(&keep, "old\n").unwrap();
     fs::set_permissions(&keep, fs::Permissions::from_mode(0o644)).unwrap();
@@ -424,7 +424,7 @@ fn external_overwrite_keeps_mode_0644_and_a_new_external_file_is_0600() {
 /// success does.
 #[test]
 fn refusals_by_the_external_writer_are_audited_as_external_with_the_source() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::write(t.out.join("real.txt"), "real\n").unwrap();
     symlink("real.txt", t.out.join("link.txt")).unwrap();
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
@@ -454,7 +454,7 @@ fn refusals_by_the_external_writer_are_audited_as_external_with_the_source() {
 #[test]
 fn pipelined_external_writes_to_one_existing_file_all_land() {
     const N: usize = 20;
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let target = t.out.join("f.txt");
     fs::write(&target, "start\n").unwrap();
     let mut d = t.stdio_daemon(&[]);

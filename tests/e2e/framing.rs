@@ -3,13 +3,15 @@
 //! frame-size limit, lone surrogates, invalid UTF-8; no bad line closes the
 //! connection.
 
-use crate::common::{Opts, Tree, by_id, check_initialize, req, write_params};
+use crate::common::{
+    BIN, Clients, Opts, Tree, TreeAudit, by_id, check_initialize, req, write_params,
+};
 use serde_json::{Value, json};
 use std::fs;
 
 #[test]
 fn framing_unparseable_line_is_parse_error_with_null_id() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\n");
@@ -21,7 +23,7 @@ fn framing_unparseable_line_is_parse_error_with_null_id() {
 
 #[test]
 fn framing_batch_gets_one_invalid_request_with_null_id() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("batched.txt");
@@ -39,7 +41,7 @@ fn framing_batch_gets_one_invalid_request_with_null_id() {
 
 #[test]
 fn framing_unknown_method_names_the_method() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let r = c.call_id(3, "no/such_method", json!({}));
@@ -53,7 +55,7 @@ fn framing_unknown_method_names_the_method() {
 
 #[test]
 fn framing_unknown_notification_gets_no_response() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     c.send(&json!({"jsonrpc": "2.0", "method": "no/such_notification", "params": {"x": 1}}));
@@ -67,7 +69,7 @@ fn framing_unknown_notification_gets_no_response() {
 
 #[test]
 fn framing_bad_params_are_invalid_params_with_reason() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("num.txt");
@@ -96,7 +98,7 @@ fn framing_bad_params_are_invalid_params_with_reason() {
 
 #[test]
 fn framing_ids_are_echoed_exactly() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     for raw_id in [
@@ -126,7 +128,7 @@ fn framing_ids_are_echoed_exactly() {
 
 #[test]
 fn framing_float_or_huge_ids_are_invalid_requests() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("bad-id.txt");
@@ -154,7 +156,7 @@ fn framing_float_or_huge_ids_are_invalid_requests() {
 
 #[test]
 fn framing_crlf_endings_and_blank_lines_are_tolerated() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let a = req(
@@ -183,7 +185,7 @@ fn framing_crlf_endings_and_blank_lines_are_tolerated() {
 
 #[test]
 fn framing_line_over_max_frame_bytes_gets_one_error_and_connection_goes_on() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.daemon(Opts {
         stdio: true,
         env: &[("WRITEGATE_MAX_FRAME_BYTES", "4096")],
@@ -257,7 +259,7 @@ fn framing_line_over_max_frame_bytes_gets_one_error_and_connection_goes_on() {
 
 #[test]
 fn framing_lone_surrogate_is_invalid_params_with_the_request_id() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("sur.txt");
@@ -306,7 +308,7 @@ fn framing_lone_surrogate_is_invalid_params_with_the_request_id() {
 
 #[test]
 fn framing_relative_path_is_invalid_params() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     for path in ["rel.txt", "./rel.txt", "", "ws/rel.txt"] {
@@ -328,7 +330,7 @@ fn framing_relative_path_is_invalid_params() {
 
 #[test]
 fn framing_invalid_utf8_is_parse_error_and_connection_survives() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("u.txt");
@@ -350,7 +352,7 @@ fn framing_invalid_utf8_is_parse_error_and_connection_survives() {
 
 #[test]
 fn framing_no_bad_line_closes_the_connection() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let d = s.socket_daemon(&[]);
     let mut c = d.connect();
     // Each of these gets exactly one error answer.
@@ -411,7 +413,7 @@ fn framing_no_bad_line_closes_the_connection() {
 /// params before routing: no audit event, nothing touched (SPEC 10).
 #[test]
 fn edit_with_params_that_do_not_fit_the_mode_is_invalid_params_and_not_audited() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let f = t.ws.join("f.txt");
     fs::write(&f, b"a\n").unwrap();
     let mut d = t.stdio_daemon(&[]);

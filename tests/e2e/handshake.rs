@@ -2,13 +2,13 @@
 //! capabilities it announces (reading only with `--allow-read`), and a
 //! socket connection choosing another registered workspace.
 
-use crate::common::{Tree, check_initialize, write_params};
+use crate::common::{BIN, Clients, Tree, TreeAudit, check_initialize, write_params};
 use serde_json::json;
 use std::fs;
 
 #[test]
 fn handshake_over_stdio() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let r = c.call_id(
@@ -30,7 +30,7 @@ fn handshake_over_stdio() {
 
 #[test]
 fn handshake_over_socket_with_allow_read() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let d = s.socket_daemon(&["--allow-read"]);
     let mut c = d.connect();
     let r = c.call_id("init", "initialize", json!({"protocolVersion": 1}));
@@ -54,7 +54,7 @@ fn handshake_over_socket_with_allow_read() {
 
 #[test]
 fn handshake_socket_initialize_can_choose_another_registered_workspace() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let ws2 = s.base.join("ws2");
     fs::create_dir(&ws2).unwrap();
     let ws2_arg = ws2.to_str().unwrap().to_string();
@@ -115,7 +115,7 @@ fn handshake_socket_initialize_can_choose_another_registered_workspace() {
 /// is off too, like `fs/read_text_file`: `-32601`, nothing read, no event.
 #[test]
 fn issue_13_reads_off_means_read_lines_off() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     fs::write(s.ws.join("r.txt"), "secret\n").unwrap();
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();

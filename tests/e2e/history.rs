@@ -8,8 +8,8 @@
 //! daemon).
 
 use crate::common::{
-    Client, Daemon, Opts, TIMEOUT, Tree, marked_write, marker, mode_of, req, run_with_stdin, temps,
-    write_params,
+    BIN, Client, Clients, Daemon, Opts, TIMEOUT, Tree, TreeAudit, marked_write, marker, mode_of,
+    req, run_with_stdin, temps, write_params,
 };
 use rustix::process::Signal;
 use serde_json::{Value, json};
@@ -45,11 +45,11 @@ fn cli(t: &Tree, args: &[&str]) -> Out {
     if matches!(args[0], "history" | "undo" | "rewind") {
         cmd.arg("--socket").arg(&t.sock);
     }
-    let (st, stdout, stderr) = run_with_stdin(cmd, b"");
+    let o = run_with_stdin(cmd, b"");
     Out {
-        code: st.code(),
-        stdout,
-        stderr,
+        code: o.code,
+        stdout: o.stdout,
+        stderr: o.stderr,
     }
 }
 
@@ -143,7 +143,7 @@ fn assert_store_whole(root: &Path) {
 /// `file_changed` (exit 1) until `--force`.
 #[test]
 fn history_lists_a_write_and_undo_puts_back_its_exact_bytes_and_mode() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c) = serve(&t, &[], &[]);
     let f = t.ws.join("notes.txt");
     let old: &[u8] = b"\xEF\xBB\xBFfirst\r\nsecond\r\nno newline";
@@ -238,7 +238,7 @@ fn chrono_like(s: &str) -> bool {
 /// (when empty); `history` shows `created: true`.
 #[test]
 fn undo_of_a_creation_removes_the_file_and_its_new_directories() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c) = serve(&t, &[], &[]);
     let f = t.ws.join("a/b/new.txt");
     write_ok(&mut c, write_params(&f, "new\n"));
@@ -266,7 +266,7 @@ fn undo_of_a_creation_removes_the_file_and_its_new_directories() {
 /// mode back, and the history says `writer: external`.
 #[test]
 fn an_external_write_outside_the_workspace_is_undone() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c) = serve(&t, &[], &[]);
     let f = t.out.join("settings.conf");
     fs::write(&f, b"key = 1\n").unwrap();
@@ -286,7 +286,7 @@ fn an_external_write_outside_the_workspace_is_undone() {
 /// `writegate: refused: <errorKind>: <hint>`, a usage error 2, no daemon 3.
 #[test]
 fn the_history_commands_exit_as_the_rest_of_the_cli() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     // No daemon: 3.
     for args in [
         &["history"][..],
@@ -305,8 +305,8 @@ fn the_history_commands_exit_as_the_rest_of_the_cli() {
     ] {
         let mut cmd = t.command();
         cmd.args(args);
-        let (st, _, err) = run_with_stdin(cmd, b"");
-        assert_eq!(st.code(), Some(2), "{args:?}: {err}");
+        let o = run_with_stdin(cmd, b"");
+        assert_eq!(o.code, Some(2), "{args:?}: {}", o.stderr);
     }
     let (_d, mut c) = serve(&t, &[], &[]);
     // Refusals: 1, with the errorKind.
@@ -347,7 +347,7 @@ fn the_history_commands_exit_as_the_rest_of_the_cli() {
 /// operations stay.
 #[test]
 fn rewind_dry_run_prints_the_plan_and_rewind_undoes_the_session() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c) = serve(&t, &[], &[]);
     let (a, b, other) = (t.ws.join("a.txt"), t.ws.join("b.txt"), t.ws.join("o.txt"));
     fs::write(&a, "a0\n").unwrap();
@@ -393,7 +393,7 @@ fn rewind_dry_run_prints_the_plan_and_rewind_undoes_the_session() {
 /// undone (exit 1).
 #[test]
 fn rewind_stops_at_the_first_conflict_with_a_report() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c) = serve(&t, &[], &[]);
     let (a, b) = (t.ws.join("a.txt"), t.ws.join("b.txt"));
     fs::write(&a, "a0\n").unwrap();
@@ -413,7 +413,7 @@ fn rewind_stops_at_the_first_conflict_with_a_report() {
 /// the store (the daemon need not run).
 #[test]
 fn diff_shows_what_an_operation_changed() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (mut d, mut c) = serve(&t, &[], &[]);
     let f = t.ws.join("d.txt");
     fs::write(&f, "one\ntwo\nthree\n").unwrap();
@@ -435,7 +435,7 @@ fn diff_shows_what_an_operation_changed() {
 /// cannot be undone now) until it is turned on again.
 #[test]
 fn history_survives_a_reload() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let conf = t.base.join("config/wg.toml");
     fs::write(&conf, "").unwrap();
     let conf_s = conf.to_str().unwrap().to_string();
@@ -485,7 +485,7 @@ fn history_survives_a_reload() {
 /// each sees the other's operations, and one undoes what the other wrote.
 #[test]
 fn two_daemons_share_one_store() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let start = |t: &Tree| {
         let mut d = t.daemon(Opts {
             stdio: true,
@@ -583,7 +583,7 @@ impl Drop for Tmpfs {
 /// temp file is left in the store or beside the file; small writes go on.
 #[test]
 fn a_full_history_filesystem_refuses_the_write_and_changes_nothing() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let Some(fs_) = Tmpfs::mount(&t.base.join("histfs"), "64k", "a_full_history_filesystem") else {
         return;
     };
@@ -654,7 +654,7 @@ fn kill_9_loop_every_acknowledged_write_can_be_undone() {
             ) | 1
         });
     let total = crash_writes();
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut rng = Rng(seed);
     let (mut sent, mut kills) = (0usize, 0usize);
     let mut acked = HashSet::new();
@@ -805,7 +805,7 @@ fn a_removal_killed_before_its_event_is_recovered_as_committed() {
         eprintln!("note: strace is not installed; skipped");
         return;
     };
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let sub = t.ws.join("sub");
     fs::create_dir(&sub).unwrap();
     let f = sub.join("made.txt");
@@ -826,7 +826,7 @@ fn a_removal_killed_before_its_event_is_recovered_as_committed() {
         .arg(&t.ws)
         .arg("--audit-log")
         .arg(&t.audit_log);
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(cmd, true, None);
     let mut c = d.stdio_client();
     let r = c.call("initialize", json!({"protocolVersion": 1}));
     assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());
@@ -877,7 +877,7 @@ fn the_before_image_is_reachable_before_the_rename() {
         eprintln!("note: strace is not installed; skipped");
         return;
     };
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let f = t.ws.join("kept.txt");
     fs::write(&f, "before\n").unwrap();
     let mut cmd = Command::new(strace);
@@ -895,7 +895,7 @@ fn the_before_image_is_reachable_before_the_rename() {
         .arg(&t.ws)
         .arg("--audit-log")
         .arg(&t.audit_log);
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(cmd, true, None);
     let mut c = d.stdio_client();
     let r = c.call("initialize", json!({"protocolVersion": 1}));
     assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());

@@ -3,7 +3,10 @@
 //!
 //! One test binary, one module per topic; a test's name is
 //! `<module>::<test>`, so `cargo test -p writegate --test e2e framing::`
-//! runs one topic. The helpers several modules share are in [`common`].
+//! runs one topic. The temp tree, the daemons spawned in it and the raw
+//! line client come from `writegate-testkit`; what several modules add on
+//! top (the JSON-RPC client, the audit reader, the refusal checks) is in
+//! [`common`].
 //!
 //! Every spawned process gets `HOME`, `XDG_RUNTIME_DIR`, `XDG_STATE_HOME` and
 //! `XDG_CONFIG_HOME` inside its own temp dir, so no test touches the real
@@ -18,7 +21,6 @@ mod audit;
 mod budget;
 mod cancel;
 mod cases;
-mod cli;
 mod command_line;
 mod concurrency;
 mod environment;

@@ -8,7 +8,9 @@
 
 #![allow(deprecated)] // MCP roots are deprecated by the 2026 protocol; clients of today use them
 
-use crate::common::{Audit, EPOLLIN, TIMEOUT, Tree, epoll_registrations, nonblocking, temps};
+use crate::common::{
+    Audit, BIN, Clients, EPOLLIN, TIMEOUT, Tree, TreeAudit, epoll_registrations, nonblocking, temps,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
     ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult,
@@ -276,7 +278,7 @@ fn ws_arg(t: &Tree) -> String {
 
 #[test]
 fn tools_list_offers_the_three_tools_with_schemas_for_a_model() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
     let tools =
         m.rt.block_on(m.client().list_all_tools())
@@ -312,7 +314,7 @@ fn tools_list_offers_the_three_tools_with_schemas_for_a_model() {
 
 #[test]
 fn read_write_and_edit_keep_the_file_format_and_leave_one_audit_event_each() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
     let file = t.ws.join("notes.txt");
@@ -423,7 +425,7 @@ fn read_write_and_edit_keep_the_file_format_and_leave_one_audit_event_each() {
 
 #[test]
 fn every_refusal_is_a_tool_error_a_model_can_act_on_and_the_server_keeps_answering() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
     let file = t.ws.join("a.py");
@@ -595,7 +597,7 @@ fn every_refusal_is_a_tool_error_a_model_can_act_on_and_the_server_keeps_answeri
 
 #[test]
 fn a_held_write_asks_the_person_through_elicitation() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let caps = Caps {
         elicitation: true,
@@ -660,7 +662,7 @@ fn a_held_write_asks_the_person_through_elicitation() {
 
 #[test]
 fn without_elicitation_a_held_write_says_how_to_allow_it() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
     fs::create_dir(t.ws.join(".git")).unwrap();
@@ -709,7 +711,7 @@ fn without_elicitation_a_held_write_says_how_to_allow_it() {
 
 #[test]
 fn client_roots_become_workspaces_as_the_config_says() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let caps = Caps {
         roots: true,
         ..PLAIN
@@ -826,7 +828,7 @@ fn client_roots_become_workspaces_as_the_config_says() {
 
 #[test]
 fn files_at_the_size_caps() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
     let cap = 5 * 1024 * 1024;
@@ -879,7 +881,7 @@ fn files_at_the_size_caps() {
 
 #[test]
 fn concurrent_calls_on_one_file_all_land_and_nothing_is_torn() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
     let file = t.ws.join("log.txt");
     fs::write(&file, "").unwrap();
@@ -947,7 +949,7 @@ fn concurrent_calls_on_one_file_all_land_and_nothing_is_torn() {
 /// `writegate mcp` adds nothing for it, so this passes once it lands.
 #[test]
 fn missing_parent_directories_are_created_inside_the_workspace() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
     let deep = t.ws.join("src/new/mod.rs");
     m.ok("write_file", json!({"path": deep, "content": "x\n"}));
@@ -961,7 +963,7 @@ fn missing_parent_directories_are_created_inside_the_workspace() {
 #[test]
 fn stdout_carries_only_mcp_messages_and_stdin_eof_ends_the_server() {
     use std::io::{BufRead, BufReader, Write};
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     fs::write(t.ws.join("a.txt"), "a\n").unwrap();
     let mut cmd = mcp_command(&t);
     cmd.env("WRITEGATE_LOG", "debug")
@@ -1040,7 +1042,7 @@ fn registered_for_reading(pid: u32, fd: &impl std::os::fd::AsFd) -> bool {
 fn a_client_on_socket_pairs_is_served_without_blocking_threads() {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixStream;
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (mut to_server, server_in) = UnixStream::pair().unwrap();
     let (from_server, server_out) = UnixStream::pair().unwrap();
     // Our copies of the server's ends share their flags with the server's.
@@ -1107,7 +1109,7 @@ fn a_client_on_socket_pairs_is_served_without_blocking_threads() {
 fn one_socket_for_stdin_and_stdout_keeps_its_flags() {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixStream;
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (mut client, server) = UnixStream::pair().unwrap();
     let copy = server.try_clone().unwrap();
     let mut cmd = mcp_command(&t);
@@ -1147,7 +1149,7 @@ fn one_socket_for_stdin_and_stdout_keeps_its_flags() {
 fn stdio_on_one_socket_with_stderr_stays_blocking_and_answers_whole() {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixStream;
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (mut client, server) = UnixStream::pair().unwrap();
     let copy = server.try_clone().unwrap();
     let file = t.ws.join("big.txt");
@@ -1205,8 +1207,8 @@ fn stdio_on_one_socket_with_stderr_stays_blocking_and_answers_whole() {
 /// (one `fs.access` event) or absent (no event, or the call's `fs.denied`).
 #[test]
 fn sigterm_stops_the_server_and_a_running_write_lands_whole() {
-    let t = Tree::new();
-    let mut d = t.spawn(mcp_command(&t), true, false);
+    let t = Tree::new(BIN);
+    let mut d = t.spawn(mcp_command(&t), true, None);
     let mut c = d.stdio_client();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
     c.send(&init);
@@ -1240,8 +1242,8 @@ fn sigterm_stops_the_server_and_a_running_write_lands_whole() {
 /// one audit event says so. The server answers on.
 #[test]
 fn a_cancelled_call_waiting_for_approval_writes_nothing() {
-    let t = Tree::new();
-    let mut d = t.spawn(mcp_command(&t), true, false);
+    let t = Tree::new(BIN);
+    let mut d = t.spawn(mcp_command(&t), true, None);
     let mut c = d.stdio_client();
     c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "raw", "version": "1"}}}));
     assert_eq!(c.recv()["id"], 1);
@@ -1275,10 +1277,10 @@ fn a_cancelled_call_waiting_for_approval_writes_nothing() {
 /// no valid request is answered "Invalid request"; the server answers on.
 #[test]
 fn an_over_long_or_invalid_line_does_not_stop_the_server() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut cmd = mcp_command(&t);
     cmd.env("WRITEGATE_MAX_FRAME_BYTES", "4096");
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(cmd, true, None);
     let mut c = d.stdio_client();
     c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
     assert_eq!(c.recv()["id"], 1);
@@ -1311,8 +1313,8 @@ fn an_over_long_or_invalid_line_does_not_stop_the_server() {
 /// is written, and a notification with one is still never answered.
 #[test]
 fn regression_a_call_with_a_lone_surrogate_is_answered_invalid_params() {
-    let t = Tree::new();
-    let mut d = t.spawn(mcp_command(&t), true, false);
+    let t = Tree::new(BIN);
+    let mut d = t.spawn(mcp_command(&t), true, None);
     let mut c = d.stdio_client();
     c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
     assert_eq!(c.recv()["id"], 1);
@@ -1354,7 +1356,7 @@ fn regression_a_call_with_a_lone_surrogate_is_answered_invalid_params() {
 /// ordinary files there still read freely.
 #[test]
 fn a_client_root_of_a_home_directory_cannot_read_ssh_keys() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let caps = Caps {
         roots: true,
         ..PLAIN
@@ -1392,8 +1394,8 @@ fn regression_stdin_closed_before_initialize_exits_0() {
         "after a ping",
         "after initialize",
     ] {
-        let t = Tree::new();
-        let mut d = t.spawn(mcp_command(&t), true, false);
+        let t = Tree::new(BIN);
+        let mut d = t.spawn(mcp_command(&t), true, None);
         let mut c = d.stdio_client();
         match when {
             "after half a line" => c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,"),
@@ -1429,10 +1431,10 @@ fn regression_stdin_closed_before_initialize_exits_0() {
 /// every call it read before it stops, as `serve --stdio` does.
 #[test]
 fn regression_calls_sent_before_stdin_closes_are_all_answered() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let file = t.ws.join("big.txt");
     fs::write(&file, "a line of text for a large answer\n".repeat(30_000)).unwrap();
-    let mut d = t.spawn(mcp_command(&t), true, false);
+    let mut d = t.spawn(mcp_command(&t), true, None);
     let mut c = d.stdio_client();
     c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
     assert_eq!(c.recv()["id"], 1);
@@ -1460,7 +1462,7 @@ fn regression_calls_sent_before_stdin_closes_are_all_answered() {
 /// adds `uri` to `path_not_found`).
 #[test]
 fn acp_and_mcp_show_the_same_fields_for_the_same_outcome() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let file = t.ws.join("same.py");
     fs::write(&file, "x = 1\nprint(x)\nx = 1\n").unwrap();
     let mut d = t.stdio_daemon(&[]);
@@ -1532,7 +1534,7 @@ fn acp_and_mcp_show_the_same_fields_for_the_same_outcome() {
 /// roots are writable workspaces with no `--workspace` and no config.
 #[test]
 fn client_roots_flag_trusts_the_sessions_roots() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let caps = Caps {
         roots: true,
         ..PLAIN

@@ -5,7 +5,7 @@
 //! (`rmcp`) in both eras: `server/discover` with per-request `_meta`, and
 //! `initialize` on 2025-11-25, which keeps elicitation requests.
 
-use crate::common::{Audit, Client, Daemon, TIMEOUT, Tree};
+use crate::common::{Audit, BIN, Client, Clients, Daemon, TIMEOUT, Tree, TreeAudit};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, Implementation, ProtocolVersion,
@@ -27,7 +27,7 @@ fn raw(t: &Tree) -> (Daemon, Client) {
         .arg(&t.ws)
         .arg("--audit-log")
         .arg(&t.audit_log);
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(cmd, true, None);
     let c = d.stdio_client();
     (d, c)
 }
@@ -85,7 +85,7 @@ fn one_event(audit: &mut Audit, kind: &str, tool: &str) -> Value {
 
 #[test]
 fn discover_and_a_call_without_initialize() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let (mut d, mut c) = raw(&t);
     let r = c.call_id(1, "server/discover", json!({"_meta": meta(false)}));
@@ -153,7 +153,7 @@ fn discover_and_a_call_without_initialize() {
 
 #[test]
 fn a_held_write_is_asked_with_input_required_and_retried_with_the_answer() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let (mut d, mut c) = raw(&t);
     let env = t.ws.join(".env");
@@ -334,7 +334,7 @@ fn rmcp_held_write(t: &Tree, lifecycle: ClientLifecycleMode, env: &Path) -> Vec<
 
 #[test]
 fn the_official_client_writes_a_held_file_in_either_era() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     // 2026-07-28: server/discover, then input_required and a retry.
     let env = t.ws.join(".env");

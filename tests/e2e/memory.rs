@@ -5,7 +5,7 @@
 //! asserted; no time is (the waits only fail a broken daemon instead of
 //! hanging).
 
-use crate::common::{Daemon, Opts, TIMEOUT, Tree, truncate};
+use crate::common::{BIN, Clients, Daemon, Opts, TIMEOUT, Tree, TreeAudit, truncate};
 use serde_json::{Value, json};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -31,13 +31,7 @@ fn content(tag: &str) -> String {
 /// set), `VmRSS`, `RssAnon` (heap and stacks), `RssFile` (mapped files: the
 /// binary's code, larger in the debug build the tests run).
 fn status_bytes(d: &Daemon, key: &str) -> u64 {
-    let s = fs::read_to_string(format!("/proc/{}/status", d.child.id())).unwrap();
-    let kib: u64 = s
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in /proc/pid/status"));
-    kib * 1024
+    d.status_kib(key) * 1024
 }
 
 /// A raw socket connection for big lines: the request is written in pieces
@@ -128,7 +122,7 @@ fn burst(t: &Tree, n: usize, escaped: &Arc<Vec<u8>>, expect: &Arc<String>) {
 /// instead of taking everything at once. Every write lands, none fails.
 #[test]
 fn sixteen_then_sixty_four_connections_writing_5_mib_at_once_stay_within_160_mib() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     for i in 0..64 {
         fs::write(t.ws.join(format!("f{i:02}.txt")), content("old")).unwrap();
     }
@@ -165,7 +159,7 @@ fn sixteen_then_sixty_four_connections_writing_5_mib_at_once_stay_within_160_mib
 #[test]
 fn two_hundred_connections_pipelining_two_5_mib_writes_stay_within_160_mib() {
     const CONNS: usize = 200;
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let d = t.socket_daemon(&[]);
     let expect = Arc::new(content("piped"));
     let escaped = Arc::new(serde_json::to_vec(&*expect).unwrap());
@@ -219,7 +213,7 @@ fn two_hundred_connections_pipelining_two_5_mib_writes_stay_within_160_mib() {
 /// closed as stalled (`budget.rs` tests that).
 #[test]
 fn sixty_four_half_sent_5_mib_lines_are_not_all_buffered() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let d = t.daemon(Opts {
         socket: true,
         env: &[("WRITEGATE_LINE_STALL_TIMEOUT_MS", "600000")],
@@ -297,7 +291,7 @@ fn sixty_four_half_sent_5_mib_lines_are_not_all_buffered() {
 /// daemon's own figures.
 #[test]
 fn sequential_5_mib_overwrites_stay_within_three_times_the_payload() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let d = t.socket_daemon(&[]);
     let mut c = Conn::open(&t.sock);
     c.w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"clientCapabilities\":{}}}\n")
@@ -334,7 +328,7 @@ fn sequential_5_mib_overwrites_stay_within_three_times_the_payload() {
 /// memory bound as over the socket.
 #[test]
 fn five_mib_writes_over_stdio_land_within_the_same_bound() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut d = t.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let code = status_bytes(&d, "RssFile");
@@ -367,7 +361,7 @@ fn five_mib_writes_over_stdio_land_within_the_same_bound() {
 /// The daemon now limits glibc to two arenas (`main.rs`).
 #[test]
 fn sequential_5_mib_overwrites_after_concurrent_connections_stay_within_the_bound() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let d = t.socket_daemon(&[]);
     let code = status_bytes(&d, "RssFile");
     // Eight connections at once, 64 KiB writes, on as many threads as the

@@ -3,8 +3,8 @@
 //! changes nothing.
 
 use crate::common::{
-    Daemon, Tree, find_program, nobody_reachable_binary, running_as_root, snapshot, temps,
-    write_params,
+    BIN, Clients, Daemon, Tree, TreeAudit, find_program, nobody_reachable_binary, running_as_root,
+    snapshot, temps, write_params,
 };
 use serde_json::json;
 use std::fs;
@@ -15,7 +15,7 @@ use std::process::Command;
 /// A tree whose workspace, home, state, config and runtime directories
 /// belong to nobody (uid and gid 65534), reachable by nobody.
 fn nobody_tree() -> Tree {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     fs::set_permissions(&s.base, fs::Permissions::from_mode(0o755)).unwrap();
     for d in ["ws", "home", "state", "config", "run"] {
         std::os::unix::fs::chown(s.base.join(d), Some(65534), Some(65534)).unwrap();
@@ -34,7 +34,7 @@ fn nobody_daemon(s: &Tree, setpriv: &Path) -> Daemon {
         .arg("--audit-log")
         .arg(&s.audit_log);
     s.set_env(&mut cmd);
-    s.spawn(cmd, true, false)
+    s.spawn(cmd, true, None)
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! temp directory: `/home/me/project` is the workspace, `/home/me/notes` a
 //! directory outside it.
 
-use crate::common::{Opts, Tree};
+use crate::common::{BIN, Clients, Opts, Tree};
 use serde_json::Value;
 use std::fs;
 
@@ -91,7 +91,7 @@ const METHODS: [&str; 8] = [
 
 #[test]
 fn every_example_of_protocol_md_is_what_the_daemon_answers() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (project, notes) = (&t.ws, &t.out);
     fs::create_dir(project.join("src")).unwrap();
     fs::write(project.join("src/app.py"), APP_PY).unwrap();

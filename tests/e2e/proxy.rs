@@ -9,7 +9,7 @@
 //! `roundtrip`, `call`, `ask`, `exit`; it reports each outcome as a
 //! `session/update` text chunk holding one JSON object.
 
-use crate::common::{BIN, Daemon, TIMEOUT, Tree};
+use crate::common::{BIN, Clients, Daemon, TIMEOUT, Tree, TreeAudit};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -64,7 +64,7 @@ fn proxy_running(t: &Tree, extra: &[&str], command: &[std::ffi::OsString]) -> Ed
     // Marked external writes are off by default as root (these tests run as
     // root in CI); the proxy handles them as serve does.
     cmd.env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true");
-    let mut d = t.spawn(cmd, true, false);
+    let mut d = t.spawn(cmd, true, None);
     let c = d.stdio_client();
     Editor {
         d,
@@ -234,7 +234,7 @@ fn gone(pid: u32) -> bool {
 
 #[test]
 fn initialize_offers_fs_and_fs_requests_are_answered_by_writegate() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let mut e = proxy(&t, &[]);
     let init = e.init();
@@ -289,7 +289,7 @@ fn initialize_offers_fs_and_fs_requests_are_answered_by_writegate() {
 /// own encoding, BOM and line endings, every byte outside the edit equal.
 #[test]
 fn a_read_edit_write_round_trip_keeps_the_file_format() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let mut e = proxy(&t, &[]);
     e.init();
@@ -328,7 +328,7 @@ fn a_read_edit_write_round_trip_keeps_the_file_format() {
 
 #[test]
 fn a_held_write_is_asked_in_the_editor_allowed_or_rejected() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let mut e = proxy(&t, &[]);
     e.init();
@@ -406,7 +406,7 @@ fn a_held_write_is_asked_in_the_editor_allowed_or_rejected() {
 
 #[test]
 fn session_cancel_cancels_the_pending_question() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let mut e = proxy(&t, &[]);
     e.init();
@@ -441,7 +441,7 @@ fn session_cancel_cancels_the_pending_question() {
 
 #[test]
 fn sessions_have_the_workspaces_of_their_cwds() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let mut e = proxy(&t, &[]);
     e.init();
@@ -508,7 +508,7 @@ fn sessions_have_the_workspaces_of_their_cwds() {
 
 #[test]
 fn the_agents_own_requests_reach_the_editor_under_ids_of_the_proxys() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut e = proxy(&t, &[]);
     e.init();
     let s = e.new_session(&t.ws);
@@ -531,7 +531,7 @@ fn the_agents_own_requests_reach_the_editor_under_ids_of_the_proxys() {
 
 #[test]
 fn writegate_extensions_are_served_but_the_agent_cannot_approve() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let mut e = proxy(&t, &[]);
     e.init();
@@ -566,7 +566,7 @@ fn writegate_extensions_are_served_but_the_agent_cannot_approve() {
 
 #[test]
 fn marked_external_writes_are_handled_as_in_serve() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let target = t.out.join("notes.txt");
     let script = format!("external {} \"outside\\n\"", target.display());
 
@@ -591,7 +591,7 @@ fn marked_external_writes_are_handled_as_in_serve() {
 
 #[test]
 fn editor_eof_closes_the_agents_input_and_the_proxy_exits_with_its_status() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut e = proxy(&t, &[]);
     let pid = e.init()["_meta"]["testAgent"]["pid"].as_u64().unwrap();
     let (st, rest) = e.finish();
@@ -604,7 +604,7 @@ fn editor_eof_closes_the_agents_input_and_the_proxy_exits_with_its_status() {
 /// request, then end of input, and what it still sends is forwarded.
 #[test]
 fn after_editor_eof_the_agents_last_output_is_still_forwarded() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut e = proxy(&t, &[]);
     e.init();
     let s = e.new_session(&t.ws);
@@ -630,7 +630,7 @@ fn after_editor_eof_the_agents_last_output_is_still_forwarded() {
 
 #[test]
 fn an_agent_crash_mid_prompt_answers_the_editor_and_ends_the_proxy() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut e = proxy(&t, &[]);
     e.init();
     let s = e.new_session(&t.ws);
@@ -660,7 +660,7 @@ fn an_agent_crash_mid_prompt_answers_the_editor_and_ends_the_proxy() {
 
 #[test]
 fn sigterm_is_passed_on_and_a_killed_proxy_leaves_no_agent() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut e = proxy(&t, &[]);
     e.init();
     e.d.signal(Signal::TERM);
@@ -679,7 +679,7 @@ fn sigterm_is_passed_on_and_a_killed_proxy_leaves_no_agent() {
 
 #[test]
 fn an_agent_that_cannot_start_is_a_clear_error() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut e = proxy_running(&t, &[], &["/nonexistent/agent".into()]);
     let st = e.d.wait_exit();
     assert_eq!(st.code(), Some(127), "{st:?}");
@@ -703,7 +703,7 @@ fn an_agent_that_cannot_start_is_a_clear_error() {
 /// first (they were dropped before; this test caught it under load).
 #[test]
 fn a_burst_of_agent_lines_reaches_the_editor_in_order_and_unchanged() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut lines = Vec::new();
     for i in 0..3000 {
         let text = match i % 6 {
@@ -787,7 +787,7 @@ fn an_agent_cannot_approve_its_own_held_write_with_a_forged_question_id() {
         RealQuestion::RejectedLate,
         RealQuestion::Garbage,
     ] {
-        let t = Tree::new();
+        let t = Tree::new(BIN);
         let env = t.ws.join(".env");
         std::fs::write(&env, "KEY=orig\n").unwrap();
         let mut audit = t.audit();
@@ -879,7 +879,7 @@ fn an_agent_cannot_approve_its_own_held_write_with_a_forged_question_id() {
 /// agent, and which invites asking someone who already said no.
 #[test]
 fn a_rejection_through_the_proxy_says_not_to_retry_and_never_to_call_approve() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut e = proxy(&t, &[]);
     e.init();
     let s = e.new_session(&t.ws);
@@ -911,7 +911,7 @@ fn a_rejection_through_the_proxy_says_not_to_retry_and_never_to_call_approve() {
 /// the agent's whole process group ends with it.
 #[test]
 fn an_agent_whose_child_holds_its_stdout_is_answered_at_exit_and_its_group_ended() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let pidfile = t.base.join("child.pid");
     // The agent starts a child that inherits its stdout and outlives it.
     let command = [
@@ -954,7 +954,7 @@ fn an_agent_whose_child_holds_its_stdout_is_answered_at_exit_and_its_group_ended
 /// the workspace is read only when the person allows it.
 #[test]
 fn an_outside_file_is_read_then_edited_as_qwen_code_does_but_credentials_are_asked() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut audit = t.audit();
     let notes = t.out.join("notes.txt");
     std::fs::write(&notes, "one\r\ntwo\r\n").unwrap();

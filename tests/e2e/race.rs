@@ -4,32 +4,26 @@
 //! between a regular file and a symlink to a secret. Nothing may ever land
 //! outside, and the secret is never written.
 
-use crate::common::{Tree, marked_write, marker, req, temps};
+use crate::common::{BIN, Clients, Tree, TreeAudit, marked_write, marker, req, temps};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 #[test]
 fn directory_swapped_for_symlink_never_lets_a_write_escape() {
-    let w = tempfile::tempdir().unwrap();
-    let root = w.path().join("root");
-    let outside = w.path().join("outside");
+    let t = Tree::new(BIN);
+    let (root, outside) = (t.ws.clone(), t.out.clone());
     let dir = root.join("d");
     let parked = root.join("d.real");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
     let link_tmp = root.join("d.link");
-    let mut child = stdio_daemon(w.path(), &root);
-    let _watchdog = watchdog(child.id());
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut d = t.stdio_daemon(&[]);
+    let mut c = d.stdio_client();
 
     // The attacker: swap `d` between the real directory and a symlink to `outside`.
     let stop = Arc::new(AtomicBool::new(false));
@@ -63,13 +57,8 @@ fn directory_swapped_for_symlink_never_lets_a_write_escape() {
     let mut ok = 0;
     let mut refused = std::collections::BTreeMap::<String, usize>::new();
     for i in 0..n {
-        let req = json!({"jsonrpc": "2.0", "id": i, "method": "fs/write_text_file",
-            "params": {"sessionId": "race", "path": dir.join(format!("f{}.txt", i % 16)), "content": format!("write {i}\n")}});
-        writeln!(stdin, "{req}").unwrap();
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["id"], i);
+        let params = json!({"sessionId": "race", "path": dir.join(format!("f{}.txt", i % 16)), "content": format!("write {i}\n")});
+        let v = c.call_id(i, "fs/write_text_file", params);
         if v.get("result").is_some() {
             ok += 1;
         } else {
@@ -93,8 +82,8 @@ fn directory_swapped_for_symlink_never_lets_a_write_escape() {
     }
     stop.store(true, Ordering::SeqCst);
     attacker.join().unwrap();
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    c.close_write();
+    assert!(d.wait_exit().success());
 
     let escaped: Vec<_> = std::fs::read_dir(&outside)
         .unwrap()
@@ -132,29 +121,31 @@ fn directory_swapped_for_symlink_never_lets_a_write_escape() {
 /// in any component, so the write is refused and nothing lands anywhere.
 #[test]
 fn root_ancestor_swapped_for_a_symlink_refuses_the_write() {
-    let w = tempfile::tempdir().unwrap();
-    let a = w.path().join("a");
+    let t = Tree::new(BIN);
+    let a = t.base.join("a");
     let root = a.join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let elsewhere = w.path().join("elsewhere");
+    let elsewhere = t.base.join("elsewhere");
     std::fs::create_dir_all(elsewhere.join("root")).unwrap();
-    let mut child = stdio_daemon(w.path(), &root);
-    let _watchdog = watchdog(child.id());
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut cmd = t.command();
+    cmd.args(["serve", "--stdio", "--workspace"])
+        .arg(&root)
+        .arg("--audit-log")
+        .arg(&t.audit_log);
+    let mut d = t.spawn(cmd, true, None);
+    let mut c = d.stdio_client();
     let mut call = |i: u64, path: &std::path::Path| -> Value {
-        let req = json!({"jsonrpc": "2.0", "id": i, "method": "fs/write_text_file",
-            "params": {"sessionId": "s", "path": path, "content": "x\n"}});
-        writeln!(stdin, "{req}").unwrap();
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap()
+        c.call_id(
+            i,
+            "fs/write_text_file",
+            json!({"sessionId": "s", "path": path, "content": "x\n"}),
+        )
     };
     // Registered and working.
     let ok = call(1, &root.join("before.txt"));
     assert!(ok.get("result").is_some(), "{ok}");
     // Swap the root's parent for a symlink to a look-alike tree.
-    std::fs::rename(&a, w.path().join("a.real")).unwrap();
+    std::fs::rename(&a, t.base.join("a.real")).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &a).unwrap();
     let r = call(2, &root.join("after.txt"));
     assert_eq!(r["error"]["data"]["errorKind"], "symlink_escape", "{r}");
@@ -162,50 +153,9 @@ fn root_ancestor_swapped_for_a_symlink_refuses_the_write() {
         !elsewhere.join("root/after.txt").exists(),
         "the write followed the swapped ancestor"
     );
-    assert!(!w.path().join("a.real/root/after.txt").exists());
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
-}
-
-/// How long a race test's daemon may run before it is killed: these tests
-/// read the daemon's answers without a timeout, so a daemon that stops
-/// answering (a deadlock under the attacker's swaps, as once happened)
-/// fails the test at the next read instead of holding the whole run.
-const WATCHDOG: Duration = Duration::from_secs(240);
-
-/// Kills the daemon `pid` if it is still running when [`WATCHDOG`] has
-/// passed and the returned sender has not been dropped (drop it when the
-/// test is done with the daemon).
-fn watchdog(pid: u32) -> std::sync::mpsc::Sender<()> {
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        if rx.recv_timeout(WATCHDOG) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
-            eprintln!("the daemon did not finish within {WATCHDOG:?}: killing it");
-            if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-        }
-    });
-    tx
-}
-
-/// `writegate serve --stdio` on `root`, with every XDG directory and the
-/// audit log under `base` so the test never touches the real home.
-fn stdio_daemon(base: &std::path::Path, root: &std::path::Path) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_writegate"))
-        .args(["serve", "--stdio", "--workspace"])
-        .arg(root)
-        .arg("--audit-log")
-        .arg(base.join("audit.jsonl"))
-        .env("XDG_RUNTIME_DIR", base)
-        .env("XDG_STATE_HOME", base)
-        .env("XDG_CONFIG_HOME", base)
-        .env("HOME", base)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+    assert!(!t.base.join("a.real/root/after.txt").exists());
+    c.close_write();
+    assert!(d.wait_exit().success());
 }
 
 /// A thread keeps swapping an outside leaf between a regular file and a
@@ -217,7 +167,7 @@ fn stdio_daemon(base: &std::path::Path, root: &std::path::Path) -> std::process:
 fn racing_leaf_swap_between_file_and_symlink_never_writes_the_secret() {
     const WRITES: usize = 2000;
     const WINDOW: usize = 1;
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let secret_dir = t.base.join("secret");
     let stage = t.base.join("stage");
     fs::create_dir(&secret_dir).unwrap();

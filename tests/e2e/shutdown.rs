@@ -3,7 +3,8 @@
 //! socket; start-up removes the temp files of dead processes only.
 
 use crate::common::{
-    Opts, TIMEOUT, Tree, big_content, by_id, nonblocking, req, small_content, write_params,
+    BIN, Clients, Opts, TIMEOUT, Tree, TreeAudit, big_content, by_id, nonblocking, req,
+    small_content, write_params,
 };
 use rustix::process::Signal;
 use serde_json::{Value, json};
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 fn shutdown_sigterm_mid_pipeline_leaves_no_torn_files() {
     const CONNS: i64 = 4;
     const PER: i64 = 50;
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.socket_daemon(&[]);
     let answered = Arc::new(AtomicUsize::new(0));
     let responses = Arc::new(Mutex::new(Vec::<(i64, Value)>::new()));
@@ -147,7 +148,7 @@ fn shutdown_sigterm_mid_pipeline_leaves_no_torn_files() {
 
 #[test]
 fn shutdown_stdin_eof_answers_everything_then_exits_zero() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let mut all = req(0, "initialize", json!({"protocolVersion": 1})).to_string();
@@ -180,7 +181,7 @@ fn shutdown_stdin_eof_answers_everything_then_exits_zero() {
 
 #[test]
 fn shutdown_sigterm_on_idle_stdio_daemon_exits_zero() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let r = c.call_id(
@@ -196,7 +197,7 @@ fn shutdown_sigterm_on_idle_stdio_daemon_exits_zero() {
 
 #[test]
 fn shutdown_sigint_with_stdio_and_socket_together() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.daemon(Opts {
         stdio: true,
         socket: true,
@@ -226,7 +227,7 @@ fn shutdown_sigint_with_stdio_and_socket_together() {
 
 #[test]
 fn startup_removes_temp_files_of_dead_processes_only() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     // A pid that surely names no live process: a child that has exited.
     let mut gone = Command::new("/bin/sh")
         .args(["-c", "exit 0"])
@@ -297,7 +298,7 @@ fn serve_stdio_command(t: &Tree, name: &str) -> Command {
 /// own.
 #[test]
 fn regression_shared_stdio_pipes_keep_their_flags_even_after_sigkill() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (in_r, in_w) = rustix::pipe::pipe().unwrap();
     let (out_r, out_w) = rustix::pipe::pipe().unwrap();
     // Our copies keep the daemon's ends' descriptions shared with us.
@@ -341,7 +342,7 @@ fn regression_shared_stdio_pipes_keep_their_flags_even_after_sigkill() {
 #[test]
 fn regression_a_named_fifo_on_stdin_still_reaches_end_of_input() {
     use rustix::fs::{Mode, OFlags};
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let fifo = t.base.join("requests.fifo");
     rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::RUSR | Mode::WUSR).unwrap();
     let read_end =

@@ -1,14 +1,14 @@
 //! Size caps: 5 MiB is written, one byte more is `file_too_large`; a whole
 //! write over a huge file replaces it without loading it.
 
-use crate::common::{Tree, temps, truncate, write_params};
+use crate::common::{BIN, Clients, Tree, TreeAudit, temps, truncate, write_params};
 use serde_json::json;
 use std::fs;
 
 #[test]
 fn size_five_mib_is_written_and_one_byte_more_is_file_too_large() {
     const MAX: usize = 5 * 1024 * 1024;
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let d = s.socket_daemon(&[]);
     let mut c = d.connect();
     let p = s.ws.join("five.txt");
@@ -59,7 +59,7 @@ fn size_five_mib_is_written_and_one_byte_more_is_file_too_large() {
 /// file is replaced (SPEC 7.2 allows replacing a file over the cap).
 #[test]
 fn whole_write_over_a_huge_sparse_file_replaces_it_without_loading_it() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let big = t.ws.join("big.txt");
     fs::File::create(&big).unwrap().set_len(1 << 40).unwrap();
     let mut d = t.stdio_daemon(&[]);

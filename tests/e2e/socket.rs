@@ -3,8 +3,8 @@
 //! of another UID closed without an answer.
 
 use crate::common::{
-    EPOLLIN, EPOLLOUT, Opts, Tree, check_initialize, epoll_registrations, find_program, mode_of,
-    nobody_reachable_binary, run_with_stdin, running_as_root, write_params,
+    BIN, Clients, EPOLLIN, EPOLLOUT, Opts, Tree, check_initialize, epoll_registrations,
+    find_program, mode_of, nobody_reachable_binary, run_with_stdin, running_as_root, write_params,
 };
 use rustix::process::Signal;
 use serde_json::json;
@@ -16,7 +16,7 @@ use std::process::Command;
 
 #[test]
 fn socket_file_is_0600_in_a_0700_directory_and_stdout_stays_empty() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.socket_daemon(&[]);
     assert_eq!(mode_of(&s.sock), 0o600, "socket mode");
     assert_eq!(
@@ -43,7 +43,7 @@ fn socket_file_is_0600_in_a_0700_directory_and_stdout_stays_empty() {
 
 #[test]
 fn socket_second_daemon_on_the_same_path_refuses_to_start() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let d1 = s.socket_daemon(&[]);
     let ino = fs::symlink_metadata(&s.sock).unwrap().ino();
     let mut d2 = s.daemon(Opts {
@@ -65,7 +65,7 @@ fn socket_second_daemon_on_the_same_path_refuses_to_start() {
 
 #[test]
 fn socket_stale_file_is_replaced() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let dir = s.sock.parent().unwrap();
     fs::DirBuilder::new().mode(0o700).create(dir).unwrap();
     drop(UnixListener::bind(&s.sock).unwrap());
@@ -86,7 +86,7 @@ fn socket_stale_file_is_replaced() {
 
 #[test]
 fn socket_path_holding_a_regular_file_is_not_replaced() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let dir = s.sock.parent().unwrap();
     fs::DirBuilder::new().mode(0o700).create(dir).unwrap();
     fs::write(&s.sock, "precious").unwrap();
@@ -108,7 +108,7 @@ fn socket_peer_with_another_uid_is_closed_without_an_answer() {
         eprintln!("note: setpriv is missing; skipping the peer-UID test");
         return;
     };
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let d = s.socket_daemon(&[]);
     // Let `nobody` reach the socket, so that only the UID check refuses it.
     for dir in [
@@ -181,10 +181,10 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
         .current_dir("/");
     let out = run_with_stdin(cmd, b"from nobody\n");
     assert_eq!(
-        out.0.code(),
+        out.code,
         Some(3),
         "unreachable for another UID: {}",
-        out.2
+        out.stderr
     );
     assert!(!target.exists(), "nothing written for a foreign peer");
 
@@ -208,7 +208,7 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
 /// to write while the peer keeps up.
 #[test]
 fn regression_issue_12_idle_connections_are_not_polled_for_writing() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.socket_daemon(&[]);
     // What is registered before the connection (the listener, the
     // runtime's own signal and wake-up descriptors) is not looked at.
@@ -289,7 +289,7 @@ fn regression_issue_12_the_daemon_raises_its_descriptor_limit() {
         eprintln!("note: prlimit is missing; skipping the descriptor-limit test");
         return;
     };
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut cmd = Command::new(prlimit);
     s.set_env(&mut cmd);
     cmd.arg("--nofile=64:4096")
@@ -301,7 +301,7 @@ fn regression_issue_12_the_daemon_raises_its_descriptor_limit() {
         .arg(&s.ws)
         .arg("--audit-log")
         .arg(&s.audit_log);
-    let d = s.spawn(cmd, false, true);
+    let d = s.spawn(cmd, false, Some(&s.sock));
     let limits = fs::read_to_string(format!("/proc/{}/limits", d.child.id())).unwrap();
     let open_files = limits
         .lines()

@@ -6,8 +6,8 @@
 //! same request) until the daemon shows the new state.
 
 use crate::common::{
-    Client, Opts, Tree, assert_refused, initialize_in, marked_write, marker, refused_write,
-    run_with_stdin, temps, workspace_of, write_params,
+    BIN, Client, Clients, Finished, Opts, Tree, TreeAudit, assert_refused, initialize_in,
+    marked_write, marker, refused_write, run_with_stdin, temps, workspace_of, write_params,
 };
 use rustix::process::Signal;
 use serde_json::{Value, json};
@@ -26,7 +26,7 @@ const RELOAD_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[test]
 fn another_registered_workspace_is_outside_unless_marked() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let mut d = t.stdio_daemon(&["--workspace", t.wsb.to_str().unwrap()]);
     let mut c = d.stdio_client();
     let r = c.call("initialize", json!({"protocolVersion": 1}));
@@ -63,7 +63,7 @@ fn another_registered_workspace_is_outside_unless_marked() {
 #[test]
 fn concurrent_appends_from_two_workspaces_to_one_file_all_land() {
     const N: usize = 20;
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let target = t.wsb.join("log.txt");
     fs::write(&target, "").unwrap();
     let mut d = t.daemon(Opts {
@@ -144,7 +144,7 @@ fn concurrent_appends_from_two_workspaces_to_one_file_all_land() {
 
 #[test]
 fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_removal_closes_it() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (cfg, b) = config_listing_b(&t);
     let mut d = t.daemon(Opts {
         stdio: true,
@@ -241,7 +241,7 @@ fn sighup_trust_change_moves_the_connection_to_a_fresh_untrusted_runtime_and_rem
 
 #[test]
 fn sighup_with_an_invalid_config_keeps_the_old_one() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (cfg, b) = config_listing_b(&t);
     let mut d = t.daemon(Opts {
         socket: true,
@@ -277,7 +277,7 @@ fn sighup_with_an_invalid_config_keeps_the_old_one() {
 
 #[test]
 fn nested_workspace_roots_are_refused_at_start() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let sub = t.ws.join("sub");
     fs::create_dir(&sub).unwrap();
     for args in [
@@ -296,7 +296,12 @@ fn nested_workspace_roots_are_refused_at_start() {
     ] {
         let mut cmd = t.command();
         cmd.arg("serve").arg("--stdio").args(&args);
-        let (status, stdout, stderr) = run_with_stdin(cmd, b"");
+        let Finished {
+            status,
+            stdout,
+            stderr,
+            ..
+        } = run_with_stdin(cmd, b"");
         assert!(!status.success(), "{args:?}: {status:?}");
         assert!(stderr.contains("nested"), "{args:?}: {stderr}");
         assert!(
@@ -315,7 +320,7 @@ fn nested_workspace_roots_are_refused_at_start() {
 
 #[test]
 fn dynamic_workspaces_off_refuses_an_unregistered_directory() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let stranger = t.base.join("stranger");
     fs::create_dir(&stranger).unwrap();
     let d = t.socket_daemon(&[]);
@@ -335,7 +340,7 @@ fn dynamic_workspaces_off_refuses_an_unregistered_directory() {
 
 #[test]
 fn dynamic_workspaces_on_register_with_trust_only_from_the_config_list() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let listed = t.base.join("listed");
     let listed_untrusted = t.base.join("listed-untrusted");
     let stranger = t.base.join("stranger");
@@ -409,7 +414,7 @@ fn dynamic_workspaces_on_register_with_trust_only_from_the_config_list() {
 /// an untrusted workspace still allows).
 #[test]
 fn sighup_with_an_unchanged_config_keeps_dynamically_registered_workspaces() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let stranger = t.base.join("stranger");
     fs::create_dir(&stranger).unwrap();
     fs::write(stranger.join("r.txt"), "one\ntwo\n").unwrap();

@@ -4,8 +4,8 @@
 //! and replaced files released after a run of overwrites.
 
 use crate::common::{
-    TIMEOUT, Tree, check_initialize, find_program, mode_of, refused_unchanged, run_with_stdin,
-    snapshot, stdio_session, temps, write_params,
+    BIN, Clients, Finished, TIMEOUT, Tree, TreeAudit, check_initialize, find_program, mode_of,
+    refused_unchanged, run_with_stdin, snapshot, stdio_session, temps, write_params,
 };
 use rustix::process::Signal;
 use serde_json::json;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn write_creates_private_file_with_exact_bytes_and_one_audit_event() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let ws_id = check_initialize(
@@ -89,7 +89,7 @@ fn write_creates_private_file_with_exact_bytes_and_one_audit_event() {
 
 #[test]
 fn overwrite_keeps_mode_and_records_before_and_after() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let p = s.ws.join("script.sh");
     fs::write(&p, "old\n").unwrap();
     fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
@@ -121,7 +121,7 @@ fn overwrite_keeps_mode_and_records_before_and_after() {
 
 #[test]
 fn crlf_file_stays_crlf() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let p = s.ws.join("win.txt");
     fs::write(&p, "one\r\ntwo\r\n").unwrap();
     let mut d = s.stdio_daemon(&[]);
@@ -142,7 +142,7 @@ fn crlf_file_stays_crlf() {
 
 #[test]
 fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let outside = s.base.join("outside");
     let evil = s.base.join("ws-evil"); // shares a string prefix with ws
     fs::create_dir(&outside).unwrap();
@@ -182,7 +182,7 @@ fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes(
 /// workspace only, and lists them in its one audit event.
 #[test]
 fn issue_10_write_creates_missing_parents_inside_the_workspace() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let p = s.ws.join("missing/dir/a.txt");
@@ -207,7 +207,7 @@ fn issue_10_write_creates_missing_parents_inside_the_workspace() {
 /// workspace is never created: refused, nothing made on either side.
 #[test]
 fn issue_10_missing_parents_are_never_created_through_a_symlink() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let outside = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(outside.path(), s.ws.join("out")).unwrap();
     let mut d = s.stdio_daemon(&[]);
@@ -222,7 +222,7 @@ fn issue_10_missing_parents_are_never_created_through_a_symlink() {
 /// A read of a missing file is still `-32002` with the path as `uri`.
 #[test]
 fn read_of_a_missing_file_is_resource_not_found_with_uri() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&["--allow-read"]);
     let mut c = d.stdio_client();
     let p = s.ws.join("missing/dir/a.txt");
@@ -240,7 +240,7 @@ fn read_of_a_missing_file_is_resource_not_found_with_uri() {
 /// next step in the message; the directory and its contents are untouched.
 #[test]
 fn a_directory_is_not_a_file_for_writes_edits_and_reads() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let dir = t.ws.join("sub");
     fs::create_dir(&dir).unwrap();
     fs::write(dir.join("inner.txt"), "inner\n").unwrap();
@@ -275,7 +275,7 @@ fn a_directory_is_not_a_file_for_writes_edits_and_reads() {
 
 #[test]
 fn receipt_lists_the_writes_of_the_session() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
     let a = s.ws.join("a.txt");
@@ -331,7 +331,7 @@ fn receipt_lists_the_writes_of_the_session() {
 
 #[test]
 fn symlinks_inside_are_followed_and_escapes_refused() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let outside = s.base.join("outside");
     fs::create_dir(&outside).unwrap();
     fs::create_dir(s.ws.join("real")).unwrap();
@@ -382,7 +382,7 @@ fn symlinks_inside_are_followed_and_escapes_refused() {
 
 #[test]
 fn untrusted_workspace_refuses_writes() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&["--untrusted"]);
     let mut c = d.stdio_client();
     let r = c.call_id(1, "initialize", json!({"protocolVersion": 1}));
@@ -427,7 +427,7 @@ fn deleted_descriptors(pid: u32, leaf: &Path) -> Vec<PathBuf> {
 /// allocated and no descriptor leaks.
 #[test]
 fn overwrites_release_every_replaced_file() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let p = s.ws.join("big.txt");
     let mut d = s.socket_daemon(&[]);
     let mut c = d.connect();
@@ -463,7 +463,11 @@ fn is_hex(s: &str, len: usize) -> bool {
 fn sha256_hex(bytes: &[u8]) -> Option<String> {
     let mut cmd = Command::new(find_program("sha256sum")?);
     cmd.env_clear();
-    let (status, out, _) = run_with_stdin(cmd, bytes);
+    let Finished {
+        status,
+        stdout: out,
+        ..
+    } = run_with_stdin(cmd, bytes);
     status
         .success()
         .then(|| out.split_whitespace().next().unwrap_or("").to_string())
@@ -477,7 +481,7 @@ fn sha256_hex(bytes: &[u8]) -> Option<String> {
 /// no temp file is left, and the refusal is one `fs.denied` event.
 #[test]
 fn regression_an_edit_joining_a_lone_cr_and_a_lf_is_line_ending_conflict() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     let p = s.ws.join("mixed.txt");
     let before = b"one\rtwo\n\nthree\n";
     fs::write(&p, before).unwrap();
@@ -513,7 +517,7 @@ fn regression_an_edit_joining_a_lone_cr_and_a_lf_is_line_ending_conflict() {
 /// names what is wrong. Reads name it too now, and say "read".
 #[test]
 fn regression_read_refusals_name_the_path_and_say_read() {
-    let s = Tree::new();
+    let s = Tree::new(BIN);
     // With external writes on, a read outside is served where a marked
     // write would be; off, it is refused in a read's words.
     let mut d = s.stdio_daemon(&["--allow-read", "--no-external-writes"]);
@@ -559,7 +563,7 @@ fn path_of_len(base: &Path, total: usize) -> PathBuf {
 /// naming the limit.
 #[test]
 fn issue_25_paths_over_path_max_and_names_over_name_max_are_refused_before_anything_is_created() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &["--allow-read"]);
     let long = path_of_len(&t.ws, 4239);
     let name = t.ws.join("sub").join("n".repeat(256));

@@ -27,17 +27,16 @@
 mod common;
 
 use common::{
-    BareWrite, Client, Daemon, MIB, Tree, bare_write_as, load_average, median, print_preamble,
-    scaled, stats, write_params_prefix,
+    BareWrite, Client, MIB, Tree, bare_write_as, load_average, median, print_preamble, scaled,
+    start_daemon, stats, tree, write_params_prefix,
 };
 use serde_json::{Value, json};
 use sha2::Digest;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+use writegate_testkit::CountingAlloc;
 use writegate_text::{EditMode, EditRequest, WriteOptions};
 
 /// The edited file: 100,000 lines of 50 bytes.
@@ -52,58 +51,13 @@ const EDIT_LINE: u64 = 50_010;
 
 /// Counts this process's live heap bytes and their peak, so the in-process
 /// part can report what `apply_edit` allocates.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(by: usize) {
-    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            grew(l.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(l) };
-        if !p.is_null() {
-            grew(l.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new_size) };
-        if !q.is_null() {
-            if new_size >= l.size() {
-                grew(new_size - l.size());
-            } else {
-                LIVE.fetch_sub(l.size() - new_size, Ordering::Relaxed);
-            }
-        }
-        q
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc::new();
 
 /// Runs `f` and returns its result and the peak of live heap bytes above
 /// what was live when it started.
 fn heap_peak<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let out = f();
-    (out, PEAK.load(Ordering::Relaxed) - base)
+    ALLOC.peak_during(f)
 }
 
 /// A 5,000,000-byte file of `line_bytes`-byte lines (`\n` endings): the
@@ -235,7 +189,7 @@ fn run_op(op: Op, t: &Tree, c: &mut Client, p: &Prepared, k: usize, seq: &mut u6
 /// Part 1: interleaved timings through one daemon. Returns the medians.
 fn timings(t: &Tree) -> Vec<(Op, f64)> {
     let p = prepare(t, LINE_BYTES);
-    let daemon = Daemon::start(t);
+    let daemon = start_daemon(t);
     let mut c = Client::connect(&t.sock);
     let mut seq = 0u64;
     // Warm-up: the file exists, the page cache holds it, one of each op ran.
@@ -314,7 +268,7 @@ fn memory(t: &Tree) -> Vec<(Op, usize, u64)> {
         let (mut before, mut after, mut rss_after) = (0, 0, 0);
         for rep in 0..reps {
             fs::write(&p.big, p.content.as_bytes()).unwrap();
-            let daemon = Daemon::start(t);
+            let daemon = start_daemon(t);
             let mut c = Client::connect(&t.sock);
             // One small write first: the blocking thread and its allocator
             // arena exist before the baseline is read.
@@ -467,7 +421,7 @@ fn micro() {
 }
 
 fn main() {
-    let t = Tree::new("edit");
+    let t = tree("edit");
     print_preamble("edit", &t);
     BareWrite::print_choice();
     let started = Instant::now();

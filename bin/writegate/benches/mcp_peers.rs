@@ -34,7 +34,7 @@ mod common;
 
 use common::{
     BIN, BareWrite, KIB, MIB, Tree, bare_write_as, fmt_size, median, print_preamble, scaled,
-    text_of,
+    text_of, tree,
 };
 use serde_json::{Value, json};
 use std::fs;
@@ -84,7 +84,7 @@ impl Peer {
                     .arg("--workspace")
                     .arg(dir)
                     .arg("--audit-log")
-                    .arg(&t.audit);
+                    .arg(&t.audit_log);
                 c
             }
             Kind::NodeFs => {
@@ -99,12 +99,9 @@ impl Peer {
             }
         };
         c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", t.base.join("home"))
-            .env("XDG_STATE_HOME", t.base.join("state"))
-            .env("XDG_CONFIG_HOME", t.base.join("config"))
-            .env("XDG_RUNTIME_DIR", t.base.join("run"))
-            .current_dir(dir)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        t.set_home(&mut c);
+        c.current_dir(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -205,12 +202,7 @@ impl Server {
     }
 
     fn status_kib(&self, key: &str) -> u64 {
-        let s = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        s.lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
+        writegate_testkit::proc_status_kib(self.child.id(), key).unwrap_or(0)
     }
 }
 
@@ -322,7 +314,7 @@ fn bare_ops(t: &Tree, how: BareWrite, size: usize, n: usize) -> f64 {
 }
 
 fn main() {
-    let t = Tree::new("mcp-peers");
+    let t = tree("mcp-peers");
     print_preamble("mcp peers", &t);
     let mut peers = vec![Peer {
         kind: Kind::Writegate,

@@ -73,7 +73,7 @@ fn command(t: &Tree, side: Side) -> Command {
     cmd.arg("--workspace")
         .arg(&t.ws)
         .arg("--audit-log")
-        .arg(&t.audit)
+        .arg(&t.audit_log)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", t.base.join("home"))
@@ -219,7 +219,7 @@ fn batch(
 }
 
 fn main() {
-    let t = Tree::new("mcp-vs-acp");
+    let t = common::tree("mcp-vs-acp");
     print_preamble("mcp_vs_acp", &t);
     let cases: Vec<String> = std::env::var("WG_BENCH_CASES").map_or_else(
         |_| vec!["new".into(), "over".into()],

@@ -25,7 +25,7 @@
 
 mod common;
 
-use common::{BIN, Tree, daemon_bin, median, print_preamble, scaled};
+use common::{BIN, Tree, daemon_bin, median, print_preamble, scaled, tree};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -50,7 +50,7 @@ fn main() {
         agent();
         return;
     }
-    let t = Tree::new("proxy");
+    let t = tree("proxy");
     print_preamble("proxy", &t);
     let me = std::env::current_exe().expect("the bench's own path");
     measure(&t, "minimal line agent", &me);
@@ -191,7 +191,7 @@ impl Peer {
                 let mut c = Command::new(daemon_bin());
                 c.arg("proxy")
                     .arg("--audit-log")
-                    .arg(&t.audit)
+                    .arg(&t.audit_log)
                     .arg("--")
                     .arg(me);
                 c
@@ -203,11 +203,8 @@ impl Peer {
             }
             Via::Straight => Command::new(me),
         };
+        t.set_home(&mut cmd);
         cmd.env("WG_BENCH_AGENT", "1")
-            .env("HOME", t.base.join("home"))
-            .env("XDG_STATE_HOME", t.base.join("state"))
-            .env("XDG_CONFIG_HOME", t.base.join("config"))
-            .env("XDG_RUNTIME_DIR", t.base.join("run"))
             .env("WRITEGATE_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

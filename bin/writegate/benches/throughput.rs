@@ -34,8 +34,9 @@
 mod common;
 
 use common::{
-    BareWrite, Client, Daemon, KIB, MIB, Tree, audit_flush, bare_write, bare_write_as, fmt_size,
-    load_average, median, print_preamble, scaled, stats, text_of, write_params_prefix,
+    BareWrite, Client, KIB, MIB, Tree, audit_flush, bare_write, bare_write_as, fmt_size,
+    load_average, median, print_preamble, scaled, start_daemon, start_daemon_at,
+    start_stdio_daemon, stats, text_of, tree, write_params_prefix,
 };
 use std::fs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -296,7 +297,7 @@ fn run_inproc(svc: &Service, ctx: &OpCtx, t: &Tree, content: &str, n: usize) -> 
 fn inproc_service(t: &Tree) -> (Service, OpCtx) {
     let registry = Registry::default();
     let runtime = registry.register(&t.ws, true).expect("register workspace");
-    let state = t.audit.parent().unwrap();
+    let state = t.audit_log.parent().unwrap();
     let mut config = Config::default();
     if audit_flush() == "sync" {
         config.audit.flush = writegate_core::config::FlushMode::Sync;
@@ -929,7 +930,7 @@ fn print_outcome(o: &Outcome) {
 
 fn main() {
     // `cargo bench` passes `--bench`; cases are chosen with WG_BENCH_CASES.
-    let t = Tree::new("throughput");
+    let t = tree("throughput");
     print_preamble("throughput", &t);
     BareWrite::print_choice();
     let cases = selected_cases();
@@ -938,7 +939,7 @@ fn main() {
         cases.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
     );
 
-    let daemon = Daemon::start(&t);
+    let daemon = start_daemon(&t);
     let mut clients: Vec<Client> = (0..CONNS).map(|_| Client::connect(&t.sock)).collect();
     let pid = daemon.child.id();
     let idle_rss = daemon.status_kib("VmRSS");
@@ -951,7 +952,7 @@ fn main() {
     let mut stdio = cases
         .iter()
         .any(|c| c.stdio)
-        .then(|| Daemon::start_stdio(&t));
+        .then(|| start_stdio_daemon(&t));
     if let Some((d, _)) = &stdio {
         println!(
             "stdio daemon pid {}: idle after start + initialize: VmRSS {} KiB",
@@ -969,14 +970,10 @@ fn main() {
     } else {
         off_sock
     };
-    let off_daemon = cases.iter().any(|c| c.conns == 1 && !c.stdio).then(|| {
-        Daemon::start_at(
-            &t,
-            &off_sock,
-            "daemon-history-off.stderr",
-            &[("WRITEGATE_HISTORY_ENABLED", "false")],
-        )
-    });
+    let off_daemon = cases
+        .iter()
+        .any(|c| c.conns == 1 && !c.stdio)
+        .then(|| start_daemon_at(&t, &off_sock, &[("WRITEGATE_HISTORY_ENABLED", "false")]));
     let mut off_client = off_daemon.as_ref().map(|_| Client::connect(&off_sock));
     let off_pid = off_daemon.as_ref().map(|d| d.child.id());
 

@@ -227,6 +227,25 @@ pub struct EditParams {
 }
 
 impl EditParams {
+    /// An edit of `path` in `mode` with `content` and everything else at
+    /// its default: no `find`, no lines, no expected hash, no dry run, no
+    /// format hints, no marker, no conversion. Set the rest by field.
+    pub fn new(path: impl Into<PathBuf>, mode: EditMode, content: impl Into<String>) -> Self {
+        EditParams {
+            path: path.into(),
+            mode,
+            content: Some(content.into()),
+            find: None,
+            line: None,
+            end_line: None,
+            expected_hash: None,
+            dry_run: false,
+            options: WriteOptions::default(),
+            marker: None,
+            convert_encoding: false,
+        }
+    }
+
     /// The rules of an edit's parameters that need no file (SPEC 8.3):
     /// content is required except for `delete`, and the parameters fit the
     /// mode ([`writegate_text::validate`]). Every front end runs this before

@@ -648,9 +648,8 @@ mod tests {
     }
 
     fn audit_lines(state: &Path) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(state.join("audit.jsonl"))
-            .unwrap_or_default()
-            .lines()
+        writegate_testkit::audit_lines(&state.join("audit.jsonl"))
+            .iter()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
@@ -795,19 +794,7 @@ mod tests {
                 std::thread::spawn(move || {
                     svc.edit_text_file(
                         &c,
-                        &EditParams {
-                            path: file,
-                            mode: EditMode::Append,
-                            content: Some(format!("line {i}\n")),
-                            find: None,
-                            line: None,
-                            end_line: None,
-                            expected_hash: None,
-                            dry_run: false,
-                            options: WriteOptions::default(),
-                            marker: None,
-                            convert_encoding: false,
-                        },
+                        &EditParams::new(file, EditMode::Append, format!("line {i}\n")),
                     )
                     .unwrap()
                 })

@@ -1,12 +1,10 @@
 //! Start-up removal of stale temp files (SPEC 7.3, last bullet).
 
-mod common;
-
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
 
-use common::tempdir;
 use writegate_fs::remove_stale_temps;
+use writegate_testkit::tempdir;
 
 /// A pid that belonged to a process that has exited and been reaped.
 fn dead_pid() -> u32 {

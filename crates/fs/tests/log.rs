@@ -1,13 +1,11 @@
 //! The append-only log (SPEC 10) and the private state-file writer (SPEC 12).
 
-mod common;
-
 use std::collections::HashSet;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::sync::Arc;
 
-use common::{assert_err, mode, names, tempdir};
 use writegate_fs::{AppendLog, FsError, Journal, orphan_journals, write_private_file};
+use writegate_testkit::{Tmpfs, assert_err, audit_lines, mode_of, names, tempdir};
 
 #[test]
 fn whole_lines_from_many_threads() {
@@ -16,9 +14,9 @@ fn whole_lines_from_many_threads() {
     let (_t, base) = tempdir();
     let path = base.join("state/writegate/audit.jsonl");
     let log = Arc::new(AppendLog::open(&path).unwrap());
-    assert_eq!(mode(&path), 0o600);
-    assert_eq!(mode(&base.join("state")), 0o700);
-    assert_eq!(mode(&base.join("state/writegate")), 0o700);
+    assert_eq!(mode_of(&path), 0o600);
+    assert_eq!(mode_of(&base.join("state")), 0o700);
+    assert_eq!(mode_of(&base.join("state/writegate")), 0o700);
     let pad = |t: usize, i: usize| "x".repeat((t * 7919 + i * 37) % 6000);
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -89,7 +87,7 @@ fn existing_log_keeps_its_mode() {
     std::fs::write(&path, b"old\n").unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
     AppendLog::open(&path).unwrap().append(b"new").unwrap();
-    assert_eq!(mode(&path), 0o640);
+    assert_eq!(mode_of(&path), 0o640);
     assert_eq!(std::fs::read(&path).unwrap(), b"old\nnew\n");
 }
 
@@ -99,14 +97,14 @@ fn private_file_is_0600_and_atomic() {
     let path = base.join("state/writegate/approvals.json");
     write_private_file(&path, b"{\"a\":1}").unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"{\"a\":1}");
-    assert_eq!(mode(&path), 0o600);
-    assert_eq!(mode(&base.join("state/writegate")), 0o700);
+    assert_eq!(mode_of(&path), 0o600);
+    assert_eq!(mode_of(&base.join("state/writegate")), 0o700);
 
     // A looser existing file is tightened; content replaced.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     write_private_file(&path, b"{}").unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"{}");
-    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode_of(&path), 0o600);
     assert_eq!(names(&base.join("state/writegate")), vec!["approvals.json"]);
 
     // A symlink at the path is refused, never followed.
@@ -121,95 +119,14 @@ fn private_file_is_0600_and_atomic() {
     assert_eq!(std::fs::read(&target).unwrap(), b"keep");
 }
 
-/// A small tmpfs mounted for one test (root only), unmounted when dropped:
-/// a real filesystem that fills up.
-struct Tmpfs {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-    /// Held from before the mount until after the umount: the tests that
-    /// mount a tmpfs are the ones here that start processes, and a child
-    /// between `fork` and `exec` holds a copy of every descriptor, so a
-    /// file another test removed to free space would stay allocated until
-    /// it execs (seen as a rare `ENOSPC` right after the space was freed).
-    /// One of these tests at a time.
-    _serial: std::sync::MutexGuard<'static, ()>,
-}
-
-/// Serialises the tests that mount a tmpfs (see [`Tmpfs`]).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size` bytes, or says why not and returns `None`.
-    fn mount(size: &str) -> Option<Tmpfs> {
-        if !common::is_root() {
-            eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
-            return None;
-        }
-        let serial = SERIAL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().canonicalize().unwrap();
-        let st = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(&path)
-            .status();
-        match st {
-            Ok(s) if s.success() => Some(Tmpfs {
-                _dir: dir,
-                path,
-                _serial: serial,
-            }),
-            other => {
-                eprintln!("skipped: cannot mount a tmpfs ({other:?})");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(&self.path)
-            .status();
-    }
-}
-
-/// Fills the filesystem holding `dir` with a file `filler` until the disk
-/// is full; returns its size.
-fn fill(dir: &std::path::Path) -> u64 {
-    use std::io::Write;
-    let mut f = std::fs::File::create(dir.join("filler")).unwrap();
-    let chunk = [b'f'; 512];
-    let mut n = 0u64;
-    while let Ok(k) = f.write(&chunk) {
-        if k == 0 {
-            break;
-        }
-        n += k as u64;
-    }
-    n
-}
-
 /// Every line of `path` is one of the lines appended (no fragment, nothing
 /// glued), and the file ends with a line break.
 fn whole_lines(path: &std::path::Path, line: impl Fn(usize) -> String) -> usize {
-    let text = std::fs::read_to_string(path).unwrap();
-    assert!(
-        text.is_empty() || text.ends_with('\n'),
-        "torn tail: {text:?}"
-    );
-    for (i, l) in text.lines().enumerate() {
-        assert_eq!(l, line(i), "line {i} is not whole");
+    let lines = audit_lines(path);
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(*l, line(i), "line {i} is not whole");
     }
-    text.lines().count()
+    lines.len()
 }
 
 /// Issue 13 item 3: "the audit log is torn by ENOSPC": a short write left
@@ -221,7 +138,7 @@ fn enospc_short_write_leaves_no_partial_line() {
     let Some(fs) = Tmpfs::mount("64k") else {
         return;
     };
-    let path = fs.path.join("audit.jsonl");
+    let path = fs.path().join("audit.jsonl");
     let log = AppendLog::open(&path).unwrap();
     // Lines of 700 bytes: pages of 4 KiB do not hold a whole number of
     // them, so the disk fills in the middle of one.
@@ -245,9 +162,9 @@ fn enospc_short_write_leaves_no_partial_line() {
     let before = ok;
     std::fs::remove_file(&path).ok();
     drop(log);
-    let log = AppendLog::open(&fs.path.join("audit2.jsonl")).unwrap();
+    let log = AppendLog::open(&fs.path().join("audit2.jsonl")).unwrap();
     log.append(line(0).as_bytes()).unwrap();
-    assert_eq!(whole_lines(&fs.path.join("audit2.jsonl"), line), 1);
+    assert_eq!(whole_lines(&fs.path().join("audit2.jsonl"), line), 1);
     assert!(before > 10);
 }
 
@@ -259,11 +176,11 @@ fn enospc_then_space_returns_and_the_next_line_is_not_glued() {
     let Some(fs) = Tmpfs::mount("64k") else {
         return;
     };
-    let path = fs.path.join("audit.jsonl");
+    let path = fs.path().join("audit.jsonl");
     let log = AppendLog::open(&path).unwrap();
     let line = |i: usize| format!("{i:06}{}", "y".repeat(994));
     log.append(line(0).as_bytes()).unwrap();
-    fill(&fs.path);
+    fs.fill(0);
     let mut n = 1;
     let mut failed = 0;
     for _ in 0..40 {
@@ -273,7 +190,7 @@ fn enospc_then_space_returns_and_the_next_line_is_not_glued() {
         }
     }
     assert!(failed > 0, "the disk never filled");
-    std::fs::remove_file(fs.path.join("filler")).unwrap();
+    fs.unfill();
     log.append(line(n).as_bytes()).unwrap();
     n += 1;
     assert_eq!(whole_lines(&path, line), n);
@@ -285,14 +202,14 @@ fn reserved_space_takes_appends_on_a_full_disk() {
     let Some(fs) = Tmpfs::mount("64k") else {
         return;
     };
-    let path = fs.path.join("audit.jsonl");
+    let path = fs.path().join("audit.jsonl");
     let log = AppendLog::open(&path).unwrap();
     assert_eq!(
         log.reserve(0, 16 * 1024).unwrap(),
         writegate_fs::Reserved::Yes
     );
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "size unchanged");
-    fill(&fs.path);
+    fs.fill(0);
     let line = |i: usize| format!("{i:06}{}", "r".repeat(994));
     for i in 0..16 {
         log.append(line(i).as_bytes()).unwrap();
@@ -443,8 +360,8 @@ fn orphan_journals_are_those_nobody_holds() {
     let (_t, base) = tempdir();
     let dir = base.join("audit.jsonl.intents");
     let live = Journal::create(&dir).unwrap();
-    assert_eq!(mode(&dir), 0o700);
-    assert_eq!(mode(live.path()), 0o600);
+    assert_eq!(mode_of(&dir), 0o700);
+    assert_eq!(mode_of(live.path()), 0o600);
     live.append(b"{\"live\":1}\n", 0).unwrap();
     assert!(
         orphan_journals(&dir).unwrap().is_empty(),

@@ -1,16 +1,14 @@
 //! The atomic publisher, directory handles and leaf reads on real files.
 
-mod common;
-
 use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
 
-use common::{assert_err, is_root, mode, names, tempdir, temps};
 use writegate_fs::{
     Atime, Content, Dir, FsError, NewFileMode, PublishOptions, WRITE_CHUNK, publish, read_existing,
     stat_leaf,
 };
+use writegate_testkit::{Tmpfs, assert_err, is_root, mode_of, names, tempdir, temps};
 
 fn opts() -> PublishOptions {
     PublishOptions {
@@ -36,7 +34,7 @@ fn creates_new_file_0600() {
     assert!(p.durable);
     assert_eq!(p.bytes_written, 6);
     assert_eq!(std::fs::read(dir.join("new.txt")).unwrap(), b"hello\n");
-    assert_eq!(mode(&dir.join("new.txt")), 0o600);
+    assert_eq!(mode_of(&dir.join("new.txt")), 0o600);
     assert_eq!(names(&dir), vec!["new.txt"]);
 }
 
@@ -76,7 +74,7 @@ fn system_mode_uses_umask() {
         .create_new(true)
         .open(&probe)
         .unwrap();
-    assert_eq!(mode(&dir.join("s.txt")), mode(&probe) & 0o666);
+    assert_eq!(mode_of(&dir.join("s.txt")), mode_of(&probe) & 0o666);
 }
 
 #[test]
@@ -89,7 +87,7 @@ fn existing_file_keeps_0755_and_content_is_replaced() {
     let p = publish_ok(&dir, "run.sh", b"new\n");
     assert!(!p.created);
     assert_eq!(std::fs::read(&f).unwrap(), b"new\n");
-    assert_eq!(mode(&f), 0o755);
+    assert_eq!(mode_of(&f), 0o755);
     assert_ne!(std::fs::metadata(&f).unwrap().ino(), before.ino());
     assert!(temps(&dir).is_empty());
 }
@@ -101,7 +99,7 @@ fn setuid_bits_are_dropped_and_0640_kept() {
     std::fs::write(&f, b"a").unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o4640)).unwrap();
     publish_ok(&dir, "a", b"b");
-    assert_eq!(mode(&f), 0o640);
+    assert_eq!(mode_of(&f), 0o640);
 }
 
 #[test]
@@ -145,7 +143,7 @@ fn expected_stat_decides_mode_and_owner() {
     let p = publish(&d, OsStr::new("run.sh"), b"new\n", &o, &mut ok()).unwrap();
     assert!(!p.created);
     assert_eq!(std::fs::read(&f).unwrap(), b"new\n");
-    assert_eq!(mode(&f), 0o755);
+    assert_eq!(mode_of(&f), 0o755);
     if is_root() {
         let m = std::fs::metadata(&f).unwrap();
         assert_eq!((m.uid(), m.gid()), (4242, 4343));
@@ -438,7 +436,11 @@ fn publish_with_255_byte_multibyte_leaf() {
     publish(&d, OsStr::new(&leaf), b"x", &opts(), &mut || {
         let t = temps(&dir);
         assert_eq!(t.len(), 1);
-        let t = t[0].to_str().expect("temp name cut inside a character");
+        let t = t[0]
+            .file_name()
+            .unwrap()
+            .to_str()
+            .expect("temp name cut inside a character");
         assert!(t.len() <= 255);
         assert!(t.starts_with(".é"));
         Ok(())
@@ -456,7 +458,7 @@ fn temp_exists_during_commit_and_is_named_right() {
     publish(&d, OsStr::new("n.txt"), b"x", &opts(), &mut || {
         let t = temps(&dir);
         assert_eq!(t.len(), 1);
-        let t = t[0].to_str().unwrap();
+        let t = t[0].file_name().unwrap().to_str().unwrap();
         let prefix = format!(".n.txt.{pid}.");
         assert!(t.starts_with(&prefix), "{t}");
         let hex = t
@@ -466,7 +468,7 @@ fn temp_exists_during_commit_and_is_named_right() {
             .unwrap();
         assert_eq!(hex.len(), 12);
         assert!(hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
-        assert_eq!(mode(&dir.join(t)), 0o600);
+        assert_eq!(mode_of(&dir.join(t)), 0o600);
         Ok(())
     })
     .unwrap();
@@ -491,32 +493,13 @@ fn many_publishes_leave_no_temps() {
     assert_eq!(names(&dir), vec!["x"]);
 }
 
-/// Unmounts on drop.
-struct Mount(std::path::PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn enospc_is_io_error_and_target_stays_identical() {
     let (_t, base) = tempdir();
     let mnt = base.join("small");
-    std::fs::create_dir(&mnt).unwrap();
-    let mounted = is_root()
-        && std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-            .arg(&mnt)
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-    if !mounted {
-        eprintln!("skipped: cannot mount a small tmpfs here");
+    let Some(_tmpfs) = Tmpfs::mount_at(&mnt, "64k") else {
         return;
-    }
-    let _guard = Mount(mnt.clone());
+    };
     std::fs::write(mnt.join("keep"), b"small original").unwrap();
     let d = Dir::open_canonical(&mnt).unwrap();
     let big = vec![b'x'; 1024 * 1024];

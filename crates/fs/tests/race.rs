@@ -1,16 +1,14 @@
 //! A directory swapped for a symlink to an outside directory while another
 //! thread publishes into it: nothing may ever land outside (SPEC 7.3).
 
-mod common;
-
 use std::ffi::OsStr;
 use std::os::unix::fs::symlink;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{names, tempdir};
 use writegate_fs::{Dir, FsError, NewFileMode, PublishOptions, publish};
+use writegate_testkit::{names, tempdir};
 
 /// Publishes that must succeed (the rest of the attempts are refused opens).
 const PUBLISHES: u64 = 3000;

@@ -12,8 +12,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use common::{Fx, assert_err};
+use common::Fx;
 use writegate_paths::{ExternalTarget, FsView, OsView, ResolveError, Stat, resolve_external};
+use writegate_testkit::assert_err;
 
 fn ext(p: impl AsRef<Path>) -> Result<ExternalTarget, ResolveError> {
     resolve_external(&OsView, p.as_ref())
@@ -284,7 +285,7 @@ fn no_swap_no_escape() {
 
 #[test]
 fn permission_denied_while_looking() {
-    if common::is_root_user() {
+    if writegate_testkit::is_root() {
         eprintln!("skipped: root ignores directory permissions");
         return;
     }

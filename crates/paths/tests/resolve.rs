@@ -7,8 +7,9 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use common::{Fx, assert_err, is_root_user};
+use common::Fx;
 use writegate_paths::{FileKind, MAX_SYMLINK_HOPS, OsView, ResolveError, resolve};
+use writegate_testkit::{assert_err, is_root};
 
 #[test]
 fn parse_errors_for_empty_nul_and_relative() {
@@ -522,7 +523,7 @@ fn suspicious_check_comes_before_the_filesystem() {
 
 #[test]
 fn permission_denied_while_looking() {
-    if is_root_user() {
+    if is_root() {
         eprintln!("skipped: root ignores directory permissions");
         return;
     }

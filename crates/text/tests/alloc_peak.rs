@@ -11,72 +11,26 @@
 //! `cargo test --release -p writegate-text --test alloc_peak -- --ignored --nocapture`.
 //! It asserts nothing about time.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
+use writegate_testkit::CountingAlloc;
 use writegate_text::{
     EditMode, EditRequest, WriteOptions, apply_edit, detect, encode_whole, numbered_lines,
     split_bytes,
 };
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
 /// Serialises the tests of this binary: the counters are process-wide.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-struct Counting;
-
-fn grew(by: usize) {
-    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded to `System` unchanged; only counters are updated.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            grew(l.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(l) };
-        if !p.is_null() {
-            grew(l.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new_size) };
-        if !q.is_null() {
-            if new_size >= l.size() {
-                grew(new_size - l.size());
-            } else {
-                LIVE.fetch_sub(l.size() - new_size, Ordering::Relaxed);
-            }
-        }
-        q
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc::new();
 
 /// Runs `f`; returns its result and the peak of live heap bytes above what was
 /// live when it started.
 fn heap_peak<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let out = f();
-    (out, PEAK.load(Ordering::Relaxed) - base)
+    ALLOC.peak_during(f)
 }
 
 const FILE_BYTES: usize = 5_000_000;

@@ -90,7 +90,7 @@ pub(super) fn check_case_in(
             serve.push(string(flag)?.to_owned());
         }
     }
-    let mut daemon = Daemon::spawn(binary, &root, &audit, &serve, errlog)?;
+    let mut daemon = Daemon::spawn(binary, &root, &audit, &serve, errlog, errlog_path)?;
     let talk = (|| -> R<Vec<i64>> {
         daemon.send(&initialize_request())?;
         daemon.wait_for(&[0])?;

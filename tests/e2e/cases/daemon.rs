@@ -2,15 +2,15 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::{self, Read, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use writegate_testkit::{Daemon as Process, LineClient};
 
 use super::json::{Json, dumps, object, parse_ordered, quote};
 use super::python::{
@@ -20,13 +20,14 @@ use super::{CLOSE_TIMEOUT, R, TIMEOUT};
 
 /// The daemon, driven over its stdin and stdout.
 pub(super) struct Daemon {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    /// Chunks read from stdout by a reader thread (the Python runner's select + os.read); an
-    /// empty chunk is end of file.
-    chunks: Receiver<Vec<u8>>,
+    /// The process, killed when dropped.
+    process: Process,
+    /// Its stdin and stdout (the Python runner's writes, and its select +
+    /// os.read split into lines).
+    lines: LineClient,
+    /// Stdin was closed (`close`).
+    stdin_closed: bool,
     eof: bool,
-    buf: Vec<u8>,
     /// Responses by id, as a Python dict keyed by the JSON id (`None` for a missing id); each
     /// response as a Value and as read.
     responses: Vec<(Value, Value, Json)>,
@@ -39,8 +40,9 @@ impl Daemon {
         audit: &Path,
         extra: &[String],
         errlog: fs::File,
+        errlog_path: PathBuf,
     ) -> R<Daemon> {
-        let mut child = Command::new(binary)
+        let child = Command::new(binary)
             .args(["serve", "--stdio", "--workspace", root, "--audit-log"])
             .arg(audit)
             .args(extra)
@@ -53,44 +55,24 @@ impl Daemon {
             .stderr(errlog)
             .spawn()
             .map_err(|e| exc(&e, binary))?;
-        let stdin = child.stdin.take();
-        let mut stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            let mut chunk = vec![0u8; 1 << 20];
-            loop {
-                match stdout.read(&mut chunk) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        if tx.send(chunk[..n].to_vec()).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
-            let _ = tx.send(Vec::new());
-        });
+        let mut process = Process::adopt(child, errlog_path);
+        let lines = process.stdio_lines();
         Ok(Daemon {
-            child,
-            stdin,
-            chunks: rx,
+            process,
+            lines,
+            stdin_closed: false,
             eof: false,
-            buf: Vec::new(),
             responses: Vec::new(),
         })
     }
 
     /// Writes one request line and flushes it.
     pub(super) fn send(&mut self, line: &str) -> R<()> {
-        let stdin = self
-            .stdin
-            .as_mut()
-            .ok_or("ValueError: write to closed file")?;
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .and_then(|()| stdin.flush())
+        if self.stdin_closed {
+            return Err("ValueError: write to closed file".into());
+        }
+        self.lines
+            .try_send(format!("{line}\n").as_bytes())
             .map_err(|e| format!("{}: {}", io_error_name(&e), os_error_no_path(&e)))
     }
 
@@ -110,20 +92,24 @@ impl Daemon {
                     shown.join(", ")
                 ));
             }
-            let chunk = if self.eof {
-                Vec::new()
-            } else {
-                match self.chunks.recv_timeout(left) {
-                    Ok(chunk) => chunk,
+            // One line (waiting), then every line already read: what one
+            // os.read after select gives the Python runner.
+            let mut chunk = Vec::new();
+            if !self.eof {
+                match self.lines.recv_timeout(left) {
+                    Ok(line) => chunk.push(line),
                     Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => Vec::new(),
+                    Err(RecvTimeoutError::Disconnected) => {}
                 }
-            };
+                while let Ok(line) = self.lines.recv_timeout(Duration::ZERO) {
+                    chunk.push(line);
+                }
+            }
             if chunk.is_empty() {
                 self.eof = true;
                 // The status only makes the message clearer: give the exit a moment to land.
                 let grace = Instant::now() + Duration::from_millis(200);
-                while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < grace {
+                while matches!(self.process.child.try_wait(), Ok(None)) && Instant::now() < grace {
                     thread::sleep(Duration::from_millis(5));
                 }
                 return Err(format!(
@@ -131,13 +117,15 @@ impl Daemon {
                     self.poll()
                 ));
             }
-            self.buf.extend_from_slice(&chunk);
-            while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=nl).take(nl).collect();
-                if py_bytes_strip(&line).is_empty() {
+            for line in chunk {
+                // A last line without `\n` is never a whole response.
+                let Some(line) = line.strip_suffix(b"\n") else {
+                    continue;
+                };
+                if py_bytes_strip(line).is_empty() {
                     continue;
                 }
-                let text = std::str::from_utf8(&line)
+                let text = std::str::from_utf8(line)
                     .map_err(|e| format!("UnicodeDecodeError: response line is not UTF-8: {e}"))?;
                 let ordered = parse_ordered(text)?;
                 let msg = ordered.to_value()?;
@@ -187,7 +175,7 @@ impl Daemon {
 
     /// The exit status as `Popen.poll()` gives it: `None` while running, `-N` after signal N.
     fn poll(&mut self) -> String {
-        match self.child.try_wait() {
+        match self.process.child.try_wait() {
             Ok(Some(status)) => match (status.code(), status.signal()) {
                 (Some(code), _) => code.to_string(),
                 (None, Some(sig)) => format!("-{sig}"),
@@ -199,26 +187,19 @@ impl Daemon {
 
     /// Closes stdin and waits for the exit; kills the daemon after [`CLOSE_TIMEOUT`].
     pub(super) fn close(&mut self) {
-        drop(self.stdin.take());
+        self.lines.close_write();
+        self.stdin_closed = true;
+        let child = &mut self.process.child;
         let deadline = Instant::now() + CLOSE_TIMEOUT;
         loop {
-            match self.child.try_wait() {
+            match child.try_wait() {
                 Ok(Some(_)) => return,
                 Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
                 _ => break,
             }
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

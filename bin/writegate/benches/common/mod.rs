@@ -1,7 +1,8 @@
-//! Helpers shared by the benches (`throughput.rs`, `edit.rs`): a temp tree
-//! on the build's filesystem, the release daemon spawned in it (listening on
-//! a socket, or serving one connection over its stdin/stdout the way hosts
-//! spawn it), a client that costs one `write(2)` per request, /proc readers,
+//! Helpers shared by the benches (`throughput.rs`, `edit.rs`, `proxy.rs`,
+//! `mcp_peers.rs`), on top of `writegate-testkit`'s tree and daemon: the
+//! tree on the build's filesystem, the release daemon spawned in it
+//! (listening on a socket, or serving one connection over its stdin/stdout
+//! the way hosts spawn it), a client that costs one `write(2)` per request,
 //! the bare durable write sequence, and statistics.
 
 // Each bench uses a subset of these helpers.
@@ -13,11 +14,10 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+pub(crate) use writegate_testkit::{Daemon, Opts, Tree};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_writegate");
 
@@ -31,53 +31,20 @@ pub(crate) const KIB: usize = 1024;
 pub(crate) const MIB: usize = 1024 * 1024;
 
 /// A temp tree on the same filesystem as the build (fsync cost matters):
-/// `<target>/bench-tmp/<name>-<pid>/{ws,home,state,config,run}`.
-pub(crate) struct Tree {
-    pub(crate) base: PathBuf,
-    pub(crate) ws: PathBuf,
-    pub(crate) sock: PathBuf,
-    pub(crate) audit: PathBuf,
-}
-
-impl Tree {
-    pub(crate) fn new(name: &str) -> Tree {
-        // BIN is <target>/<profile>/writegate.
-        let target = Path::new(BIN)
-            .parent()
-            .and_then(Path::parent)
-            .expect("binary inside a target dir");
-        let base = target
-            .join("bench-tmp")
-            .join(format!("{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&base);
-        for d in ["ws", "home", "state", "config", "run"] {
-            fs::create_dir_all(base.join(d)).unwrap();
-            // The daemon wants its socket's directory private.
-            fs::set_permissions(base.join(d), fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        let base = fs::canonicalize(&base).unwrap();
-        let mut sock = base.join("run/s.sock");
-        if sock.as_os_str().len() > 100 {
-            // sun_path is 108 bytes; the socket need not be on the same disk.
-            sock = std::env::temp_dir().join(format!("wg-bench-{}.sock", std::process::id()));
-        }
-        Tree {
-            ws: base.join("ws"),
-            audit: base.join("state/audit.jsonl"),
-            sock,
-            base,
-        }
+/// `<target>/bench-tmp/<name>-XXXXXX/`, the layout of [`Tree`], whose
+/// commands run [`daemon_bin`]. Removed at the end unless `WG_BENCH_KEEP=1`
+/// (to look at the daemon's stderr in its `logs/`).
+pub(crate) fn tree(name: &str) -> Tree {
+    // BIN is <target>/<profile>/writegate.
+    let target = Path::new(BIN)
+        .parent()
+        .and_then(Path::parent)
+        .expect("binary inside a target dir");
+    let mut t = Tree::in_dir(daemon_bin(), &format!("{name}-"), &target.join("bench-tmp"));
+    if std::env::var_os("WG_BENCH_KEEP").is_some() {
+        t.keep();
     }
-}
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        // WG_BENCH_KEEP=1 keeps the tree (the daemon's stderr) for a look.
-        if std::env::var_os("WG_BENCH_KEEP").is_none() {
-            let _ = fs::remove_dir_all(&self.base);
-        }
-        let _ = fs::remove_file(&self.sock);
-    }
+    t
 }
 
 /// `fstype device (mount point)` of the mount holding `path`, from
@@ -109,123 +76,66 @@ pub(crate) fn filesystem_of(path: &Path) -> String {
 /// `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072`.
 pub(crate) const ALLOCATOR_ENV: [&str; 2] = ["GLIBC_TUNABLES", "MALLOC_ARENA_MAX"];
 
-/// A running `writegate serve --socket`; killed (by its pid) when dropped.
-pub(crate) struct Daemon {
-    pub(crate) child: Child,
-    sock: PathBuf,
+/// `writegate serve` of the tree with `--allow-read` (the benches time
+/// `_writegate/read_lines`, which reads need on), the bench's
+/// `audit.flush` and the allocator settings passed on.
+fn bench_daemon(t: &Tree, stdio: bool) -> Daemon {
+    let mut env = vec![("WRITEGATE_AUDIT_FLUSH", audit_flush())];
+    env.extend(
+        ALLOCATOR_ENV
+            .iter()
+            .filter_map(|k| Some((*k, std::env::var(k).ok()?))),
+    );
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    t.daemon(Opts {
+        stdio,
+        socket: !stdio,
+        args: &["--allow-read"],
+        env: &env,
+        no_wait: false,
+    })
 }
 
-impl Daemon {
-    /// `writegate serve` in the tree with a cleared environment: the
-    /// command, ready to spawn with `args` as the transport flags.
-    fn command(t: &Tree, args: &[&std::ffi::OsStr]) -> Command {
-        Daemon::command_logging(t, args, "daemon.stderr")
-    }
-
-    /// [`Daemon::command`] with its stderr in `<tmp>/<stderr>`.
-    fn command_logging(t: &Tree, args: &[&std::ffi::OsStr], stderr: &str) -> Command {
-        let stderr = File::create(t.base.join(stderr)).unwrap();
-        let mut cmd = Command::new(daemon_bin());
-        cmd.arg("serve")
-            .args(args)
-            .arg("--workspace")
-            .arg(&t.ws)
-            .arg("--audit-log")
-            .arg(&t.audit)
-            // The benches time `_writegate/read_lines`, which reads need on.
-            .arg("--allow-read")
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", t.base.join("home"))
-            .env("XDG_RUNTIME_DIR", t.base.join("run"))
-            .env("XDG_STATE_HOME", t.base.join("state"))
-            .env("XDG_CONFIG_HOME", t.base.join("config"))
-            .env("WRITEGATE_AUDIT_FLUSH", audit_flush())
-            .envs(
-                ALLOCATOR_ENV
-                    .iter()
-                    .filter_map(|k| Some((k, std::env::var(k).ok()?))),
-            )
-            .current_dir(&t.base)
-            .stderr(stderr);
-        cmd
-    }
-
-    /// `writegate serve --socket`, once its socket answers.
-    pub(crate) fn start(t: &Tree) -> Daemon {
-        Daemon::start_at(t, &t.sock, "daemon.stderr", &[])
-    }
-
-    /// `writegate serve --socket <sock>` with `env` added (e.g. a config
-    /// key as `WRITEGATE_*`), its stderr in `<tmp>/<stderr>`, once its
-    /// socket answers.
-    pub(crate) fn start_at(t: &Tree, sock: &Path, stderr: &str, env: &[(&str, &str)]) -> Daemon {
-        let child = Daemon::command_logging(t, &["--socket".as_ref(), sock.as_os_str()], stderr)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn writegate");
-        let mut d = Daemon {
-            child,
-            sock: sock.to_path_buf(),
-        };
-        let start = Instant::now();
-        loop {
-            if let Some(st) = d.child.try_wait().unwrap() {
-                panic!(
-                    "daemon exited early ({st:?}): {}",
-                    fs::read_to_string(t.base.join(stderr)).unwrap_or_default()
-                );
-            }
-            if UnixStream::connect(sock).is_ok() {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "socket never answered"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        d
-    }
-
-    /// `writegate serve --stdio` (how hosts spawn it) and the client of its
-    /// one connection, initialized.
-    pub(crate) fn start_stdio(t: &Tree) -> (Daemon, Client) {
-        let mut child = Daemon::command(t, &["--stdio".as_ref()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn writegate");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let client = Client::over(Box::new(stdout), Box::new(stdin));
-        (
-            Daemon {
-                child,
-                sock: t.base.join("no-socket"),
-            },
-            client,
-        )
-    }
-
-    /// A `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`).
-    pub(crate) fn status_kib(&self, key: &str) -> u64 {
-        let s = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        s.lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in /proc/pid/status"))
-    }
+/// `writegate serve --socket`, once its socket answers.
+pub(crate) fn start_daemon(t: &Tree) -> Daemon {
+    bench_daemon(t, false)
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_file(&self.sock);
+/// `writegate serve --socket <sock>` beside the tree's own daemon, with
+/// `env` added (e.g. a config key as `WRITEGATE_*`), once its socket
+/// answers.
+pub(crate) fn start_daemon_at(t: &Tree, sock: &Path, env: &[(&str, &str)]) -> Daemon {
+    let flush = audit_flush();
+    let mut all = vec![("WRITEGATE_AUDIT_FLUSH", flush.as_str())];
+    all.extend_from_slice(env);
+    let sock_arg = sock.to_str().expect("a UTF-8 socket path");
+    let d = t.daemon(Opts {
+        stdio: false,
+        socket: false,
+        args: &["--allow-read", "--socket", sock_arg],
+        env: &all,
+        no_wait: true,
+    });
+    let start = std::time::Instant::now();
+    while UnixStream::connect(sock).is_err() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "the socket {} never answered",
+            sock.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
+    d
+}
+
+/// `writegate serve --stdio` (how hosts spawn it) and the client of its
+/// one connection, initialized.
+pub(crate) fn start_stdio_daemon(t: &Tree) -> (Daemon, Client) {
+    let mut d = bench_daemon(t, true);
+    let stdin = d.child.stdin.take().unwrap();
+    let stdout = d.child.stdout.take().unwrap();
+    let client = Client::over(Box::new(stdout), Box::new(stdin));
+    (d, client)
 }
 
 /// A connection (a socket, or a daemon's stdin/stdout) sending one request

@@ -1,6 +1,7 @@
-//! Shared fixture: a real scratch directory `W` (canonical) with the
-//! workspace root `W/root`, mirroring the conformance runner's layout.
-#![allow(dead_code)]
+//! The fixture of the resolver's tests: a real scratch directory `W`
+//! (canonical) with the workspace root `W/root`, mirroring the conformance
+//! runner's layout, and the resolver over it through a view that refuses
+//! `realpath` and checks that nothing changed.
 
 use std::fs;
 use std::io;
@@ -140,32 +141,4 @@ impl FsView for NoRealpath {
             path.display()
         )
     }
-}
-
-/// Asserts that the `Result` `$r` is an `Err` matching `$p` (a
-/// [`ResolveError`] pattern), showing what it was otherwise, after the
-/// optional format arguments.
-macro_rules! assert_err {
-    ($r:expr, $p:pat) => {{
-        let r = $r;
-        assert!(
-            matches!(r, Err($p)),
-            "expected Err({}), got {r:?}",
-            stringify!($p)
-        );
-    }};
-    ($r:expr, $p:pat, $($msg:tt)+) => {{
-        let r = $r;
-        assert!(
-            matches!(r, Err($p)),
-            "{}: expected Err({}), got {r:?}",
-            format_args!($($msg)+),
-            stringify!($p)
-        );
-    }};
-}
-pub(crate) use assert_err;
-
-pub(crate) fn is_root_user() -> bool {
-    rustix::process::geteuid().is_root()
 }

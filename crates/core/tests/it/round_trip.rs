@@ -4,12 +4,10 @@
 //! false}`). Every byte outside the change must be identical: the file's
 //! own encoding, BOM and each line's ending win over the echoed hints.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use crate::{World, world};
+use std::path::Path;
 use writegate_core::{
-    Allowances, Config, EditMode, EditParams, ErrorKind, Failure, OpCtx, ReadParams, Registry,
-    Service, WriteOptions, WriteParams,
+    EditMode, EditParams, ErrorKind, Failure, ReadParams, WriteOptions, WriteParams,
 };
 
 /// `(name, bytes, encoded "two", encoded "TWO")`: each file holds "two" once.
@@ -71,42 +69,6 @@ fn replace_once(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     out
 }
 
-struct World {
-    svc: Service,
-    ctx: OpCtx,
-    root: PathBuf,
-    _dirs: (tempfile::TempDir, tempfile::TempDir),
-}
-
-fn world() -> World {
-    let ws = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(ws.path()).unwrap();
-    let registry = Registry::default();
-    let rt = registry.register(&root, true).unwrap();
-    let svc = Service::new(
-        Config::default(),
-        registry,
-        &state.path().join("audit.jsonl"),
-        state.path().join("approvals.json"),
-    );
-    let ctx = OpCtx {
-        runtime: rt,
-        session_id: Some("s".into()),
-        allows: Allowances::NONE,
-        route: "test",
-        cancel: Arc::new(AtomicBool::new(false)),
-        approver: None,
-        client_root: false,
-    };
-    World {
-        svc,
-        ctx,
-        root,
-        _dirs: (ws, state),
-    }
-}
-
 /// What qwen-code echoes when a read gave it no format.
 fn assumed_utf8() -> WriteOptions {
     WriteOptions {
@@ -119,7 +81,7 @@ fn assumed_utf8() -> WriteOptions {
 fn read_all(w: &World, path: &Path) -> String {
     w.svc
         .read_text_file(
-            &w.ctx,
+            &w.ctx(),
             &ReadParams {
                 path: path.to_path_buf(),
                 line: None,
@@ -145,7 +107,7 @@ fn issue_10_read_then_write_back_keeps_every_other_byte() {
             marker: None,
             convert_encoding: false,
         };
-        w.svc.write_text_file(&w.ctx, &p).unwrap();
+        w.svc.write_text_file(&w.ctx(), &p).unwrap();
         assert_eq!(
             std::fs::read(&f).unwrap(),
             replace_once(bytes, from, to),
@@ -167,20 +129,9 @@ fn issue_10_flattened_write_mode_restores_each_lines_ending() {
             .replace("\r\n", "\n")
             .replace('\r', "\n")
             .replacen("two", "TWO", 1);
-        let p = EditParams {
-            path: f.clone(),
-            mode: EditMode::Write,
-            content: Some(text),
-            find: None,
-            line: None,
-            end_line: None,
-            expected_hash: None,
-            dry_run: false,
-            options: assumed_utf8(),
-            marker: None,
-            convert_encoding: false,
-        };
-        w.svc.edit_text_file(&w.ctx, &p).unwrap();
+        let mut p = EditParams::new(&f, EditMode::Write, text);
+        p.options = assumed_utf8();
+        w.svc.edit_text_file(&w.ctx(), &p).unwrap();
         let want = replace_once(bytes, from, to);
         if name.contains("LF dominant") {
             // An LF-dominant file takes the content as given (SPEC 9): the
@@ -204,10 +155,10 @@ fn issue_10_conversion_needs_convert_encoding() {
         marker: None,
         convert_encoding: false,
     };
-    w.svc.write_text_file(&w.ctx, &p).unwrap();
+    w.svc.write_text_file(&w.ctx(), &p).unwrap();
     assert_eq!(std::fs::read(&f).unwrap(), b"caf\xe9\r\n");
     p.convert_encoding = true;
-    w.svc.write_text_file(&w.ctx, &p).unwrap();
+    w.svc.write_text_file(&w.ctx(), &p).unwrap();
     assert_eq!(std::fs::read(&f).unwrap(), "café\r\n".as_bytes());
 }
 
@@ -225,7 +176,7 @@ fn issue_10_unmappable_names_encoding_and_character() {
         marker: None,
         convert_encoding: false,
     };
-    let Err(Failure::Refused(r)) = w.svc.write_text_file(&w.ctx, &p) else {
+    let Err(Failure::Refused(r)) = w.svc.write_text_file(&w.ctx(), &p) else {
         panic!("expected unmappable_character")
     };
     assert_eq!(r.kind, ErrorKind::UnmappableCharacter);

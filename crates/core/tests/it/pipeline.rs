@@ -1,109 +1,14 @@
-//! The operation pipeline in-process: a real `Service` on temp directories
-//! with real files, no wire and no daemon. Each test checks the bytes on
-//! disk and the audit log (exactly one event per operation, SPEC 10).
+//! The operation pipeline: each test checks the bytes on disk and the
+//! audit log (exactly one event per operation, SPEC 10).
 
+use crate::{World, config, world, write};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use writegate_core::policy::{Grant, Scope};
 use writegate_core::{
-    Allowances, ApprovalAnswer, ApprovalQuestion, Approver, Config, Detail, EditMode, EditParams,
-    ErrorKind, Failure, MarkerSource, OpCtx, ReadParams, Registry, Runtime, Service, WriteOptions,
-    WriteParams,
+    Allowances, ApprovalAnswer, ApprovalQuestion, Approver, Detail, EditMode, EditParams,
+    ErrorKind, Failure, MarkerSource, ReadParams,
 };
-
-struct World {
-    svc: Service,
-    rt: Arc<Runtime>,
-    root: PathBuf,
-    state: tempfile::TempDir,
-    _ws: tempfile::TempDir,
-}
-
-fn world(trusted: bool) -> World {
-    let ws = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(ws.path()).unwrap();
-    let registry = Registry::default();
-    let rt = registry.register(&root, trusted).unwrap();
-    // Explicitly on: as root the default is off (issue 13), and these tests
-    // run as root in CI.
-    let config = Config {
-        external_tool_writes: Some(true),
-        ..Config::default()
-    };
-    let svc = Service::new(
-        config,
-        registry,
-        &state.path().join("audit.jsonl"),
-        state.path().join("approvals.json"),
-    );
-    World {
-        svc,
-        rt,
-        root,
-        state,
-        _ws: ws,
-    }
-}
-
-impl World {
-    fn ctx(&self, allows: Allowances) -> OpCtx {
-        OpCtx {
-            runtime: self.rt.clone(),
-            session_id: Some("s1".into()),
-            allows,
-            route: "test",
-            cancel: Arc::new(AtomicBool::new(false)),
-            approver: None,
-            client_root: false,
-        }
-    }
-
-    fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.state.path().join("audit.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    fn names(&self) -> Vec<String> {
-        let mut n: Vec<_> = std::fs::read_dir(&self.root)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        n.sort();
-        n
-    }
-}
-
-fn write(path: &Path, content: &str) -> WriteParams {
-    WriteParams {
-        path: path.to_path_buf(),
-        content: content.into(),
-        options: WriteOptions::default(),
-        marker: None,
-        convert_encoding: false,
-    }
-}
-
-fn edit(path: &Path, mode: EditMode, content: &str) -> EditParams {
-    EditParams {
-        path: path.to_path_buf(),
-        mode,
-        content: Some(content.into()),
-        find: None,
-        line: None,
-        end_line: None,
-        expected_hash: None,
-        dry_run: false,
-        options: WriteOptions::default(),
-        marker: None,
-        convert_encoding: false,
-    }
-}
 
 fn kind(r: Result<impl std::fmt::Debug, Failure>) -> ErrorKind {
     match r {
@@ -116,10 +21,10 @@ fn kind(r: Result<impl std::fmt::Debug, Failure>) -> ErrorKind {
 /// operations, two events.
 #[test]
 fn write_keeps_crlf_and_read_reports_the_format() {
-    let w = world(true);
+    let w = world();
     let f = w.root.join("a.txt");
     std::fs::write(&f, b"one\r\ntwo\r\n").unwrap();
-    let ctx = w.ctx(Allowances::NONE);
+    let ctx = w.ctx();
     let out = w.svc.write_text_file(&ctx, &write(&f, "x\ny\n")).unwrap();
     assert_eq!(std::fs::read(&f).unwrap(), b"x\r\ny\r\n");
     assert!(!out.created);
@@ -149,10 +54,10 @@ fn write_keeps_crlf_and_read_reports_the_format() {
 /// SPEC 2: an untrusted workspace refuses writes and still reads.
 #[test]
 fn untrusted_refuses_writes_not_reads() {
-    let w = world(false);
+    let w = World::new(false, config(), None);
     let f = w.root.join("a.txt");
     std::fs::write(&f, b"keep\n").unwrap();
-    let ctx = w.ctx(Allowances::NONE);
+    let ctx = w.ctx();
     assert_eq!(
         kind(w.svc.write_text_file(&ctx, &write(&f, "new\n"))),
         ErrorKind::UntrustedWorkspace
@@ -175,10 +80,10 @@ fn untrusted_refuses_writes_not_reads() {
 /// SPEC 2: a closed generation refuses before anything is touched.
 #[test]
 fn closed_generation_writes_nothing() {
-    let w = world(true);
+    let w = world();
     w.rt.guard.close();
     let f = w.root.join("new.txt");
-    let ctx = w.ctx(Allowances::NONE);
+    let ctx = w.ctx();
     assert_eq!(
         kind(w.svc.write_text_file(&ctx, &write(&f, "x\n"))),
         ErrorKind::GenerationClosed
@@ -191,11 +96,11 @@ fn closed_generation_writes_nothing() {
 /// file is unchanged and no temp file is left.
 #[test]
 fn stale_expected_hash_names_the_current_hash() {
-    let w = world(true);
+    let w = world();
     let f = w.root.join("a.txt");
     std::fs::write(&f, b"a\nb\n").unwrap();
-    let ctx = w.ctx(Allowances::NONE);
-    let mut p = edit(&f, EditMode::Replace, "B");
+    let ctx = w.ctx();
+    let mut p = EditParams::new(&f, EditMode::Replace, "B");
     p.line = Some(2);
     p.expected_hash = Some(format!("sha256:{}", "0".repeat(64)));
     let Err(Failure::Refused(r)) = w.svc.edit_text_file(&ctx, &p) else {
@@ -216,10 +121,10 @@ fn stale_expected_hash_names_the_current_hash() {
 /// (the file did not change); upper-case hex of the right hash matches.
 #[test]
 fn a_malformed_expected_hash_is_invalid_params_and_hex_case_is_ignored() {
-    let w = world(true);
+    let w = world();
     let f = w.root.join("a.txt");
     std::fs::write(&f, b"a\nb\n").unwrap();
-    let ctx = w.ctx(Allowances::NONE);
+    let ctx = w.ctx();
     let right = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(b"a\nb\n"));
     for bad in [
         right.clone(),
@@ -228,7 +133,7 @@ fn a_malformed_expected_hash_is_invalid_params_and_hex_case_is_ignored() {
         format!("md5:{right}"),
         "sha256:00".to_string(),
     ] {
-        let mut p = edit(&f, EditMode::Replace, "B");
+        let mut p = EditParams::new(&f, EditMode::Replace, "B");
         p.line = Some(2);
         p.expected_hash = Some(bad.clone());
         match w.svc.edit_text_file(&ctx, &p) {
@@ -240,7 +145,7 @@ fn a_malformed_expected_hash_is_invalid_params_and_hex_case_is_ignored() {
         assert_eq!(std::fs::read(&f).unwrap(), b"a\nb\n");
     }
     assert_eq!(w.events().len(), 5, "one event each");
-    let mut p = edit(&f, EditMode::Replace, "B");
+    let mut p = EditParams::new(&f, EditMode::Replace, "B");
     p.line = Some(2);
     p.expected_hash = Some(format!("sha256:{}", right.to_uppercase()));
     w.svc
@@ -253,11 +158,11 @@ fn a_malformed_expected_hash_is_invalid_params_and_hex_case_is_ignored() {
 /// SPEC 8.6: a dry run reports a diff and writes nothing; its event says so.
 #[test]
 fn dry_run_writes_nothing_and_reports_a_diff() {
-    let w = world(true);
+    let w = world();
     let f = w.root.join("a.txt");
     std::fs::write(&f, b"a\nb\n").unwrap();
-    let ctx = w.ctx(Allowances::NONE);
-    let mut p = edit(&f, EditMode::Replace, "B");
+    let ctx = w.ctx();
+    let mut p = EditParams::new(&f, EditMode::Replace, "B");
     p.line = Some(2);
     p.dry_run = true;
     let r = w.svc.edit_text_file(&ctx, &p).unwrap();
@@ -277,9 +182,9 @@ fn dry_run_writes_nothing_and_reports_a_diff() {
 /// and still leaves one event.
 #[test]
 fn cancelled_before_the_lock_writes_nothing() {
-    let w = world(true);
+    let w = world();
     let f = w.root.join("a.txt");
-    let ctx = w.ctx(Allowances::NONE);
+    let ctx = w.ctx();
     ctx.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(
         w.svc.write_text_file(&ctx, &write(&f, "x\n")).unwrap_err(),
@@ -293,9 +198,9 @@ fn cancelled_before_the_lock_writes_nothing() {
 /// SPEC 12: a held write needs an approval; `once` is spent by one write.
 #[test]
 fn approval_once_is_spent() {
-    let w = world(true);
+    let w = world();
     let f = w.root.join(".env");
-    let ctx = w.ctx(Allowances::NONE);
+    let ctx = w.ctx();
     let Err(Failure::Refused(r)) = w.svc.write_text_file(&ctx, &write(&f, "K=1\n")) else {
         panic!("expected approval_required")
     };
@@ -325,13 +230,13 @@ fn approval_once_is_spent() {
 /// only when the connection's transport allows it.
 #[test]
 fn the_external_writer_needs_the_allowance() {
-    let w = world(true);
+    let w = world();
     let outside = tempfile::tempdir().unwrap();
     let f = std::fs::canonicalize(outside.path()).unwrap().join("o.txt");
     let mut p = write(&f, "out\n");
     p.marker = Some(MarkerSource::WriteFile);
     assert_eq!(
-        kind(w.svc.write_text_file(&w.ctx(Allowances::NONE), &p)),
+        kind(w.svc.write_text_file(&w.ctx(), &p)),
         ErrorKind::PathOutsideWorkspace
     );
     assert!(!f.exists());
@@ -339,7 +244,7 @@ fn the_external_writer_needs_the_allowance() {
         external_writer: true,
         ..Allowances::NONE
     };
-    w.svc.write_text_file(&w.ctx(allows), &p).unwrap();
+    w.svc.write_text_file(&w.ctx_allowing(allows), &p).unwrap();
     assert_eq!(std::fs::read(&f).unwrap(), b"out\n");
     let events = w.events();
     assert_eq!(events.len(), 2);
@@ -352,11 +257,11 @@ fn the_external_writer_needs_the_allowance() {
 /// one event with the kind; receipts list only what was written.
 #[test]
 fn failed_edit_is_one_denied_event_and_no_receipt() {
-    let w = world(true);
+    let w = world();
     let f = w.root.join("a.txt");
     std::fs::write(&f, b"x\nx\n").unwrap();
-    let ctx = w.ctx(Allowances::NONE);
-    let mut p = edit(&f, EditMode::Replace, "y");
+    let ctx = w.ctx();
+    let mut p = EditParams::new(&f, EditMode::Replace, "y");
     p.find = Some("x".into());
     let Err(Failure::Refused(r)) = w.svc.edit_text_file(&ctx, &p) else {
         panic!("expected ambiguous_text_match")
@@ -370,7 +275,7 @@ fn failed_edit_is_one_denied_event_and_no_receipt() {
     );
     assert_eq!(std::fs::read(&f).unwrap(), b"x\nx\n");
     w.svc
-        .edit_text_file(&ctx, &edit(&f, EditMode::Append, "z\n"))
+        .edit_text_file(&ctx, &EditParams::new(&f, EditMode::Append, "z\n"))
         .unwrap();
     let receipts = w.svc.receipt("s1");
     assert_eq!(receipts.len(), 1);
@@ -399,7 +304,7 @@ impl Approver for Scripted {
 /// what the person answered.
 #[test]
 fn a_held_write_asks_the_approver_once_per_operation() {
-    let w = world(true);
+    let w = world();
     let f = w.root.join(".env");
     let person = Arc::new(Scripted(
         std::sync::Mutex::new(vec![
@@ -409,7 +314,7 @@ fn a_held_write_asks_the_approver_once_per_operation() {
         ]),
         std::sync::Mutex::new(Vec::new()),
     ));
-    let mut ctx = w.ctx(Allowances::NONE);
+    let mut ctx = w.ctx();
     ctx.approver = Some(person.clone());
     // Denied: refused, the file untouched.
     let Err(Failure::Refused(r)) = w.svc.write_text_file(&ctx, &write(&f, "A=1\n")) else {
@@ -453,8 +358,8 @@ fn a_held_write_asks_the_approver_once_per_operation() {
 /// an edit with `expectedHash` checks the same hash.
 #[test]
 fn large_files_keep_hash_before_and_after_in_every_event() {
-    let w = world(true);
-    let c = w.ctx(Allowances::NONE);
+    let w = world();
+    let c = w.ctx();
     let big = w.root.join("big.txt");
     let old = "0123456789 abcdefghijklmnopqrstuvwxyz\n".repeat(40_000); // 1.5 MB
     std::fs::write(&big, &old).unwrap();
@@ -486,7 +391,7 @@ fn large_files_keep_hash_before_and_after_in_every_event() {
     assert_eq!(e["hashBefore"], writegate_core::sha256_tagged(&bytes));
 
     // An edit: the expected hash is the one the event records.
-    let mut p = edit(&big, EditMode::Append, "one more line\n");
+    let mut p = EditParams::new(&big, EditMode::Append, "one more line\n");
     p.expected_hash = Some(writegate_core::sha256_tagged(new.as_bytes()));
     w.svc.edit_text_file(&c, &p).unwrap();
     let e = &w.events()[2];

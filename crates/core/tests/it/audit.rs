@@ -2,154 +2,22 @@
 //! directories; for a full disk, a real tmpfs (root only, as in CI; skipped
 //! with a note otherwise).
 
+use crate::{World, config, world};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 use writegate_core::config::FlushMode;
 use writegate_core::policy::{Grant, Scope};
-use writegate_core::{
-    Allowances, Config, ErrorKind, Failure, OpCtx, Registry, Runtime, Service, WriteOptions,
-    WriteParams,
-};
+use writegate_core::{Config, ErrorKind, Failure};
+use writegate_testkit::Tmpfs;
 
-/// A small tmpfs mounted for one test, unmounted when dropped.
-struct Tmpfs {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    /// Held from before the mount until after the umount: these tests are
-    /// the ones here that start processes, and a child between `fork` and
-    /// `exec` holds a copy of every descriptor, so a filler another test
-    /// removed would stay allocated until it execs (a rare `ENOSPC` right
-    /// after the space was freed). One of these tests at a time.
-    _serial: std::sync::MutexGuard<'static, ()>,
-}
-
-/// Serialises the tests that mount a tmpfs (see [`Tmpfs`]).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        if writegate_fs::current_uid() != 0 {
-            eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
-            return None;
-        }
-        let serial = SERIAL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().canonicalize().unwrap();
-        let st = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(&path)
-            .status();
-        match st {
-            Ok(s) if s.success() => Some(Tmpfs {
-                _dir: dir,
-                path,
-                _serial: serial,
-            }),
-            other => {
-                eprintln!("skipped: cannot mount a tmpfs ({other:?})");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(&self.path)
-            .status();
-    }
-}
-
-/// Fills the filesystem holding `dir` (file `filler`), then gives `leave`
-/// bytes back.
-fn fill(dir: &Path, leave: u64) {
-    use std::io::Write;
-    let mut f = std::fs::File::create(dir.join("filler")).unwrap();
-    let mut n = 0u64;
-    while let Ok(k) = f.write(&[b'f'; 512]) {
-        if k == 0 {
-            break;
-        }
-        n += k as u64;
-    }
-    f.set_len(n.saturating_sub(leave)).unwrap();
-}
-
-struct World {
-    svc: Service,
-    rt: Arc<Runtime>,
-    root: PathBuf,
-    log: PathBuf,
-    _ws: tempfile::TempDir,
-}
-
-fn world(log: PathBuf, edit: impl FnOnce(&mut Config)) -> World {
-    let ws = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(ws.path()).unwrap();
-    let registry = Registry::default();
-    let rt = registry.register(&root, true).unwrap();
-    let mut config = Config::default();
-    edit(&mut config);
-    let approvals = log.with_file_name("approvals.json");
-    let svc = Service::new(config, registry, &log, approvals);
-    World {
-        svc,
-        rt,
-        root,
-        log,
-        _ws: ws,
-    }
-}
-
-impl World {
-    fn ctx(&self) -> OpCtx {
-        OpCtx {
-            runtime: self.rt.clone(),
-            session_id: Some("s1".into()),
-            allows: Allowances::NONE,
-            route: "test",
-            cancel: Arc::new(AtomicBool::new(false)),
-            approver: None,
-            client_root: false,
-        }
-    }
-
-    fn write(&self, leaf: &str, content: &str) -> Result<(), Failure> {
-        self.svc
-            .write_text_file(
-                &self.ctx(),
-                &WriteParams {
-                    path: self.root.join(leaf),
-                    content: content.into(),
-                    options: WriteOptions::default(),
-                    marker: None,
-                    convert_encoding: false,
-                },
-            )
-            .map(|_| ())
-    }
-
-    /// Every line of the log as JSON (panics on a torn or glued line).
-    fn events(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        assert!(text.is_empty() || text.ends_with('\n'), "torn tail");
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not one event ({e}): {l}")))
-            .collect()
-    }
+/// [`config`] with `edit` applied.
+fn config_with(edit: impl FnOnce(&mut Config)) -> Config {
+    let mut c = config();
+    edit(&mut c);
+    c
 }
 
 fn sha(content: &str) -> String {
@@ -192,11 +60,11 @@ fn required_refusal(pad: usize) {
     let Some(fs) = Tmpfs::mount("64k") else {
         return;
     };
-    let w = world(fs.path.join("audit.jsonl"), |_| {});
+    let w = World::new(true, config(), Some(fs.path().join("audit.jsonl")));
     assert!(w.svc.audit().required(), "required is the default");
     assert_eq!(w.svc.audit().startup_problem(), None);
     // Room for a few dozen events, then the audit filesystem is full.
-    fill(&fs.path, 24 * 1024);
+    fs.fill(24 * 1024);
     let mut ok = Vec::new();
     let mut refused = 0;
     for i in 0..400 {
@@ -245,7 +113,7 @@ fn required_refusal(pad: usize) {
     }
     assert_eq!(hashes.values().sum::<usize>(), ok.len());
     // Space comes back.
-    std::fs::remove_file(fs.path.join("filler")).unwrap();
+    fs.unfill();
     assert!(w.svc.audit().healthy());
     w.write("after.txt", "after\n").unwrap();
     let events = w.events();
@@ -263,8 +131,12 @@ fn without_required_writes_go_ahead_and_their_events_wait() {
     let Some(fs) = Tmpfs::mount("64k") else {
         return;
     };
-    let w = world(fs.path.join("audit.jsonl"), |c| c.audit.required = false);
-    fill(&fs.path, 8 * 1024);
+    let w = World::new(
+        true,
+        config_with(|c| c.audit.required = false),
+        Some(fs.path().join("audit.jsonl")),
+    );
+    fs.fill(8 * 1024);
     for i in 0..60 {
         w.write("a.txt", &format!("v{i}\n")).unwrap();
     }
@@ -272,7 +144,7 @@ fn without_required_writes_go_ahead_and_their_events_wait() {
         w.svc.audit().healthy(),
         "not required: healthy for admission"
     );
-    std::fs::remove_file(fs.path.join("filler")).unwrap();
+    fs.unfill();
     w.write("a.txt", "last\n").unwrap();
     let events = w.events();
     assert_eq!(events.len(), 61);
@@ -289,8 +161,7 @@ fn without_required_writes_go_ahead_and_their_events_wait() {
 /// path as named when that is already canonical.
 #[test]
 fn path_hash_is_the_canonical_paths_whatever_the_spelling() {
-    let state = tempfile::tempdir().unwrap();
-    let w = world(state.path().join("audit.jsonl"), |_| {});
+    let w = world();
     std::fs::create_dir(w.root.join("real")).unwrap();
     std::os::unix::fs::symlink(w.root.join("real"), w.root.join("link")).unwrap();
     w.write("real/a.txt", "a\n").unwrap();
@@ -310,8 +181,7 @@ fn path_hash_is_the_canonical_paths_whatever_the_spelling() {
 /// grant whose event cannot be written grants nothing.
 #[test]
 fn approval_grants_are_audited() {
-    let state = tempfile::tempdir().unwrap();
-    let w = world(state.path().join("audit.jsonl"), |_| {});
+    let w = world();
     let target = w.root.join(".env");
     let command = format!("edit_file write {}", target.display());
     w.svc
@@ -341,10 +211,7 @@ fn approval_grants_are_audited() {
     assert_eq!(events[1]["scope"], "workspace");
     assert!(events[1].get("pattern").is_none());
 
-    let state = tempfile::tempdir().unwrap();
-    let w = world(state.path().join("audit.jsonl"), |c| {
-        c.audit.raw_paths = true;
-    });
+    let w = World::new(true, config_with(|c| c.audit.raw_paths = true), None);
     w.svc
         .approve(&w.ctx(), &Grant::Command(command.clone()), Scope::Workspace)
         .unwrap();
@@ -358,8 +225,8 @@ fn a_grant_is_refused_while_the_required_log_is_full() {
     let Some(fs) = Tmpfs::mount("64k") else {
         return;
     };
-    let w = world(fs.path.join("audit.jsonl"), |_| {});
-    fill(&fs.path, 0);
+    let w = World::new(true, config(), Some(fs.path().join("audit.jsonl")));
+    fs.fill(0);
     // Refused writes whose events use up the space reserved at start.
     for i in 0..200 {
         let _ = w.write(&format!("r{i}.txt"), "x\n");
@@ -375,7 +242,7 @@ fn a_grant_is_refused_while_the_required_log_is_full() {
     };
     assert_eq!(r.kind, ErrorKind::IoError);
     // Not granted: the write is still held.
-    std::fs::remove_file(fs.path.join("filler")).unwrap();
+    fs.unfill();
     let Err(Failure::Refused(r)) = w.write(".env", "K=1\n") else {
         panic!("granted although refused")
     };
@@ -390,10 +257,11 @@ fn a_grant_is_refused_while_the_required_log_is_full() {
 /// operation returns, also with concurrent writers (group commit).
 #[test]
 fn sync_flush_has_every_event_on_disk_before_the_operation_returns() {
-    let state = tempfile::tempdir().unwrap();
-    let w = Arc::new(world(state.path().join("audit.jsonl"), |c| {
-        c.audit.flush = FlushMode::Sync;
-    }));
+    let w = Arc::new(World::new(
+        true,
+        config_with(|c| c.audit.flush = FlushMode::Sync),
+        None,
+    ));
     for i in 0..20 {
         w.write("a.txt", &format!("{i}\n")).unwrap();
         assert!(
@@ -424,8 +292,7 @@ fn sync_flush_has_every_event_on_disk_before_the_operation_returns() {
 /// further activity; closing flushes too.
 #[test]
 fn interval_flush_gets_events_to_disk_in_the_background() {
-    let state = tempfile::tempdir().unwrap();
-    let w = world(state.path().join("audit.jsonl"), |_| {});
+    let w = world();
     assert_eq!(w.svc.audit().flush_mode(), FlushMode::Interval);
     w.write("a.txt", "1\n").unwrap();
     assert_eq!(w.events().len(), 1, "in the log at return");
@@ -452,7 +319,7 @@ fn an_audit_log_that_cannot_be_opened_is_a_startup_problem() {
     let state = tempfile::tempdir().unwrap();
     let log = state.path().join("audit.jsonl");
     std::fs::create_dir(&log).unwrap();
-    let w = world(log.clone(), |_| {});
+    let w = World::new(true, config(), Some(log.clone()));
     let problem = w.svc.audit().startup_problem().expect("a problem");
     assert!(problem.contains("directory"), "{problem}");
     let Err(Failure::Refused(r)) = w.write("a.txt", "x\n") else {
@@ -460,7 +327,7 @@ fn an_audit_log_that_cannot_be_opened_is_a_startup_problem() {
     };
     assert_eq!(r.kind, ErrorKind::IoError);
     assert!(!w.root.join("a.txt").exists());
-    let w = world(log, |c| c.audit.required = false);
+    let w = World::new(true, config_with(|c| c.audit.required = false), Some(log));
     assert!(w.svc.audit().startup_problem().is_some());
     w.write("a.txt", "x\n").unwrap();
 }
@@ -473,9 +340,13 @@ fn events_that_cannot_wait_are_counted_in_an_audit_gap_line() {
     let Some(fs) = Tmpfs::mount("8m") else {
         return;
     };
-    let w = world(fs.path.join("audit.jsonl"), |c| c.audit.required = false);
+    let w = World::new(
+        true,
+        config_with(|c| c.audit.required = false),
+        Some(fs.path().join("audit.jsonl")),
+    );
     std::fs::write(w.root.join("r.txt"), "r\n").unwrap();
-    fill(&fs.path, 0);
+    fs.fill(0);
     let p = writegate_core::ReadParams {
         path: w.root.join("r.txt"),
         line: None,
@@ -485,7 +356,7 @@ fn events_that_cannot_wait_are_counted_in_an_audit_gap_line() {
     for _ in 0..total {
         w.svc.read_lines(&w.ctx(), &p).unwrap();
     }
-    std::fs::remove_file(fs.path.join("filler")).unwrap();
+    fs.unfill();
     let start = Instant::now();
     'caught_up: loop {
         // Each operation first writes what waits; then the flusher has a
