@@ -173,6 +173,17 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         Ok(n > 0)
     }
 
+    /// Gives the buffer room for `bytes` in all (a long line, read under a
+    /// reservation of budget for that much), so that it is read into one
+    /// allocation instead of doubling into ever larger ones and copying
+    /// what it holds each time. The memory is only address space until the
+    /// line's bytes arrive in it.
+    pub(crate) fn presize(&mut self, bytes: usize) {
+        if self.buf.capacity() < bytes {
+            self.buf.reserve(bytes - self.buf.len());
+        }
+    }
+
     /// True once the reader reported end of input.
     pub(crate) fn at_eof(&self) -> bool {
         self.eof
