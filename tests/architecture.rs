@@ -310,6 +310,27 @@ fn every_method_module_is_in_the_table() {
     }
 }
 
+/// Architecture Invariant: every MCP tool module is a row of `TOOLS`
+/// (`tools/list` and `tools/call` are both derived from it).
+#[test]
+fn every_tool_module_is_in_the_table() {
+    let dir = repo().join("crates/mcp/src/tools");
+    let table = std::fs::read_to_string(dir.join("mod.rs")).unwrap();
+    let mut modules = 0;
+    for f in rust_files(&dir) {
+        let name = f.file_stem().unwrap().to_string_lossy().into_owned();
+        if name == "mod" {
+            continue;
+        }
+        modules += 1;
+        assert!(
+            table.contains(&format!("entry::<{name}::")),
+            "tools/{name}.rs has no row in TOOLS"
+        );
+    }
+    assert!(modules >= 3, "the tool modules were not found");
+}
+
 /// Architecture Invariant: what a transport allows is decided in one
 /// place; nothing else grants the external writer, and core's default
 /// allows nothing (checked in `writegate-core`'s `api` tests).

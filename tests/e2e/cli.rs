@@ -95,3 +95,88 @@ fn cli_edit_and_read_through_the_daemon() {
     );
     assert!(out.contains("sha256:"), "{out}");
 }
+
+#[test]
+fn cli_read_without_reads_says_how_to_turn_them_on() {
+    let s = Tree::new();
+    let _d = s.socket_daemon(&[]);
+    let p = s.ws.join("a.txt");
+    fs::write(&p, "x\n").unwrap();
+    let mut cmd = s.command();
+    cmd.arg("read").arg(&p).arg("--socket").arg(&s.sock);
+    let (status, out, err) = run_with_stdin(cmd, b"");
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert!(
+        err.contains("does not serve reads") && err.contains("writegate serve --allow-read"),
+        "{err}"
+    );
+    assert!(!err.contains("method not found"), "{err}");
+    assert!(out.is_empty(), "{out}");
+}
+
+#[test]
+fn cli_dos_device_name_inside_the_workspace_is_reserved_name() {
+    let s = Tree::new();
+    let _d = s.socket_daemon(&[]);
+    for name in ["con.txt", "NUL", "sub/com1.log"] {
+        let target = s.ws.join(name);
+        let mut cmd = s.command();
+        cmd.arg("write").arg(&target).arg("--socket").arg(&s.sock);
+        let (status, _out, err) = run_with_stdin(cmd, b"x\n");
+        assert_eq!(status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains("refused: reserved_name: "), "{name}: {err}");
+        assert!(err.contains("DOS device name"), "{name}: {err}");
+        assert!(!err.contains("path_outside_workspace"), "{name}: {err}");
+        assert!(!target.exists());
+    }
+}
+
+#[test]
+fn cli_file_too_large_names_the_limit_and_its_key() {
+    let s = Tree::new();
+    let config = s.base.join("small.toml");
+    fs::write(&config, "max_write_bytes = 16\n").unwrap();
+    let _d = s.socket_daemon(&["--config", config.to_str().unwrap()]);
+    let target = s.ws.join("big.txt");
+    let mut cmd = s.command();
+    cmd.arg("write").arg(&target).arg("--socket").arg(&s.sock);
+    let (status, _out, err) = run_with_stdin(cmd, &[b'a'; 40]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("file_too_large"), "{err}");
+    assert!(
+        err.contains("limit of 16 bytes") && err.contains("max_write_bytes"),
+        "{err}"
+    );
+    assert!(!target.exists());
+}
+
+#[test]
+fn cli_approve_refuses_text_that_is_no_operation() {
+    let s = Tree::new();
+    let _d = s.socket_daemon(&[]);
+    let mut cmd = s.command();
+    cmd.args(["approve", "rm -rf /", "--socket"]).arg(&s.sock);
+    let (status, out, err) = run_with_stdin(cmd, b"");
+    assert_eq!(status.code(), Some(2), "{out}{err}");
+    assert!(err.contains("not an operation writegate judges"), "{err}");
+    assert!(err.contains("edit_file <mode> <absolute path>"), "{err}");
+    // Nothing reached the daemon's approvals.
+    assert!(!s.base.join("state/writegate/approvals.json").exists());
+}
+
+#[test]
+fn cli_approval_refusal_speaks_cli_words() {
+    let s = Tree::new();
+    let _d = s.socket_daemon(&[]);
+    let target = s.ws.join(".env");
+    let mut cmd = s.command();
+    cmd.arg("write").arg(&target).arg("--socket").arg(&s.sock);
+    let (status, _out, err) = run_with_stdin(cmd, b"K=1\n");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("refused: approval_required: "), "{err}");
+    assert!(err.contains("writegate approve 'edit_file write "), "{err}");
+    assert!(
+        !err.contains("_writegate/") && !err.contains("data.command"),
+        "{err}"
+    );
+}

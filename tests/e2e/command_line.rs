@@ -483,6 +483,7 @@ fn every_subcommand_documents_its_exit_statuses() {
         "read",
         "approve",
         "audit",
+        "setup",
         "completions",
         "man",
     ] {
@@ -948,11 +949,14 @@ fn completions_and_man_page() {
     );
     for sub in [
         "serve",
+        "proxy",
+        "mcp",
         "write",
         "edit",
         "read",
         "approve",
         "audit",
+        "setup",
         "completions",
         "man",
     ] {

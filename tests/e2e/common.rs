@@ -607,13 +607,11 @@ pub(crate) fn check_initialize(r: &Value, ws: &Path, read: bool) -> String {
         .iter()
         .map(|m| m.as_str().unwrap())
         .collect();
-    for m in [
-        "_writegate/edit_text_file",
-        "_writegate/read_lines",
-        "_writegate/receipt",
-    ] {
+    for m in ["_writegate/edit_text_file", "_writegate/receipt"] {
         assert!(ext.contains(&m), "{m} missing from {ext:?}");
     }
+    // Advertised exactly when it is served (issue 28).
+    assert_eq!(ext.contains(&"_writegate/read_lines"), read, "{ext:?}");
     let w = &wg["workspace"];
     assert_eq!(w["root"], json!(ws), "{r}");
     assert_eq!(w["trusted"], true, "{r}");
@@ -740,6 +738,7 @@ pub(crate) fn code_of(kind: &str) -> i64 {
         "symlink_escape" => -32011,
         "parse_error" => -32012,
         "not_a_file" => -32013,
+        "reserved_name" => -32014,
         "untrusted_workspace" => -32020,
         "permission_denied" => -32021,
         "approval_required" => -32022,
@@ -763,7 +762,11 @@ pub(crate) fn code_of(kind: &str) -> i64 {
 
 fn status_of(kind: &str) -> u16 {
     match kind {
-        "path_outside_workspace" | "symlink_escape" | "parse_error" | "not_a_file" => 400,
+        "path_outside_workspace"
+        | "symlink_escape"
+        | "parse_error"
+        | "not_a_file"
+        | "reserved_name" => 400,
         "untrusted_workspace" | "permission_denied" | "approval_required" => 403,
         "path_not_found" => 404,
         "hash_mismatch" | "file_already_exists" | "file_changed" => 409,

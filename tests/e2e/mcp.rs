@@ -1452,3 +1452,103 @@ fn regression_calls_sent_before_stdin_closes_are_all_answered() {
     assert_eq!(fs::read(t.ws.join("w.txt")).unwrap(), b"x\n");
     assert_eq!(d.wait_exit().code(), Some(0));
 }
+
+/// Both front ends serialise core's outcomes and refusal details once: for
+/// the same edit, ACP's result and MCP's `structuredContent` are equal, and
+/// ACP's `error.data` and MCP's `_meta["writegate/error"]` have the same
+/// members with the same values (the hint is worded for each; ACP alone
+/// adds `uri` to `path_not_found`).
+#[test]
+fn acp_and_mcp_show_the_same_fields_for_the_same_outcome() {
+    let t = Tree::new();
+    let file = t.ws.join("same.py");
+    fs::write(&file, "x = 1\nprint(x)\nx = 1\n").unwrap();
+    let mut d = t.stdio_daemon(&[]);
+    let mut acp = d.stdio_client();
+    let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
+    let acp_edit = |c: &mut crate::common::Client, args: &Value| {
+        let mut params = args.clone();
+        params["sessionId"] = json!("s1");
+        c.call("_writegate/edit_text_file", params)
+    };
+
+    // A dry run: the same report, member for member.
+    let args =
+        json!({"path": file, "mode": "insert", "line": 2, "content": "y = 2", "dryRun": true});
+    let r = acp_edit(&mut acp, &args);
+    let (_, out) = m.ok("edit_file", args);
+    assert_eq!(r["result"], out, "{r}");
+    assert_eq!(out["dryRun"], true, "{out}");
+
+    let missing = t.ws.join("missing.py");
+    let refusals = [
+        (
+            json!({"path": file, "mode": "replace", "find": "x = 1", "content": "x = 2"}),
+            "ambiguous_text_match",
+        ),
+        (
+            json!({"path": file, "mode": "replace", "line": 9, "content": "z"}),
+            "line_out_of_range",
+        ),
+        (
+            json!({"path": file, "mode": "replace", "find": "y", "content": "z", "expectedHash": format!("sha256:{}", "0".repeat(64))}),
+            "hash_mismatch",
+        ),
+        (
+            json!({"path": missing, "mode": "replace", "find": "a", "content": "b"}),
+            "path_not_found",
+        ),
+    ];
+    for (args, kind) in refusals {
+        let r = acp_edit(&mut acp, &args);
+        let mut data = r["error"]["data"].clone();
+        assert_eq!(data["errorKind"], kind, "{r}");
+        let meta = error_meta(&m.call("edit_file", args));
+        if kind == "path_not_found" {
+            assert_eq!(data["uri"], data["path"], "{r}");
+            data.as_object_mut().unwrap().remove("uri");
+        }
+        let keys = |v: &Value| {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&data), keys(&meta), "{kind}: ACP {data} MCP {meta}");
+        for k in keys(&data).iter().filter(|k| *k != "hint") {
+            assert_eq!(data[k], meta[k], "{kind}.{k}: ACP {data} MCP {meta}");
+        }
+    }
+    assert_eq!(
+        fs::read(&file).unwrap(),
+        b"x = 1\nprint(x)\nx = 1\n",
+        "nothing written"
+    );
+    m.close();
+    drop(acp);
+    d.wait_exit();
+}
+
+/// `--client-roots trusted` (what `writegate setup` writes): the session's
+/// roots are writable workspaces with no `--workspace` and no config.
+#[test]
+fn client_roots_flag_trusts_the_sessions_roots() {
+    let t = Tree::new();
+    let caps = Caps {
+        roots: true,
+        ..PLAIN
+    };
+    let m = start(&t, &["--client-roots", "trusted"], &caps, &[&t.wsb]);
+    m.ok(
+        "write_file",
+        json!({"path": t.wsb.join("n.txt"), "content": "x\n"}),
+    );
+    assert_eq!(fs::read(t.wsb.join("n.txt")).unwrap(), b"x\n");
+    // Outside the roots is still refused.
+    m.refused(
+        "write_file",
+        json!({"path": t.ws.join("o.txt"), "content": "x"}),
+        "path_outside_workspace",
+    );
+    assert!(!t.ws.join("o.txt").exists());
+    m.close();
+}

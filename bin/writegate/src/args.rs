@@ -131,6 +131,9 @@ pub(crate) enum Command {
         "Example:\n",
         "  writegate read src/a.py --line 10 --limit 5\n",
         "\n",
+        "Reads are off unless the daemon was started with `writegate serve --allow-read` (or its config\n",
+        "says read_text_file = true); without them this exits 1 and says so.\n",
+        "\n",
         client_exit_statuses!()
     ))]
     Read(ReadArgs),
@@ -208,6 +211,44 @@ pub(crate) enum Command {
         after_help = "Reads the history store (history.path) directly; the daemon need not run.\nExit status: 0 shown, 1 not available (evicted, unknown, or the result is gone), 2 usage error."
     )]
     Diff(crate::history::DiffArgs),
+    /// Configure an agent or editor to write through writegate (its MCP server, proxy, own write tools off).
+    #[command(after_help = concat!(
+        "Writes the agent's user-level settings: writegate's MCP server (`writegate mcp`, working in\n",
+        "the directories of the agent's session), the setting that turns off the agent's own write and\n",
+        "edit tools where it has one, and for Zed agent servers behind `writegate proxy`. Everything\n",
+        "else in the file is kept (comments too); the old file is backed up beside it; a second run\n",
+        "changes nothing. It ends with what the model sees, what can still write, and the step left.\n",
+        "\n",
+        "Examples:\n",
+        "  writegate setup --list\n",
+        "  writegate setup qwen-code --dry-run     # the change as a diff; nothing written\n",
+        "  writegate setup gemini-cli\n",
+        "  writegate setup zed --remove\n",
+        "\n",
+        "Exit status:\n",
+        "  0  done (or nothing to change)\n",
+        "  1  a settings file cannot be changed (not valid JSON/TOML, another shape, unwritable); nothing was\n",
+        "     changed in it\n",
+        "  2  usage error"
+    ))]
+    Setup(SetupArgs),
+    /// Install writegate as a systemd user service (units and a config), for `writegate serve` at login.
+    #[command(after_help = concat!(
+        "Run it as a service, in three commands:\n",
+        "  writegate service install --workspace ~/projects\n",
+        "  systemctl --user daemon-reload && systemctl --user enable --now writegate.socket\n",
+        "  loginctl enable-linger \"$USER\"\n",
+        "\n",
+        "install writes writegate.service (ExecStart = this binary's own path) and writegate.socket to\n",
+        "$XDG_CONFIG_HOME/systemd/user/, and, when there is no config file yet, one that registers the\n",
+        "--workspace directories (trusted). It starts nothing itself.\n",
+        "\n",
+        "Exit status:\n",
+        "  0  written (or already up to date)\n",
+        "  1  a file cannot be written\n",
+        "  2  usage error"
+    ))]
+    Service(ServiceArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = concat!(
         "Examples:\n",
@@ -242,6 +283,21 @@ pub(crate) struct McpArgs {
     /// Audit log [default: $XDG_STATE_HOME/writegate/audit.jsonl].
     #[arg(long, value_name = "FILE")]
     pub(crate) audit_log: Option<PathBuf>,
+    /// What the client's MCP roots (the agent session's directories) become: ignore, untrusted
+    /// (read-only) or trusted (writable) [default: the config's `[mcp] client_roots`, untrusted].
+    #[arg(long, value_name = "MODE", value_parser = parse_client_roots)]
+    pub(crate) client_roots: Option<writegate_core::config::ClientRoots>,
+}
+
+/// `--client-roots`: `ignore`, `untrusted` or `trusted`.
+fn parse_client_roots(s: &str) -> Result<writegate_core::config::ClientRoots, String> {
+    use writegate_core::config::ClientRoots;
+    match s {
+        "ignore" => Ok(ClientRoots::Ignore),
+        "untrusted" => Ok(ClientRoots::Untrusted),
+        "trusted" => Ok(ClientRoots::Trusted),
+        _ => Err(format!("`{s}` is not one of ignore, untrusted, trusted")),
+    }
 }
 
 /// `writegate serve`'s arguments.
@@ -268,7 +324,7 @@ pub(crate) struct ServeArgs {
     /// Never route marked tool writes to the external host writer.
     #[arg(long)]
     pub(crate) no_external_writes: bool,
-    /// Serve fs/read_text_file.
+    /// Serve reads: fs/read_text_file and _writegate/read_lines (`writegate read`); off by default.
     #[arg(long)]
     pub(crate) allow_read: bool,
     /// More log output: -v debug (one line per request), -vv trace.
@@ -421,6 +477,46 @@ pub(crate) struct AuditArgs {
     pub(crate) json: bool,
 }
 
+/// `writegate setup`.
+#[derive(Args)]
+pub(crate) struct SetupArgs {
+    /// The agent or editor to configure.
+    #[arg(value_enum, required_unless_present = "list")]
+    pub(crate) agent: Option<crate::setup::Agent>,
+    /// List the agents, their settings files and whether writegate is set up in them.
+    #[arg(long, conflicts_with_all = ["agent", "dry_run", "remove"])]
+    pub(crate) list: bool,
+    /// Print the change as a unified diff; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Take writegate's entries out again (the agent's own tools come back).
+    #[arg(long)]
+    pub(crate) remove: bool,
+}
+
+/// `writegate service`.
+#[derive(Args)]
+pub(crate) struct ServiceArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: ServiceCommand,
+}
+
+/// `writegate service <command>`.
+#[derive(Subcommand)]
+pub(crate) enum ServiceCommand {
+    /// Write the systemd user units (and a config with the workspaces when there is none).
+    Install(ServiceInstallArgs),
+}
+
+/// `writegate service install`.
+#[derive(Args)]
+pub(crate) struct ServiceInstallArgs {
+    /// A directory agents may write in, registered trusted in a new config file (repeatable).
+    #[arg(long = "workspace", value_name = "DIR")]
+    pub(crate) workspaces: Vec<PathBuf>,
+}
+
 /// `writegate completions`.
 #[derive(Args)]
 pub(crate) struct CompletionsArgs {
@@ -432,10 +528,8 @@ pub(crate) struct CompletionsArgs {
 /// `writegate man`.
 #[derive(Args)]
 pub(crate) struct ManArgs {
-    /// The subcommand whose page to print (`writegate-SUBCOMMAND(1)`) [default: the main page].
-    #[arg(value_name = "SUBCOMMAND", value_parser = [
-        "serve", "write", "edit", "read", "approve", "audit", "completions", "man",
-    ])]
+    /// The subcommand whose page to print (`writegate-SUBCOMMAND(1)`), any of `writegate --help` [default: the main page].
+    #[arg(value_name = "SUBCOMMAND")]
     pub(crate) subcommand: Option<String>,
 }
 

@@ -137,7 +137,7 @@ fn log_path(a: &AuditArgs) -> Result<PathBuf, String> {
         Some(p) => (Some(p.clone()), true),
         None => (default_config_path(), false),
     };
-    let cfg = load_config_file(path.as_deref(), required)?;
+    let cfg = load_config_file(path.as_deref(), required).map_err(|e| e.to_string())?;
     Ok(cfg.audit_path(&env_var))
 }
 

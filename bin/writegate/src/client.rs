@@ -109,6 +109,12 @@ impl Conn {
         Workspace::from_json(&self.init["_meta"]["writegate"]["workspace"])
     }
 
+    /// Whether the daemon serves reads on this connection
+    /// (`fs.readTextFile`; `writegate read` needs them).
+    pub(crate) fn reads(&self) -> bool {
+        self.init["_meta"]["writegate"]["fs"]["readTextFile"] == Value::Bool(true)
+    }
+
     /// Every workspace the daemon serves, primary first (just this
     /// connection's when the daemon does not list them).
     pub(crate) fn workspaces(&self) -> Vec<Workspace> {

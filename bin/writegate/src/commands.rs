@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
+use writegate_core::EditMode;
 
 /// A connection opened for one command, with what is needed to explain a
 /// refusal.
@@ -126,7 +127,7 @@ fn shell_quote(s: &str) -> String {
 /// line for `approval_required`, the served workspaces for
 /// `path_outside_workspace`. Returns [`Status::Refused`].
 fn refused(r: &RpcError, served: &[Workspace], c: &ClientArgs) -> Status {
-    let hint = r.hint();
+    let hint = cli_words(r.kind(), &r.hint());
     if hint.is_empty() {
         eprintln!("writegate: refused: {}", r.kind());
     } else {
@@ -160,6 +161,62 @@ fn refused(r: &RpcError, served: &[Workspace], c: &ClientArgs) -> Status {
         _ => {}
     }
     Status::Refused
+}
+
+/// The daemon's hint in the command line's words: its wire names (methods,
+/// params, `data.*`) become the subcommands and flags a person types
+/// (issue 28); what the CLI cannot do is said as such.
+fn cli_words(kind: &str, hint: &str) -> String {
+    if kind == "approval_required" {
+        // "`<command>` is rated X (...); ask the user, then call _writegate/approve ..."
+        let what = hint.split("; ask the user").next().unwrap_or(hint);
+        return format!(
+            "{what}; if the person agrees, run the `writegate approve` line below, then run this again"
+        );
+    }
+    if kind == "unsupported_encoding" && hint.contains("convertEncoding") {
+        return "the existing file's encoding cannot be detected, so it cannot be rewritten as it is; \
+                the command line does not convert encodings: rewrite the file with another tool, or \
+                remove it first and `writegate write` it anew"
+            .to_string();
+    }
+    let mut out = hint.to_string();
+    for (wire, cli) in [
+        (
+            "use mode write to create it",
+            "use `writegate write` to create it",
+        ),
+        ("mode write", "`writegate write`"),
+        ("mode `write`", "`writegate write`"),
+        ("expectedHash", "--expected-hash"),
+        ("endLine", "--end-line"),
+        ("dryRun", "--dry-run"),
+        ("_writegate/read_lines", "`writegate read`"),
+        ("_writegate/edit_text_file", "`writegate edit`"),
+        ("fs/write_text_file", "`writegate write`"),
+        ("fs/read_text_file", "`writegate read`"),
+        ("_writegate/approve", "`writegate approve`"),
+        ("data.command", "the command shown"),
+        ("data.currentHash", "the hash shown"),
+    ] {
+        out = out.replace(wire, cli);
+    }
+    out
+}
+
+/// Whether `text` has the shape of an operation the approval gate judges,
+/// `edit_file <mode> <absolute path>`, a glob standing in for any part
+/// (`edit_file * /src/app/*`).
+fn operation_shape(text: &str) -> bool {
+    const MODES: [&str; 6] = ["write", "append", "replace", "insert", "delete", "read"];
+    let glob = |s: &str| s.contains(['*', '?', '[']);
+    let mut parts = text.splitn(3, ' ');
+    let (Some(verb), Some(mode), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+        return glob(text) && text.starts_with("edit_file");
+    };
+    (verb == "edit_file" || (glob(verb) && "edit_file".starts_with(verb.trim_end_matches('*'))))
+        && (MODES.contains(&mode) || glob(mode))
+        && (path.starts_with('/') || path.starts_with('*'))
 }
 
 /// Reads all of stdin as UTF-8 text. `None` (after printing a usage error)
@@ -222,13 +279,13 @@ pub(crate) fn write(a: &WriteArgs) -> Status {
 /// `writegate edit PATH <mode>`.
 pub(crate) fn edit(a: &EditArgs) -> Status {
     let mode = if a.append {
-        "append"
+        EditMode::Append
     } else if a.insert {
-        "insert"
+        EditMode::Insert
     } else if a.delete {
-        "delete"
+        EditMode::Delete
     } else if a.find.is_some() || a.line.is_some() {
-        "replace"
+        EditMode::Replace
     } else {
         return usage_error(
             "edit",
@@ -246,7 +303,7 @@ pub(crate) fn edit(a: &EditArgs) -> Status {
         );
     }
     let content = match (&a.content, mode) {
-        (_, "delete") => None,
+        (_, EditMode::Delete) => None,
         (Some(c), _) => Some(c.clone()),
         (None, _) => match read_stdin("edit", &format!("without --content, the text to {mode}")) {
             Ok(c) if c.is_empty() => {
@@ -323,6 +380,14 @@ pub(crate) fn read(a: &ReadArgs) -> Status {
         Ok(s) => s,
         Err(st) => return st,
     };
+    if !s.conn.reads() {
+        eprintln!(
+            "writegate: refused: this daemon does not serve reads (they are off by default); restart it with \
+             `writegate serve --allow-read ...`, or set `read_text_file = true` in its config file and reload it \
+             (`kill -HUP <pid>`)"
+        );
+        return Status::Refused;
+    }
     match s.call("_writegate/read_lines", &params, &a.client) {
         Ok(r) => {
             let mut text = String::new();
@@ -369,6 +434,17 @@ pub(crate) fn approve(a: &ApproveArgs) -> Status {
         return usage_error(
             "approve",
             "the command is empty: copy it from the refusal, e.g. 'edit_file write /src/app/.env'",
+        );
+    }
+    if !operation_shape(&command) {
+        return usage_error(
+            "approve",
+            &format!(
+                "`{command}` is not an operation writegate judges, so approving it would allow nothing: \
+                 approvals name `edit_file <mode> <absolute path>` (modes: write, append, replace, insert, \
+                 delete, read), as a refusal's `writegate approve` line shows; a glob may stand for a part, \
+                 e.g. 'edit_file * /src/app/.env'. Nothing was sent"
+            ),
         );
     }
     let target = command_path(&command);
@@ -423,6 +499,65 @@ mod tests {
         );
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn operation_shapes() {
+        for ok in [
+            "edit_file write /a/.env",
+            "edit_file * /src/app/*",
+            "edit_file delete /a b/c.txt",
+            "edit_file read /etc/x",
+            "* * /a/*",
+        ] {
+            assert!(operation_shape(ok), "{ok}");
+        }
+        for bad in [
+            "rm -rf /",
+            "edit_file",
+            "edit_file write rel.txt",
+            "edit_file nuke /a",
+            "ls",
+        ] {
+            assert!(!operation_shape(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn wire_words_become_cli_words() {
+        let h = cli_words(
+            "approval_required",
+            "`edit_file write /a/.env` is rated Dangerous (secret); ask the user, then call _writegate/approve with `command` set to data.command (matched literally; once) and retry",
+        );
+        assert!(
+            h.starts_with("`edit_file write /a/.env` is rated Dangerous (secret); "),
+            "{h}"
+        );
+        assert!(
+            h.contains("writegate approve") && !h.contains("_writegate/") && !h.contains("data."),
+            "{h}"
+        );
+        let h = cli_words(
+            "path_not_found",
+            "/a/x does not exist; use mode write to create it",
+        );
+        assert_eq!(h, "/a/x does not exist; use `writegate write` to create it");
+        let h = cli_words(
+            "hash_mismatch",
+            "the file changed; send expectedHash from _writegate/read_lines",
+        );
+        assert_eq!(
+            h,
+            "the file changed; send --expected-hash from `writegate read`"
+        );
+        let h = cli_words(
+            "unsupported_encoding",
+            "... send _meta.encoding with _meta[\"writegate/convertEncoding\"]: true",
+        );
+        assert!(
+            !h.contains("_meta") && h.contains("command line does not convert"),
+            "{h}"
+        );
     }
 
     #[test]

@@ -15,6 +15,8 @@ mod history;
 mod mcp;
 mod proxy;
 mod serve;
+mod service;
+mod setup;
 
 use args::{Cli, Command};
 use clap::{CommandFactory, Parser};
@@ -90,6 +92,8 @@ fn main() -> ExitCode {
         Command::Undo(a) => history::undo(&a),
         Command::Rewind(a) => history::rewind(&a),
         Command::Diff(a) => history::diff(&a),
+        Command::Setup(a) => setup::run(&a),
+        Command::Service(a) => service::run(&a),
         Command::Completions(a) => completions(a.shell),
         Command::Man(a) => man(a.subcommand.as_deref()),
     };
@@ -114,17 +118,76 @@ fn man(subcommand: Option<&str>) -> Status {
         None => cmd,
         Some(name) => match cmd.find_subcommand(name) {
             Some(sub) => sub.clone(),
-            None => return usage_error("man", &format!("no subcommand `{name}`")),
+            None => {
+                return usage_error(
+                    "man",
+                    &format!("no subcommand `{name}`; pages: {}", man_pages().join(", ")),
+                );
+            }
         },
     };
-    let mut buf = Vec::new();
-    let man = clap_mangen::Man::new(page).source(format!("writegate {}", args::VERSION));
-    if let Err(e) = man.render(&mut buf) {
-        eprintln!("writegate: cannot render the man page: {e}");
-        return Status::Usage;
+    match render_man(page) {
+        Ok(buf) => {
+            out_bytes(&buf);
+            Status::Ok
+        }
+        Err(e) => {
+            eprintln!("writegate: cannot render the man page: {e}");
+            Status::Usage
+        }
     }
-    out_bytes(&buf);
-    Status::Ok
+}
+
+/// The names `writegate man` takes: every subcommand of the parser (so a
+/// new subcommand has a page without anyone adding it to a list).
+pub(crate) fn man_pages() -> Vec<String> {
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    cmd.get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect()
+}
+
+/// A page in roff: `clap_mangen`'s sections, and the EXTRA section (the
+/// `--help` text after the options: examples, exit statuses) kept line by
+/// line as written (`.nf`), where `clap_mangen`'s would be refilled into
+/// paragraphs that run the examples together.
+fn render_man(page: clap::Command) -> std::io::Result<Vec<u8>> {
+    let extra = page.get_after_help().map(ToString::to_string);
+    let page = page.after_help(None::<&str>).after_long_help(None::<&str>);
+    let man = clap_mangen::Man::new(page.clone()).source(format!("writegate {}", args::VERSION));
+    let mut buf = Vec::new();
+    man.render_title(&mut buf)?;
+    man.render_name_section(&mut buf)?;
+    man.render_synopsis_section(&mut buf)?;
+    man.render_description_section(&mut buf)?;
+    man.render_options_section(&mut buf)?;
+    if page.has_subcommands() {
+        man.render_subcommands_section(&mut buf)?;
+    }
+    if let Some(text) = extra {
+        buf.extend_from_slice(b".SH EXTRA\n.nf\n");
+        for line in text.lines() {
+            buf.extend_from_slice(roff_line(line).as_bytes());
+            buf.push(b'\n');
+        }
+        buf.extend_from_slice(b".fi\n");
+    }
+    if page.get_version().is_some() {
+        man.render_version_section(&mut buf)?;
+    }
+    Ok(buf)
+}
+
+/// One line of text for roff: backslashes and hyphens escaped, and a line
+/// that starts with `.` or `'` kept from being read as a request.
+fn roff_line(line: &str) -> String {
+    let escaped = line.replace('\\', "\\e").replace('-', "\\-");
+    if escaped.starts_with('.') || escaped.starts_with('\'') {
+        format!("\\&{escaped}")
+    } else {
+        escaped
+    }
 }
 
 /// Writes `bytes` to stdout. Returns false when stdout is closed (`| head`:
@@ -172,10 +235,9 @@ pub(crate) fn env_var(k: &str) -> Option<String> {
 pub(crate) fn load_config_file(
     path: Option<&Path>,
     required: bool,
-) -> Result<writegate_core::Config, String> {
-    writegate_core::config::check_env_names(std::env::vars_os().map(|(k, _)| k))
-        .map_err(|e| e.to_string())?;
-    writegate_core::Config::load(path, required, &env_var).map_err(|e| e.to_string())
+) -> Result<writegate_core::Config, writegate_core::config::ConfigError> {
+    writegate_core::config::check_env_names(std::env::vars_os().map(|(k, _)| k))?;
+    writegate_core::Config::load(path, required, &env_var)
 }
 
 /// Makes a path absolute against the current directory (no symlink
@@ -214,4 +276,45 @@ pub(crate) fn default_config_path() -> Option<PathBuf> {
     env_var("HOME")
         .filter(|s| s.starts_with('/'))
         .map(|h| PathBuf::from(h).join(".config/writegate/config.toml"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every subcommand the parser has gets a page, its examples and exit
+    /// statuses kept line by line.
+    #[test]
+    fn every_subcommand_has_a_man_page() {
+        let names = man_pages();
+        for must in ["serve", "proxy", "mcp", "setup", "write", "read", "man"] {
+            assert!(
+                names.iter().any(|n| n == must),
+                "{must} missing from {names:?}"
+            );
+        }
+        let mut cmd = Cli::command().disable_help_subcommand(true);
+        cmd.build();
+        for name in names {
+            let page = cmd.find_subcommand(&name).unwrap().clone();
+            let has_extra = page.get_after_help().is_some();
+            let roff = String::from_utf8(render_man(page).unwrap()).unwrap();
+            assert!(
+                roff.contains(&format!("writegate\\-{name}")),
+                "{name}:\n{roff}"
+            );
+            if has_extra {
+                let extra = roff.split(".SH EXTRA\n").nth(1).unwrap();
+                assert!(extra.starts_with(".nf\n"), "{name}: {extra}");
+                assert!(extra.contains("\n.fi\n"), "{name}: {extra}");
+            }
+        }
+    }
+
+    #[test]
+    fn roff_lines_are_escaped() {
+        assert_eq!(roff_line("a --b \\n"), "a \\-\\-b \\en");
+        assert_eq!(roff_line(".x"), "\\&.x");
+        assert_eq!(roff_line("'x"), "\\&'x");
+    }
 }

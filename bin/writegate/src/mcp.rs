@@ -19,6 +19,7 @@ impl McpArgs {
                 .iter()
                 .map(|w| (absolutize(w), true))
                 .collect(),
+            client_roots: self.client_roots,
         }
     }
 }

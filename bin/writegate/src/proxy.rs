@@ -37,6 +37,7 @@ impl ProxyArgs {
             allow_read: true,
             no_external_writes: self.no_external_writes,
             workspaces: vec![],
+            client_roots: None,
         }
     }
 }

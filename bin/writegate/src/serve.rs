@@ -85,13 +85,15 @@ pub(crate) struct Startup {
     /// The command-line workspaces, absolute, with their trust (kept across
     /// reloads).
     pub(crate) workspaces: Roots,
+    /// `writegate mcp --client-roots`: overrides `[mcp] client_roots`.
+    pub(crate) client_roots: Option<writegate_core::config::ClientRoots>,
 }
 
 impl Startup {
     /// The config to run with: the file (`--config`, else the default
     /// location, which may be missing), `WRITEGATE_*` variables, then the
     /// flags.
-    pub(crate) fn load_config(&self) -> Result<Config, String> {
+    pub(crate) fn load_config(&self) -> Result<Config, writegate_core::config::ConfigError> {
         let (path, required) = match &self.config {
             Some(p) => (Some(p.clone()), true),
             None => (default_config_path(), false),
@@ -105,6 +107,9 @@ impl Startup {
         }
         if let Some(p) = &self.audit_log {
             cfg.audit.path = absolutize(p).display().to_string();
+        }
+        if let Some(mode) = self.client_roots {
+            cfg.mcp.client_roots = mode;
         }
         Ok(cfg)
     }
@@ -124,6 +129,7 @@ impl ServeArgs {
                 .iter()
                 .map(|w| (absolutize(w), !self.untrusted))
                 .collect(),
+            client_roots: None,
         }
     }
 }

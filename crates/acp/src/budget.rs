@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 /// [`Shared::line_stall`](crate::conn::Shared::line_stall)
 /// (`line_stall_timeout_ms`) loses it and is closed (`conn`). So all
 /// connections together hold at most the budget, plus less than
-/// [`PARTIAL_FREE`] + `frame::READ_MAX` unbudgeted bytes
+/// [`PARTIAL_FREE`] + `writegate_stdio::lines::READ_MAX` unbudgeted bytes
 /// each. Answers are not counted (a small `_writegate/read_lines` can have a
 /// large answer); the per-connection
 /// `outbox::MAX_OUTSTANDING` bounds those.
@@ -73,7 +73,7 @@ impl Budget {
     /// fit a budget of twice the frame limit (the defaults: 16 MiB lines,
     /// 32 MiB): two long lines are read at a time. Its `\r` and what a read
     /// brings past the line are the connection's unbudgeted bytes (less
-    /// than a `frame::READ_MAX`).
+    /// than a `writegate_stdio::lines::READ_MAX`).
     pub fn reservation(&self, max_line: usize) -> u32 {
         u32::try_from(max_line.div_ceil(1024))
             .unwrap_or(u32::MAX)

@@ -9,7 +9,6 @@
 //! handlers over this one loop.
 
 use crate::budget::{Budget, PARTIAL_FREE};
-use crate::frame::{Frame, LineReader, READ_CHUNK, READ_MAX};
 use crate::message::{
     self, ErrorObject, Incoming, Message, Notification, Parsed, RawNotification, RawRequest,
     Request, Response,
@@ -26,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use writegate_core::Service;
 use writegate_stdio::NonBlockingFd;
+use writegate_stdio::lines::{Frame, LineReader, READ_CHUNK, READ_MAX};
 
 /// The most a long line's buffer is presized to (`max_frame_bytes` and
 /// its `\r\n` up to this): a larger limit still works, its buffer doubling

@@ -21,7 +21,6 @@
 
 pub mod budget;
 pub mod conn;
-mod frame;
 pub mod message;
 pub mod methods;
 mod outbox;

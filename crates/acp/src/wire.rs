@@ -7,7 +7,7 @@ use crate::message::{ErrorObject, INTERNAL_ERROR, REQUEST_CANCELLED, RESOURCE_NO
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use writegate_core::{
-    Detail, ErrorKind, Failure, FileFormat, LineEndingChoice, MarkerSource, WriteOptions,
+    Detail, ErrorKind, Failure, FileFormat, LineEndingChoice, MarkerSource, Refusal, WriteOptions,
 };
 
 /// The `_meta` key of the tool-write-origin marker.
@@ -116,6 +116,7 @@ pub(crate) fn refusal_code(kind: ErrorKind) -> i64 {
         ErrorKind::SymlinkEscape => -32011,
         ErrorKind::ParseError => -32012,
         ErrorKind::NotAFile => -32013,
+        ErrorKind::ReservedName => -32014,
         ErrorKind::UntrustedWorkspace => -32020,
         ErrorKind::PermissionDenied => -32021,
         ErrorKind::ApprovalRequired => -32022,
@@ -139,63 +140,43 @@ pub(crate) fn refusal_code(kind: ErrorKind) -> i64 {
 }
 
 /// The JSON-RPC error of a core failure (SPEC 11), the only place that maps
-/// one: `path_not_found` is `-32002` with `data {uri, errorKind, hint}`
-/// (`uri` from the refusal's detail, else the request's path `uri`); bad
-/// params `-32602`; cancellation `-32800`; every other refusal its
-/// [`refusal_code`] with `data {errorKind, hint, status, ...detail}`.
+/// one: bad params `-32602`; cancellation `-32800`; a refusal its
+/// [`refusal_code`] (`-32002` for `path_not_found`) with `data {errorKind,
+/// hint, status, ...detail}`: the detail as core serialises it (the same
+/// members MCP shows), plus what only ACP has: ready-made `approve` params
+/// for `approval_required`, and for `path_not_found` ACP's `uri` (the
+/// detail's path, else the request's `uri`).
 pub(crate) fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
     match f {
         Failure::InvalidParams(why) => ErrorObject::invalid_params(why.clone()),
         Failure::Cancelled => ErrorObject::new(REQUEST_CANCELLED, "request cancelled", None),
         Failure::Refused(r) => {
-            let mut data = Map::new();
-            data.insert("errorKind".into(), r.kind.as_str().into());
+            let mut data = refusal_facts(r);
             if !r.hint.is_empty() {
                 data.insert("hint".into(), r.hint.clone().into());
             }
             let mut uri = uri.to_string();
             match &r.detail {
-                Some(Detail::Ambiguous { count, lines }) => {
-                    data.insert("count".into(), json!(count));
-                    data.insert("lines".into(), json!(lines));
-                }
-                Some(Detail::LineOutOfRange { line, total }) => {
-                    data.insert("line".into(), json!(line));
-                    data.insert("totalLines".into(), json!(total));
-                }
-                Some(Detail::LineMismatch { line, holds }) => {
-                    data.insert("line".into(), json!(line));
-                    data.insert("lineHolds".into(), json!(holds));
-                }
                 Some(Detail::Approval {
                     command,
-                    level,
-                    reason,
                     session,
-                    asked,
+                    asked: false,
+                    ..
                 }) => {
-                    data.insert("command".into(), json!(command));
-                    data.insert("level".into(), json!(level.as_str()));
-                    data.insert("reason".into(), json!(reason));
                     // Ready-made `_writegate/approve` params: `once` for
                     // this session, else (no session) the workspace; none
                     // when the person was asked through an approver (the
                     // caller cannot approve, and a "no" is final).
-                    if !asked {
-                        let approve = match session {
-                            Some(s) => {
-                                json!({"sessionId": s, "command": command, "scope": "once"})
-                            }
-                            None => json!({"command": command, "scope": "workspace"}),
-                        };
-                        data.insert("approve".into(), approve);
-                    }
+                    let approve = match session {
+                        Some(s) => {
+                            json!({"sessionId": s, "command": command, "scope": "once"})
+                        }
+                        None => json!({"command": command, "scope": "workspace"}),
+                    };
+                    data.insert("approve".into(), approve);
                 }
-                Some(Detail::NotFound { uri: u }) => uri.clone_from(u),
-                Some(Detail::HashMismatch { current, .. }) => {
-                    data.insert("currentHash".into(), json!(current));
-                }
-                None => {}
+                Some(Detail::NotFound { path }) => uri.clone_from(path),
+                _ => {}
             }
             if r.kind == ErrorKind::PathNotFound {
                 // ACP's wording, which agents match on, then the path.
@@ -203,7 +184,6 @@ pub(crate) fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
                 data.insert("uri".into(), uri.into());
                 ErrorObject::new(RESOURCE_NOT_FOUND, message, Some(Value::Object(data)))
             } else {
-                data.insert("status".into(), r.kind.status().into());
                 // Agents show `message` to the model: one sentence with the
                 // kind, what happened and what to do next.
                 ErrorObject::new(
@@ -214,6 +194,19 @@ pub(crate) fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
             }
         }
     }
+}
+
+/// The members every front end shows for a refusal, but its hint (which
+/// each words for its own readers): `errorKind`, `status` and the detail's
+/// members as core serialises them.
+pub(crate) fn refusal_facts(r: &Refusal) -> Map<String, Value> {
+    let mut facts = match r.detail.as_ref().map(serde_json::to_value) {
+        Some(Ok(Value::Object(m))) => m,
+        _ => Map::new(),
+    };
+    facts.insert("errorKind".into(), r.kind.as_str().into());
+    facts.insert("status".into(), r.kind.status().into());
+    facts
 }
 
 #[cfg(test)]

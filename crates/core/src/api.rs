@@ -1,8 +1,11 @@
 //! The typed surface of the core: what a front end passes in (an
 //! operation context and parsed parameters) and what it gets back (typed
-//! outcomes or a [`Failure`](crate::Failure)). No wire types here: each
-//! front end (ACP, MCP, the CLI) maps these to its own messages.
+//! outcomes or a [`Failure`]). No wire types here: the outcomes serialise
+//! themselves (serde), and each front end (ACP, MCP, the CLI) puts them on
+//! its own wire.
 
+use crate::config::Level;
+use crate::error::Failure;
 use crate::routing::MarkerSource;
 use crate::runtime::Runtime;
 use std::path::PathBuf;
@@ -54,33 +57,84 @@ pub struct ApprovalQuestion {
     pub command: String,
     /// The canonical path the operation would write.
     pub path: PathBuf,
-    /// `write` or the edit mode.
-    pub mode: &'static str,
+    /// What the operation does: `write`, an edit mode, or `read`.
+    pub mode: OpMode,
     /// The gate's rating: `moderate` or `dangerous`.
-    pub level: &'static str,
+    pub level: Level,
     /// Why it is held, in words ("credential file .env").
     pub reason: String,
 }
 
-/// The person's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an operation does to its file, as the gate's synthetic command
+/// `edit_file <mode> <path>` names it: a write or an edit in one of the
+/// edit modes (a whole-file write is [`EditMode::Write`]), or a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpMode {
+    /// A whole-file write or an edit.
+    Edit(EditMode),
+    /// A read (held only outside the workspace, or in a client's root).
+    Read,
+    /// An undo: a before-image put back (`writegate undo`).
+    Undo,
+}
+
+impl OpMode {
+    /// `write`, `append`, `replace`, `insert`, `delete`, `read` or `undo`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpMode::Edit(m) => m.name(),
+            OpMode::Read => "read",
+            OpMode::Undo => "undo",
+        }
+    }
+}
+
+impl From<EditMode> for OpMode {
+    fn from(m: EditMode) -> OpMode {
+        OpMode::Edit(m)
+    }
+}
+
+impl std::fmt::Display for OpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The person's answer. Serialised as the audit event's `approval`
+/// ([`ApprovalAnswer::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ApprovalAnswer {
     /// Go ahead with this operation only.
+    #[serde(rename = "allowed_once")]
     AllowOnce,
     /// Go ahead, and remember it: the same command is approved for the rest
     /// of the session (or, without a session, the workspace's runtime).
+    #[serde(rename = "allowed_always")]
     AllowAlways,
     /// Refuse (`approval_required`, saying the person declined).
+    #[serde(rename = "denied")]
     Deny,
     /// The question was cancelled (the prompt was cancelled): the operation
     /// is cancelled (`-32800` on ACP).
+    #[serde(rename = "cancelled")]
     Cancelled,
     /// Nobody could be asked (the client cannot show the question, or it
     /// failed): refused as if no one had been asked.
+    #[serde(rename = "unanswered")]
     Unavailable,
 }
 
 impl ApprovalAnswer {
+    /// Every answer.
+    pub const ALL: [ApprovalAnswer; 5] = [
+        Self::AllowOnce,
+        Self::AllowAlways,
+        Self::Deny,
+        Self::Cancelled,
+        Self::Unavailable,
+    ];
+
     /// The audit event's `approval` value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -151,8 +205,9 @@ pub struct EditParams {
     pub path: PathBuf,
     /// The edit mode.
     pub mode: EditMode,
-    /// New text (empty for `delete`).
-    pub content: String,
+    /// New text; required by every mode but `delete`, which ignores it
+    /// ([`EditParams::validate`]).
+    pub content: Option<String>,
     /// Text to find (`replace`).
     pub find: Option<String>,
     /// 1-based line (`replace`, `insert`, `delete`).
@@ -169,6 +224,54 @@ pub struct EditParams {
     pub marker: Option<MarkerSource>,
     /// As for [`WriteParams::convert_encoding`] (mode `write`).
     pub convert_encoding: bool,
+}
+
+impl EditParams {
+    /// The rules of an edit's parameters that need no file (SPEC 8.3):
+    /// content is required except for `delete`, and the parameters fit the
+    /// mode ([`writegate_text::validate`]). Every front end runs this before
+    /// routing: a bad combination is [`Failure::InvalidParams`], never an
+    /// audited refusal.
+    pub fn validate(&self) -> Result<(), Failure> {
+        validate_edit(
+            self.mode,
+            self.content.as_deref(),
+            self.find.as_deref(),
+            self.line,
+            self.end_line,
+        )
+    }
+
+    /// The text the edit writes (empty for a `delete` without content).
+    pub fn text(&self) -> &str {
+        self.content.as_deref().unwrap_or_default()
+    }
+}
+
+/// [`EditParams::validate`] on the parameters themselves, for a front end
+/// that checks them before it builds the [`EditParams`].
+pub fn validate_edit(
+    mode: EditMode,
+    content: Option<&str>,
+    find: Option<&str>,
+    line: Option<u64>,
+    end_line: Option<u64>,
+) -> Result<(), Failure> {
+    let content = match (mode, content) {
+        (EditMode::Delete, c) => c.unwrap_or_default(),
+        (_, Some(c)) => c,
+        (_, None) => return Err(Failure::InvalidParams(format!("mode {mode} needs content"))),
+    };
+    writegate_text::validate(&writegate_text::EditRequest {
+        mode,
+        content,
+        find,
+        line,
+        end_line,
+        display_path: "",
+        want_diff: false,
+    })
+    .map_err(|e| Failure::InvalidParams(e.hint()))
 }
 
 /// A read (`fs/read_text_file`, `_writegate/read_lines`).
@@ -229,8 +332,11 @@ impl From<&Format> for FileFormat {
     }
 }
 
-/// What a committed whole-file write did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a committed whole-file write did. Serialised (camelCase) as every
+/// front end shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct WriteOutcome {
     /// The file did not exist before.
     pub created: bool,
@@ -242,8 +348,12 @@ pub struct WriteOutcome {
     pub hash: String,
 }
 
-/// What an edit did (SPEC 8.6).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an edit did (SPEC 8.6). Serialised (camelCase, absent members
+/// left out) as every front end shows it: ACP's result, MCP's
+/// `structuredContent`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct EditReport {
     /// One sentence a model can act on.
     pub message: String,
@@ -256,16 +366,22 @@ pub struct EditReport {
     /// `sha256:<hex>` of the new bytes.
     pub hash: String,
     /// First line edited.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u64>,
     /// The line asked for, when reconciliation moved the edit (SPEC 8.4).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub moved_from: Option<u64>,
     /// The indentation kept, in words ("4 spaces").
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_indentation: Option<String>,
     /// The edited lines as they now read, whitespace made visible (at most 3).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub now_reads: Vec<String>,
     /// Unified diff (dry run only).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
-    /// Nothing was written.
+    /// Present and true for a dry run: nothing was written.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
 }
 
@@ -293,13 +409,15 @@ pub struct TextRead {
     pub format: FileFormat,
 }
 
-/// One file written in a session (`_writegate/receipt`, SPEC 3).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One file written in a session (`_writegate/receipt`, SPEC 3),
+/// serialised (camelCase) as the front ends show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Receipt {
     /// Canonical path.
     pub path: String,
     /// `write` or the edit mode.
-    pub mode: &'static str,
+    pub mode: EditMode,
     /// The file did not exist before.
     pub created: bool,
     /// Size before, in bytes.
@@ -322,5 +440,18 @@ mod tests {
         assert_eq!(Allowances::default(), Allowances::NONE);
         let a = Allowances::default();
         assert!(!a.external_writer && !a.choose_workspace && !a.reads);
+    }
+
+    /// serde's names are the audit log's words.
+    #[test]
+    fn answers_serialise_as_their_audit_words() {
+        for a in ApprovalAnswer::ALL {
+            assert_eq!(
+                serde_json::to_string(&a).unwrap(),
+                format!("\"{}\"", a.as_str())
+            );
+        }
+        assert_eq!(OpMode::Read.as_str(), "read");
+        assert_eq!(OpMode::from(EditMode::Insert).as_str(), "insert");
     }
 }

@@ -2,7 +2,10 @@
 
 /// The stable `errorKind` strings of SPEC 11. Clients branch on these, so the
 /// strings never change; `status` is the HTTP-like number the table gives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Serialised (and parsed, [`FromStr`](std::str::FromStr)) as its wire
+/// string, [`ErrorKind::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The path is outside the workspace, or a suspicious name (SPEC 5, 6).
     PathOutsideWorkspace,
@@ -14,6 +17,9 @@ pub enum ErrorKind {
     /// The path names a directory where a regular file is needed (issue 14:
     /// was `parse_error`).
     NotAFile,
+    /// A component is a DOS device name (`con.txt`), refused everywhere
+    /// (issue 28: was `path_outside_workspace`).
+    ReservedName,
     /// No such file, or no existing ancestor.
     PathNotFound,
     /// Over `max_write_bytes` or `max_edit_bytes`.
@@ -61,11 +67,12 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in SPEC 11 table order (used by tests and docs).
-    pub const ALL: [ErrorKind; 24] = [
+    pub const ALL: [ErrorKind; 25] = [
         Self::PathOutsideWorkspace,
         Self::SymlinkEscape,
         Self::ParseError,
         Self::NotAFile,
+        Self::ReservedName,
         Self::PathNotFound,
         Self::FileTooLarge,
         Self::BinaryFile,
@@ -95,6 +102,7 @@ impl ErrorKind {
             Self::SymlinkEscape => "symlink_escape",
             Self::ParseError => "parse_error",
             Self::NotAFile => "not_a_file",
+            Self::ReservedName => "reserved_name",
             Self::PathNotFound => "path_not_found",
             Self::FileTooLarge => "file_too_large",
             Self::BinaryFile => "binary_file",
@@ -118,18 +126,14 @@ impl ErrorKind {
         }
     }
 
-    /// Parses a wire string back into a kind (`None` for unknown strings).
-    pub fn from_str_opt(s: &str) -> Option<ErrorKind> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
     /// The HTTP-like status of SPEC 11's table.
     pub fn status(self) -> u16 {
         match self {
             Self::PathOutsideWorkspace
             | Self::SymlinkEscape
             | Self::ParseError
-            | Self::NotAFile => 400,
+            | Self::NotAFile
+            | Self::ReservedName => 400,
             Self::UntrustedWorkspace | Self::PermissionDenied | Self::ApprovalRequired => 403,
             Self::PathNotFound => 404,
             Self::HashMismatch
@@ -151,10 +155,37 @@ impl ErrorKind {
     }
 }
 
+/// A string that is no [`ErrorKind`]'s wire string.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no errorKind is called {0:?}")]
+pub struct UnknownErrorKind(pub String);
+
+impl std::str::FromStr for ErrorKind {
+    type Err = UnknownErrorKind;
+
+    /// The kind whose wire string is `s`.
+    fn from_str(s: &str) -> Result<ErrorKind, UnknownErrorKind> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownErrorKind(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Structured facts a refusal carries besides its kind and hint, for the
-/// front ends to put on their wire (ACP `error.data`, an MCP tool result).
-/// Core names the facts; each front end owns the key names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// front ends to put on their wire (ACP `error.data`, an MCP tool result's
+/// `_meta["writegate/error"]`). It serialises itself as the members every
+/// front end shows, with the key names of the `data` table in
+/// docs/protocol.md (a test holds the two equal); a front end only adds
+/// what its own protocol needs (ACP's `approve` params and `uri`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
 pub enum Detail {
     /// `ambiguous_text_match`: how many occurrences, and the 1-based line
     /// where each starts.
@@ -169,6 +200,7 @@ pub enum Detail {
         /// The 1-based line asked for.
         line: u64,
         /// Lines in the file.
+        #[serde(rename = "totalLines")]
         total: usize,
     },
     /// `line_mismatch`: the line asked for and what it holds.
@@ -176,6 +208,7 @@ pub enum Detail {
         /// The 1-based line asked for.
         line: u64,
         /// Its text, escaped for display.
+        #[serde(rename = "lineHolds")]
         holds: String,
     },
     /// `approval_required`: the synthetic command to approve (SPEC 12),
@@ -189,23 +222,27 @@ pub enum Detail {
         reason: String,
         /// The request's session, when it had one (then scope `once` can
         /// approve it; otherwise only `workspace` or `persistent`).
+        #[serde(skip)]
         session: Option<String>,
         /// The person was asked through the front end's approver (or could
         /// not be): the caller has no `_writegate/approve` to call, so no
         /// front end offers its params.
+        #[serde(skip)]
         asked: bool,
     },
     /// `path_not_found`: the path as the request named it.
     NotFound {
-        /// The requested path (ACP `data.uri`).
-        uri: String,
+        /// The requested path.
+        path: String,
     },
     /// `hash_mismatch`: the file's current hash (`sha256:<hex>`, or
     /// `missing` when the file does not exist).
     HashMismatch {
         /// The hash the request expected.
+        #[serde(rename = "expectedHash")]
         expected: String,
         /// The file's hash now.
+        #[serde(rename = "currentHash")]
         current: String,
     },
 }
@@ -298,6 +335,7 @@ impl From<writegate_paths::ResolveError> for Refusal {
         let kind = match &e {
             R::ParseError(_) => ErrorKind::ParseError,
             R::NotAFile(_) => ErrorKind::NotAFile,
+            R::ReservedName(_) => ErrorKind::ReservedName,
             R::OutsideWorkspace(_) => ErrorKind::PathOutsideWorkspace,
             R::SymlinkEscape(_) => ErrorKind::SymlinkEscape,
             R::NotFound(_) => ErrorKind::PathNotFound,
@@ -386,12 +424,103 @@ mod tests {
     #[test]
     fn every_kind_round_trips_and_has_a_status_from_the_table() {
         for k in ErrorKind::ALL {
-            assert_eq!(ErrorKind::from_str_opt(k.as_str()), Some(k));
+            assert_eq!(k.as_str().parse::<ErrorKind>(), Ok(k));
+            // serde's name is the wire string (the audit log's `errorKind`).
+            assert_eq!(
+                serde_json::to_string(&k).unwrap(),
+                format!("\"{}\"", k.as_str())
+            );
             assert!([400, 403, 404, 409, 413, 422, 500, 503].contains(&k.status()));
         }
         assert_eq!(ErrorKind::GenerationClosed.status(), 503);
         assert_eq!(ErrorKind::FileTooLarge.status(), 413);
         assert_eq!(ErrorKind::HashMismatch.status(), 409);
+        assert!("Path_Not_Found".parse::<ErrorKind>().is_err());
+    }
+
+    /// One of each [`Detail`], with the errorKind it comes with (the match
+    /// is exhaustive: a new variant needs a row here and in the docs).
+    fn every_detail() -> Vec<(ErrorKind, Detail)> {
+        let all = vec![
+            Detail::Ambiguous {
+                count: 2,
+                lines: vec![1, 3],
+            },
+            Detail::LineOutOfRange { line: 9, total: 3 },
+            Detail::LineMismatch {
+                line: 2,
+                holds: "x".into(),
+            },
+            Detail::Approval {
+                command: "edit_file write /w/.env".into(),
+                level: crate::config::Level::Dangerous,
+                reason: "r".into(),
+                session: Some("s".into()),
+                asked: false,
+            },
+            Detail::NotFound {
+                path: "/w/a".into(),
+            },
+            Detail::HashMismatch {
+                expected: "sha256:00".into(),
+                current: "missing".into(),
+            },
+        ];
+        all.into_iter()
+            .map(|d| {
+                let kind = match &d {
+                    Detail::Ambiguous { .. } => ErrorKind::AmbiguousTextMatch,
+                    Detail::LineOutOfRange { .. } => ErrorKind::LineOutOfRange,
+                    Detail::LineMismatch { .. } => ErrorKind::LineMismatch,
+                    Detail::Approval { .. } => ErrorKind::ApprovalRequired,
+                    Detail::NotFound { .. } => ErrorKind::PathNotFound,
+                    Detail::HashMismatch { .. } => ErrorKind::HashMismatch,
+                };
+                (kind, d)
+            })
+            .collect()
+    }
+
+    /// The `data` table of docs/protocol.md names exactly the members each
+    /// detail serialises to (its rows for that errorKind, but those a
+    /// single front end adds, marked "ACP only").
+    #[test]
+    fn every_detail_serialises_to_the_members_protocol_md_lists() {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/protocol.md"),
+        )
+        .unwrap();
+        let rows: Vec<(Vec<String>, String)> = doc
+            .lines()
+            .filter_map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                // `| fields | present | meaning |`
+                (cells.len() == 5 && cells[1].starts_with('`')).then(|| {
+                    let fields = cells[1]
+                        .split(',')
+                        .map(|f| f.trim().trim_matches('`').to_string())
+                        .collect();
+                    (fields, cells[2].to_string())
+                })
+            })
+            .collect();
+        for (kind, detail) in every_detail() {
+            let mut documented: Vec<String> = rows
+                .iter()
+                .filter(|(_, present)| {
+                    present.starts_with(&format!("`{}`", kind.as_str()))
+                        && !present.contains("ACP only")
+                })
+                .flat_map(|(fields, _)| fields.clone())
+                .collect();
+            documented.sort();
+            let serde_json::Value::Object(members) = serde_json::to_value(&detail).unwrap() else {
+                panic!("{detail:?} is not an object")
+            };
+            let mut keys: Vec<String> = members.keys().cloned().collect();
+            keys.sort();
+            assert_eq!(keys, documented, "{}: {detail:?}", kind.as_str());
+        }
     }
 
     fn refused(f: Failure) -> &'static str {
@@ -452,6 +581,7 @@ mod tests {
         let kind = |e: R| Refusal::from(e).kind.as_str();
         assert_eq!(kind(R::ParseError(m())), "parse_error");
         assert_eq!(kind(R::NotAFile(m())), "not_a_file");
+        assert_eq!(kind(R::ReservedName(m())), "reserved_name");
         assert_eq!(kind(R::OutsideWorkspace(m())), "path_outside_workspace");
         assert_eq!(kind(R::SymlinkEscape(m())), "symlink_escape");
         assert_eq!(kind(R::NotFound(m())), "path_not_found");

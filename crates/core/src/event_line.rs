@@ -9,7 +9,11 @@
 //!
 //! Pure: bytes in, bytes out; never does I/O.
 
+use crate::api::ApprovalAnswer;
 use crate::audit::{AuditEvent, EventKind, Intent, Recovered, Writer};
+use crate::error::ErrorKind;
+use crate::routing::MarkerSource;
+use writegate_text::EditMode;
 
 /// The event as one JSON object, keys in declaration order, `None` fields
 /// left out (the `skip_serializing_if` of the derive), no trailing newline:
@@ -111,17 +115,17 @@ fn write_line(event: &AuditEvent, c: Option<&AsCommitted<'_>>) -> Vec<u8> {
     text(o, b",\"workspace\":", workspace);
     text(o, b",\"pathHash\":", path_hash);
     opt_num(o, b",\"sizeBytes\":", *size_bytes);
-    opt_text(o, b",\"mode\":", mode.as_deref());
+    opt_text(o, b",\"mode\":", mode.map(EditMode::name));
     opt_boolean(o, b",\"created\":", created);
     opt_num(o, b",\"bytesBefore\":", *bytes_before);
     opt_num(o, b",\"bytesAfter\":", bytes_after);
     opt_text(o, b",\"hashBefore\":", hash_before.as_deref());
     opt_text(o, b",\"hashAfter\":", hash_after);
-    opt_text(o, b",\"errorKind\":", error_kind.as_deref());
+    opt_text(o, b",\"errorKind\":", error_kind.map(ErrorKind::as_str));
     opt_text(o, b",\"hint\":", hint.as_deref());
     num(o, b",\"durationMs\":", duration_ms);
-    opt_text(o, b",\"source\":", source.as_deref());
-    opt_text(o, b",\"approval\":", approval.as_deref());
+    opt_text(o, b",\"source\":", source.map(MarkerSource::as_str));
+    opt_text(o, b",\"approval\":", approval.map(ApprovalAnswer::as_str));
     if let Some(dirs) = created_dirs {
         o.extend_from_slice(b",\"createdDirs\":[");
         for (i, d) in dirs.iter().enumerate() {
@@ -250,9 +254,13 @@ fn next_special(bytes: &[u8], from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::{AsCommitted, committed_event_line, event_line};
+    use crate::api::ApprovalAnswer;
     use crate::audit::{AuditEvent, EventKind, Intent, Recovered, Writer};
+    use crate::error::ErrorKind;
+    use crate::routing::MarkerSource;
     use proptest::prelude::*;
     use std::borrow::Cow;
+    use writegate_text::EditMode;
 
     /// Every optional field set, with strings that need every escape.
     fn full() -> AuditEvent {
@@ -269,17 +277,17 @@ mod tests {
             workspace: "w".into(),
             path_hash: "0123456789abcdef".into(),
             size_bytes: Some(u64::MAX),
-            mode: Some("write".into()),
+            mode: Some(EditMode::Write),
             created: Some(true),
             bytes_before: Some(0),
             bytes_after: Some(1024),
             hash_before: Some("sha256:00".into()),
             hash_after: Some("sha256:ff".into()),
-            error_kind: Some(Cow::Borrowed("symlink_escape")),
+            error_kind: Some(ErrorKind::SymlinkEscape),
             hint: Some(nasty.clone()),
             duration_ms: 7,
-            source: Some(Cow::Owned(nasty.clone())),
-            approval: Some(Cow::Borrowed("allowed_once")),
+            source: Some(MarkerSource::ShellSedEdit),
+            approval: Some(ApprovalAnswer::AllowOnce),
             created_dirs: Some(vec!["a".into(), nasty.clone(), String::new()]),
             dry_run: Some(false),
             path: Some(nasty.clone()),
@@ -352,6 +360,7 @@ mod tests {
     prop_compose! {
         fn event()(
             texts in proptest::collection::vec(text(), 15),
+            enums in proptest::collection::vec(any::<usize>(), 4),
             numbers in proptest::collection::vec(any::<u64>(), 5),
             flags in proptest::collection::vec(any::<bool>(), 8),
             somes in proptest::collection::vec(any::<bool>(), 16),
@@ -376,17 +385,17 @@ mod tests {
                 workspace: texts[4].clone(),
                 path_hash: texts[5].clone(),
                 size_bytes: somes[1].then_some(numbers[1]),
-                mode: some(2, &texts[6]),
+                mode: somes[2].then(|| EditMode::ALL[enums[0] % EditMode::ALL.len()]),
                 created: somes[3].then_some(flags[2]),
                 bytes_before: somes[4].then_some(numbers[2]),
                 bytes_after: somes[5].then_some(numbers[3]),
                 hash_before: some(6, &texts[7]),
                 hash_after: some(7, &texts[8]),
-                error_kind: somes[8].then(|| Cow::Owned(texts[9].clone())),
+                error_kind: somes[8].then(|| ErrorKind::ALL[enums[1] % ErrorKind::ALL.len()]),
                 hint: some(9, &texts[10]),
                 duration_ms: numbers[4],
-                source: somes[10].then(|| Cow::Owned(texts[11].clone())),
-                approval: somes[11].then(|| Cow::Owned(texts[12].clone())),
+                source: somes[10].then(|| MarkerSource::ALL[enums[2] % MarkerSource::ALL.len()]),
+                approval: somes[11].then(|| ApprovalAnswer::ALL[enums[3] % ApprovalAnswer::ALL.len()]),
                 created_dirs: dirs,
                 dry_run: somes[12].then_some(flags[3]),
                 path: some(13, &texts[13]),

@@ -31,7 +31,8 @@ pub mod sessions;
 
 pub use api::{
     Allowances, ApprovalAnswer, ApprovalQuestion, Approver, EditParams, EditReport, FileFormat,
-    LineEnding, LinesRead, OpCtx, ReadParams, Receipt, TextRead, WriteOutcome, WriteParams,
+    LineEnding, LinesRead, OpCtx, OpMode, ReadParams, Receipt, TextRead, WriteOutcome, WriteParams,
+    validate_edit,
 };
 pub use config::Config;
 pub use error::{Detail, ErrorKind, Failure, Refusal};
@@ -40,4 +41,4 @@ pub use routing::MarkerSource;
 pub use runtime::{Registry, Runtime};
 pub use service::{DynamicWorkspaceError, Service};
 pub use sessions::SessionWorkspaceError;
-pub use writegate_text::{EditMode, LineEndingChoice, WriteOptions};
+pub use writegate_text::{EditMode, LineEndingChoice, UnknownMode, WriteOptions};

@@ -82,7 +82,7 @@ mod tests {
     fn r(n: usize) -> Receipt {
         Receipt {
             path: format!("/w/{n}"),
-            mode: "write",
+            mode: writegate_text::EditMode::Write,
             created: true,
             bytes_before: 0,
             bytes_after: 1,

@@ -4,8 +4,10 @@
 
 /// The tool that made a marked write (the marker's `source`, SPEC 4). Front
 /// ends parse their own wire form of the marker into this; core never sees
-/// the wire form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// the wire form. Serialised as [`MarkerSource::as_str`] (the audit event's
+/// `source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum MarkerSource {
     /// `write_file`
     WriteFile,
@@ -42,24 +44,13 @@ impl MarkerSource {
     }
 }
 
-/// Which writer handles a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// The workspace writer (WFS).
-    Workspace,
-    /// The external host writer, with the marker's source.
-    External(MarkerSource),
-}
-
 /// The three-condition gate of SPEC 4, given the resolver already said
 /// `path_outside_workspace`: external writes enabled for this connection
 /// (its transport allows the external writer and the config has not turned
-/// it off) and a valid marker. `None` means the outside path is refused.
-pub fn external_route(enabled: bool, marker: Option<MarkerSource>) -> Option<Route> {
-    match (enabled, marker) {
-        (true, Some(source)) => Some(Route::External(source)),
-        _ => None,
-    }
+/// it off) and a valid marker. `Some(source)`: the external host writer
+/// takes it, for the marker's source; `None`: the outside path is refused.
+pub fn external_route(enabled: bool, marker: Option<MarkerSource>) -> Option<MarkerSource> {
+    marker.filter(|_| enabled)
 }
 
 #[cfg(test)]
@@ -70,7 +61,7 @@ mod tests {
     fn external_route_needs_both_conditions() {
         assert_eq!(
             external_route(true, Some(MarkerSource::Edit)),
-            Some(Route::External(MarkerSource::Edit))
+            Some(MarkerSource::Edit)
         );
         assert_eq!(external_route(false, Some(MarkerSource::Edit)), None);
         assert_eq!(external_route(true, None), None);
@@ -83,5 +74,11 @@ mod tests {
         }
         assert_eq!(MarkerSource::from_name("shell"), None);
         assert_eq!(MarkerSource::from_name("Edit"), None);
+        for s in MarkerSource::ALL {
+            assert_eq!(
+                serde_json::to_string(&s).unwrap(),
+                format!("\"{}\"", s.as_str())
+            );
+        }
     }
 }

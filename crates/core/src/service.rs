@@ -194,12 +194,12 @@ impl Service {
     /// Whole-file write (ACP `fs/write_text_file`, SPEC 3, 7): replaces the
     /// file, creating it if missing, keeping its format (SPEC 9).
     pub fn write_text_file(&self, ctx: &OpCtx, p: &WriteParams) -> Result<WriteOutcome, Failure> {
-        let mut op = Op::begin(self, ctx, Intent::Write, Some("write"), &p.path);
+        let mut op = Op::begin(self, ctx, Intent::Write, Some(EditMode::Write), &p.path);
         op.note_request(p.content.len() as u64, false);
         let result = (|| {
             op.admit_write(p.content.len() as u64)?;
             let target = op.resolve_write(&p.path, p.marker)?;
-            op.approve(&target, "write")?;
+            op.approve(&target, EditMode::Write)?;
             op.lock(&target)?;
             let loaded = op.read(&target, ReadMode::Prefix(op.cfg.max_edit_bytes))?;
             let bytes = encode_over(
@@ -220,13 +220,13 @@ impl Service {
 
     /// The edit tool (SPEC 8). The report is SPEC 8.6's.
     pub fn edit_text_file(&self, ctx: &OpCtx, p: &EditParams) -> Result<EditReport, Failure> {
-        let mut op = Op::begin(self, ctx, Intent::Edit, Some(p.mode.name()), &p.path);
-        op.note_request(p.content.len() as u64, p.dry_run);
+        let mut op = Op::begin(self, ctx, Intent::Edit, Some(p.mode), &p.path);
+        op.note_request(p.text().len() as u64, p.dry_run);
         let result = (|| {
             let want = p.expected_hash.as_deref().map(expected_hash).transpose()?;
-            op.admit_write(p.content.len() as u64)?;
+            op.admit_write(p.text().len() as u64)?;
             let target = op.resolve_write(&p.path, p.marker)?;
-            op.approve(&target, p.mode.name())?;
+            op.approve(&target, p.mode)?;
             op.lock(&target)?;
             let max = op.cfg.max_edit_bytes;
             let read = if p.mode == EditMode::Write {
@@ -359,11 +359,13 @@ impl Service {
         }
     }
 
-    pub(crate) fn add_receipt(&self, ctx: &OpCtx, mode: &str, canonical: &Path, done: &Committed) {
-        let mode = EDIT_MODE_NAMES
-            .into_iter()
-            .find(|m| *m == mode)
-            .unwrap_or("write");
+    pub(crate) fn add_receipt(
+        &self,
+        ctx: &OpCtx,
+        mode: EditMode,
+        canonical: &Path,
+        done: &Committed,
+    ) {
         let session = ctx.session_id.as_deref().unwrap_or_default();
         let receipt = Receipt {
             path: crate::path_text(canonical),
@@ -389,9 +391,6 @@ pub(crate) fn audit_failing() -> Failure {
     )
     .into()
 }
-
-/// Every edit mode's name (receipts keep a `&'static str`).
-const EDIT_MODE_NAMES: [&str; 5] = ["write", "append", "replace", "insert", "delete"];
 
 /// `expectedHash` as the daemon gives hashes (`sha256:` and 64 hex
 /// digits, SPEC 8), lower-cased for the comparison (hex case is ignored).
@@ -444,7 +443,7 @@ fn plan_edit(
             format!("{display} does not exist; use mode write to create it"),
         )
         .with_detail(Detail::NotFound {
-            uri: p.path.display().to_string(),
+            path: p.path.display().to_string(),
         })
         .into());
     }
@@ -467,7 +466,7 @@ fn plan_edit(
     }
     let req = EditRequest {
         mode: p.mode,
-        content: &p.content,
+        content: p.text(),
         find: p.find.as_deref(),
         line: p.line,
         end_line: p.end_line,
@@ -491,7 +490,7 @@ fn plan_edit(
     let aligned = match existing {
         Some(e) if p.mode == EditMode::Write => writegate_text::detect(format_sample(e))
             .ok()
-            .and_then(|f| aligned_endings(&p.content, e, &f, &opts)),
+            .and_then(|f| aligned_endings(p.text(), e, &f, &opts)),
         _ => None,
     };
     let mut opts = opts;
@@ -830,7 +829,7 @@ mod tests {
                         &EditParams {
                             path: file,
                             mode: EditMode::Append,
-                            content: format!("line {i}\n"),
+                            content: Some(format!("line {i}\n")),
                             find: None,
                             line: None,
                             end_line: None,

@@ -77,7 +77,7 @@ impl World {
         let p = EditParams {
             path: path.to_path_buf(),
             mode: EditMode::Append,
-            content: content.into(),
+            content: Some(content.into()),
             find: None,
             line: None,
             end_line: None,

@@ -93,7 +93,7 @@ fn edit(path: &Path, mode: EditMode, content: &str) -> EditParams {
     EditParams {
         path: path.to_path_buf(),
         mode,
-        content: content.into(),
+        content: Some(content.into()),
         find: None,
         line: None,
         end_line: None,
@@ -374,7 +374,7 @@ fn failed_edit_is_one_denied_event_and_no_receipt() {
         .unwrap();
     let receipts = w.svc.receipt("s1");
     assert_eq!(receipts.len(), 1);
-    assert_eq!(receipts[0].mode, "append");
+    assert_eq!(receipts[0].mode.name(), "append");
     let events = w.events();
     assert_eq!(events.len(), 2);
     assert_eq!(events[0]["type"], "fs.denied");
@@ -428,7 +428,7 @@ fn a_held_write_asks_the_approver_once_per_operation() {
     let asked = person.1.lock().unwrap();
     assert_eq!(asked.len(), 3, "asked once per held operation");
     assert_eq!(asked[0].path, f);
-    assert_eq!(asked[0].level, "dangerous");
+    assert_eq!(asked[0].level.as_str(), "dangerous");
     assert!(asked[0].command.ends_with("/.env"));
     let events = w.events();
     assert_eq!(events.len(), 4);

@@ -11,7 +11,7 @@ fn append(path: &Path, line: String) -> EditParams {
     EditParams {
         path: path.to_path_buf(),
         mode: EditMode::Append,
-        content: line,
+        content: Some(line),
         find: None,
         line: None,
         end_line: None,

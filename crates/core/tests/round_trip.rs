@@ -170,7 +170,7 @@ fn issue_10_flattened_write_mode_restores_each_lines_ending() {
         let p = EditParams {
             path: f.clone(),
             mode: EditMode::Write,
-            content: text,
+            content: Some(text),
             find: None,
             line: None,
             end_line: None,

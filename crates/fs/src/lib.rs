@@ -9,7 +9,8 @@
 //! files left by dead processes, appends whole lines
 //! to the audit log (SPEC 10) under a lock that lets no fragment of a line
 //! stay behind, keeps each process's intent journal and writes small private state files atomically
-//! (persistent approvals, SPEC 12). It must never decide policy: it knows
+//! (persistent approvals, SPEC 12), and removes one regular file relative to a directory handle
+//! (`writegate setup --remove`). It must never decide policy: it knows
 //! nothing about workspaces, containment, suspicious names, encodings, sizes
 //! or approvals. Callers hand it canonical paths and finished bytes; it only
 //! refuses what it cannot do safely (a symlink where the canonical path said
@@ -31,6 +32,7 @@ mod log;
 mod mkdir;
 mod publish;
 mod release;
+mod remove;
 mod socket;
 
 pub use cleanup::remove_stale_temps;
@@ -46,4 +48,5 @@ pub use publish::{
     publish_restoring, temp_file_name, write_private_file,
 };
 pub use release::{RELEASE_LINGER, RELEASE_QUEUE, Releaser};
+pub use remove::remove_leaf;
 pub use socket::{current_uid, prepare_private_dir, remove_socket_file, set_socket_mode};

@@ -1,5 +1,5 @@
 //! The two loops over a long string's bytes, 16 bytes at a time on
-//! x86_64 (SSE2, which every x86_64 CPU has), byte by byte elsewhere:
+//! `x86_64` (SSE2, which every `x86_64` CPU has), byte by byte elsewhere:
 //! finding where a string scan must stop, and moving the runs between
 //! escapes while unescaping in place. For the 5 MiB content of a write,
 //! with an escaped line break every 70 bytes, they take the scan from
@@ -13,7 +13,7 @@ const BLOCK: usize = 16;
 
 /// Whether a string scan stops at `c`: its closing quote, an escape, or a
 /// raw control character (which JSON does not allow in a string).
-#[inline(always)]
+#[inline]
 fn stops(c: u8) -> bool {
     c < 0x20 || c == b'"' || c == b'\\'
 }
@@ -35,10 +35,10 @@ pub(crate) fn string_stop(b: &[u8], mut i: usize, wide: &mut bool) -> Option<usi
             // 16 bytes of `block`, which it borrows.
             let (stop, h) = unsafe {
                 let v = _mm_loadu_si128(block.as_ptr().cast());
-                let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
-                let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+                let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"'.cast_signed()));
+                let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\'.cast_signed()));
                 // `max(v, 0x1f) == 0x1f` exactly for the bytes below 0x20.
-                let low = _mm_set1_epi8(0x1f);
+                let low = _mm_set1_epi8(0x1f_u8.cast_signed());
                 let control = _mm_cmpeq_epi8(_mm_max_epu8(v, low), low);
                 let any = _mm_or_si128(_mm_or_si128(quote, backslash), control);
                 (_mm_movemask_epi8(any), _mm_movemask_epi8(v))
@@ -79,7 +79,7 @@ pub(crate) fn move_runs(v: &mut [u8], mut r: usize, mut w: usize, end: usize) ->
         // bytes of `block`, a local array.
         let escapes = unsafe {
             let x = _mm_loadu_si128(block.as_ptr().cast());
-            _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8)))
+            _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\'.cast_signed())))
         };
         if escapes == 0 {
             r += BLOCK;

@@ -413,7 +413,7 @@ pub fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<()> {
 
 /// The byte a two-character escape `\e` stands for (`n` is a line break);
 /// `None` for `u` and anything that is no escape.
-#[inline(always)]
+#[inline]
 pub(crate) fn one_byte_escape(e: u8) -> Option<u8> {
     match e {
         b'n' => Some(b'\n'),

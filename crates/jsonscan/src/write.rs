@@ -12,7 +12,7 @@ const BLOCK: usize = 16;
 
 /// Whether `serde_json` escapes the byte: `"`, `\` and the control
 /// characters below U+0020 (nothing else: not `/`, not U+007F).
-#[inline(always)]
+#[inline]
 fn escaped(c: u8) -> bool {
     c < 0x20 || c == b'"' || c == b'\\'
 }

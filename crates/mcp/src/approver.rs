@@ -9,7 +9,7 @@ use rmcp::service::{ElicitationMode, Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
-use writegate_core::{ApprovalAnswer, ApprovalQuestion, Approver};
+use writegate_core::{ApprovalAnswer, ApprovalQuestion, Approver, EditMode, OpMode};
 
 /// The answer values of the form's one field, `decision`.
 const ALLOW_ONCE: &str = "allow_once";
@@ -68,8 +68,8 @@ pub(crate) fn form(version: Option<&ProtocolVersion>) -> ElicitationSchema {
 /// The question in words.
 pub(crate) fn message(q: &ApprovalQuestion) -> String {
     let what = match q.mode {
-        "write" | "read" => q.mode.to_string(),
-        _ => format!("edit ({})", q.mode),
+        OpMode::Edit(EditMode::Write) | OpMode::Read | OpMode::Undo => q.mode.to_string(),
+        OpMode::Edit(m) => format!("edit ({m})"),
     };
     format!(
         "An agent asks writegate to {what} {}. This path is held for your approval: {} (rated {}). Allow it?",
@@ -125,7 +125,10 @@ impl Approver for ElicitApprover {
             };
             let _ = tx.send(answer);
         });
-        rx.blocking_recv().unwrap_or(ApprovalAnswer::Unavailable)
+        // On a runtime worker (a small call runs there), the worker's other
+        // tasks move to another thread while this one waits: the answer
+        // arrives through them. On a blocking thread this just waits.
+        tokio::task::block_in_place(|| rx.blocking_recv()).unwrap_or(ApprovalAnswer::Unavailable)
     }
 }
 

@@ -14,6 +14,7 @@
 //! stdout.
 
 mod approver;
+mod input;
 mod reply;
 mod roots;
 mod server;

@@ -120,10 +120,7 @@ pub(crate) fn wrote(path: &Path, w: WriteOutcome) -> CallToolResult {
     );
     let out = WriteOut {
         path: path.display().to_string(),
-        created: w.created,
-        bytes_before: w.bytes_before,
-        bytes_after: w.bytes_after,
-        hash: w.hash,
+        outcome: w,
     };
     success(text, &out)
 }
@@ -150,19 +147,7 @@ pub(crate) fn edited(r: EditReport) -> CallToolResult {
             ""
         }
     );
-    let out = EditOut {
-        message: r.message,
-        created: r.created,
-        bytes_before: r.bytes_before,
-        bytes_after: r.bytes_after,
-        hash: r.hash,
-        line: r.line,
-        moved_from: r.moved_from,
-        kept_indentation: r.kept_indentation,
-        now_reads: r.now_reads,
-        diff: r.diff,
-        dry_run: r.dry_run,
-    };
+    let out = EditOut { report: r };
     success(text, &out)
 }
 
@@ -205,61 +190,41 @@ pub(crate) fn failure(f: &Failure, s: &Situation<'_>) -> CallToolResult {
             "cancelled: the call was cancelled, or the user dismissed the approval question; nothing was written.".to_string()
         }
         Failure::Refused(r) => {
+            // The detail as core serialises it: the members ACP's `data`
+            // shows too.
+            if let Some(Ok(Value::Object(detail))) = r.detail.as_ref().map(serde_json::to_value) {
+                facts = detail;
+            }
             facts.insert("errorKind".into(), r.kind.as_str().into());
             facts.insert("status".into(), r.kind.status().into());
             let mut hint = r.hint.clone();
-            match &r.detail {
-                Some(Detail::Ambiguous { count, lines }) => {
-                    facts.insert("count".into(), json!(count));
-                    facts.insert("lines".into(), json!(lines));
-                }
-                Some(Detail::LineOutOfRange { line, total }) => {
-                    facts.insert("line".into(), json!(line));
-                    facts.insert("totalLines".into(), json!(total));
-                }
-                Some(Detail::LineMismatch { line, holds }) => {
-                    facts.insert("line".into(), json!(line));
-                    facts.insert("lineHolds".into(), json!(holds));
-                }
-                Some(Detail::NotFound { uri }) => {
-                    facts.insert("path".into(), json!(uri));
-                }
-                Some(Detail::HashMismatch { expected, current }) => {
-                    facts.insert("expectedHash".into(), json!(expected));
-                    facts.insert("currentHash".into(), json!(current));
-                }
-                Some(Detail::Approval {
-                    command,
-                    level,
-                    reason,
-                    ..
-                }) => {
-                    let level = level.as_str();
-                    facts.insert("command".into(), json!(command));
-                    facts.insert("level".into(), json!(level));
-                    facts.insert("reason".into(), json!(reason));
-                    hint = if hint.starts_with("the user declined") {
-                        format!(
-                            "the user declined `{command}` ({reason}); nothing was written. Do not retry it unless the user asks for it."
-                        )
+            if let Some(Detail::Approval {
+                command,
+                level,
+                reason,
+                ..
+            }) = &r.detail
+            {
+                hint = if hint.starts_with("the user declined") {
+                    format!(
+                        "the user declined `{command}` ({reason}); nothing was written. Do not retry it unless the user asks for it."
+                    )
+                } else {
+                    let file = s.config_file.map_or_else(
+                        || "the writegate config".to_string(),
+                        |p| p.display().to_string(),
+                    );
+                    let why = if s.asked {
+                        "the question to the user got no answer"
                     } else {
-                        let file = s.config_file.map_or_else(
-                            || "the writegate config".to_string(),
-                            |p| p.display().to_string(),
-                        );
-                        let why = if s.asked {
-                            "the question to the user got no answer"
-                        } else {
-                            "this MCP client cannot ask them (it does not offer elicitation)"
-                        };
-                        format!(
-                            "`{command}` needs the user's approval ({reason}, rated {level}) and {why}. Nothing was written. Tell the user; they can allow it with a rule in {file}: [policy] rules = [{{ pattern = {}, level = \"{}\" }}], then restart the MCP server; do not retry before they do.",
-                            toml_string(&writegate_core::policy::escape_glob(command)),
-                            s.auto_approve
-                        )
+                        "this MCP client cannot ask them (it does not offer elicitation)"
                     };
-                }
-                None => {}
+                    format!(
+                        "`{command}` needs the user's approval ({reason}, rated {level}) and {why}. Nothing was written. Tell the user; they can allow it with a rule in {file}: [policy] rules = [{{ pattern = {}, level = \"{}\" }}], then restart the MCP server; do not retry before they do.",
+                        toml_string(&writegate_core::policy::escape_glob(command)),
+                        s.auto_approve
+                    )
+                };
             }
             match r.kind {
                 ErrorKind::PathOutsideWorkspace if s.roots.len() > 1 => {

@@ -5,11 +5,10 @@
 
 use crate::ALLOWANCES;
 use crate::approver::{self, ElicitApprover};
+use crate::input::{self, Answered, Questions};
 use crate::reply::{self, Situation};
 use crate::roots::{Picked, Workspaces};
-use crate::tools::{
-    self, EDIT_FILE, EditArgs, Facts, ModeArg, READ_FILE, ReadArgs, WRITE_FILE, WriteArgs,
-};
+use crate::tools::{self, Entry, Facts, Parsed};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId,
@@ -17,7 +16,6 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, ServerInitializeError};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -26,10 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::runtime::Handle;
-use writegate_core::{
-    Approver, EditMode, EditParams, ErrorKind, Failure, OpCtx, ReadParams, Refusal, Service,
-    WriteOptions, WriteParams,
-};
+use writegate_core::{Approver, ErrorKind, Failure, OpCtx, Refusal, Service};
 
 /// How `writegate mcp` runs.
 #[derive(Debug, Clone)]
@@ -73,7 +68,10 @@ pub enum RunError {
 pub fn run(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> {
     let grace = Duration::from_millis(service.config().shutdown_grace_ms);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        // One worker: a small call runs where it was read, and rmcp's
+        // per-request tasks wake no other worker (no thread hand-off per
+        // call); larger calls run on blocking threads.
+        .worker_threads(1)
         .max_blocking_threads(64)
         .thread_name("writegate-mcp")
         .enable_all()
@@ -155,6 +153,49 @@ struct McpServer {
     /// whose operation has not started when the signal comes is cancelled
     /// (`rmcp` cancels its token, see [`McpServer::run`]).
     running: Mutex<HashMap<RequestId, Arc<AtomicBool>>>,
+    /// The approval questions asked with `input_required` (2026-07-28).
+    questions: Questions,
+}
+
+/// Most bytes of file content a call may carry and still run on the
+/// runtime worker that read it (when no other call is running), as ACP's
+/// `WORKER_LINE_MAX`: a small write costs no thread hand-off; a larger one
+/// runs on a blocking thread, so reading goes on meanwhile.
+const INLINE_CONTENT_MAX: usize = 64 * 1024;
+
+/// How the client of one request can be asked about a held call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Asking {
+    /// 2025-11-25 and earlier, with form elicitation: an
+    /// `elicitation/create` request while the operation waits.
+    Elicitation,
+    /// 2026-07-28 with form elicitation in the request's capabilities: the
+    /// call is answered `input_required` and retried with the answer.
+    InputRequired,
+    /// No way to ask: the refusal says what the person can do.
+    No,
+}
+
+impl Asking {
+    fn of(cx: &RequestContext<RoleServer>) -> Asking {
+        let modern = cx.protocol_version().is_some_and(|v| !v.has_initialize());
+        if !modern {
+            return if approver::can_ask(&cx.peer) {
+                Asking::Elicitation
+            } else {
+                Asking::No
+            };
+        }
+        let form = cx
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        if form {
+            Asking::InputRequired
+        } else {
+            Asking::No
+        }
+    }
 }
 
 /// One tool call, ready to run.
@@ -163,6 +204,8 @@ struct Call {
     path: PathBuf,
     ctx: OpCtx,
     client_root: bool,
+    /// The person could be asked.
+    asked: bool,
 }
 
 impl McpServer {
@@ -172,21 +215,8 @@ impl McpServer {
             service,
             opts,
             running: Mutex::new(HashMap::new()),
+            questions: Questions::default(),
         }
-    }
-
-    /// The arguments of `tool`, or an error result saying what is wrong.
-    fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Box<CallToolResult>> {
-        serde_path_to_error::deserialize(args).map_err(|e| {
-            let at = e.path().to_string();
-            let why = e.into_inner();
-            let why = if at == "." {
-                why.to_string()
-            } else {
-                format!("{at}: {why}")
-            };
-            Box::new(reply::invalid_arguments(tool, &why))
-        })
     }
 
     /// The workspace and context of a call on `raw`: an absolute path, or
@@ -195,12 +225,16 @@ impl McpServer {
         &self,
         raw: &str,
         cx: &RequestContext<RoleServer>,
-        route: &'static str,
-        tool: &str,
+        tool: &Entry,
+        asking: Asking,
+        answered: Option<Answered>,
     ) -> Result<Call, Box<CallToolResult>> {
         self.workspaces.ready(&cx.peer).await;
         if raw.is_empty() {
-            return Err(Box::new(reply::invalid_arguments(tool, "path is empty")));
+            return Err(Box::new(reply::invalid_arguments(
+                tool.name,
+                "path is empty",
+            )));
         }
         let given = Path::new(raw);
         let primary = self.workspaces.all().into_iter().next();
@@ -218,14 +252,15 @@ impl McpServer {
                 serde_json::Map::from_iter([("errorKind".to_string(), Value::from("no_workspace"))]),
             )));
         };
-        let approver: Option<Arc<dyn Approver>> = if approver::can_ask(&cx.peer) {
-            Some(Arc::new(ElicitApprover {
+        let approver: Option<Arc<dyn Approver>> = match asking {
+            Asking::Elicitation => Some(Arc::new(ElicitApprover {
                 peer: cx.peer.clone(),
                 handle: Handle::current(),
                 cancel: cx.ct.clone(),
-            }))
-        } else {
-            None
+            })),
+            Asking::InputRequired | Asking::No => {
+                answered.map(|a| Arc::new(a) as Arc<dyn Approver>)
+            }
         };
         Ok(Call {
             path,
@@ -233,37 +268,58 @@ impl McpServer {
                 runtime,
                 session_id: Some(self.opts.session_id.clone()),
                 allows: ALLOWANCES,
-                route,
+                route: tool.route,
                 cancel: Arc::new(AtomicBool::new(false)),
                 approver,
                 client_root,
             },
             client_root,
+            asked: asking != Asking::No,
         })
     }
 
-    /// Runs `op` on a blocking thread. A `notifications/cancelled` for the
-    /// call sets the operation's cancel flag (it stops before it begins to
-    /// commit), and so does a call's token cancelled before the operation
-    /// starts (a shutdown signal, or the end of input); nothing stops a
-    /// running operation otherwise.
-    async fn run<T: Send + 'static>(
+    /// Runs `op`: on the runtime worker that read the call when it is
+    /// small and no other call is running (no thread hand-off: a worker's
+    /// work, as ACP's small requests), else on a blocking thread. A
+    /// `notifications/cancelled` for the call sets the operation's cancel
+    /// flag (it stops before it begins to commit), and so does a call's
+    /// token cancelled before the operation starts (a shutdown signal, or
+    /// the end of input); nothing stops a running operation otherwise. A
+    /// question to the person from the worker (2025 elicitation) hands the
+    /// worker's other tasks to another thread while it waits
+    /// (`approver::ElicitApprover`).
+    async fn run(
         &self,
         call: &Call,
         cx: &RequestContext<RoleServer>,
-        op: impl FnOnce(&Service, &OpCtx) -> Result<T, Failure> + Send + 'static,
-    ) -> Result<T, Failure> {
-        let service = self.service.clone();
-        let ctx = call.ctx.clone();
-        self.running_calls()
-            .insert(cx.id.clone(), call.ctx.cancel.clone());
+        parsed: Parsed,
+    ) -> Result<CallToolResult, Failure> {
+        let inline = {
+            let mut running = self.running_calls();
+            let inline = parsed.content_len <= INLINE_CONTENT_MAX && running.is_empty();
+            running.insert(cx.id.clone(), call.ctx.cancel.clone());
+            inline
+        };
         if cx.ct.is_cancelled() {
             // Cancelled before it got here (while waiting for the roots).
             call.ctx.cancel.store(true, Ordering::SeqCst);
         }
-        let joined = tokio::task::spawn_blocking(move || op(&service, &ctx)).await;
+        let op = parsed.op;
+        let result = if inline {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                op(&self.service, &call.ctx, &call.path)
+            }))
+            .map_err(|_| "panicked".to_string())
+        } else {
+            let service = self.service.clone();
+            let ctx = call.ctx.clone();
+            let path = call.path.clone();
+            tokio::task::spawn_blocking(move || op(&service, &ctx, &path))
+                .await
+                .map_err(|e| e.to_string())
+        };
         self.running_calls().remove(&cx.id);
-        joined.unwrap_or_else(|e| {
+        result.unwrap_or_else(|e| {
             tracing::error!(error = %e, "a tool call's operation panicked");
             Err(Refusal::new(
                 ErrorKind::InternalError,
@@ -289,119 +345,14 @@ impl McpServer {
                 client_root: call.client_root,
                 auto_approve: cfg.policy.auto_approve.as_str(),
                 config_file: self.opts.config_file.as_deref(),
-                asked: call.ctx.approver.is_some(),
+                asked: call.asked,
             },
         )
     }
-
-    async fn read_file(&self, args: Value, cx: &RequestContext<RoleServer>) -> CallToolResult {
-        let a: ReadArgs = match Self::parse(READ_FILE, args) {
-            Ok(a) => a,
-            Err(r) => return *r,
-        };
-        if !ALLOWANCES.reads {
-            return reply::invalid_arguments(READ_FILE, "reads are not served");
-        }
-        let call = match self.prepare(&a.path, cx, "mcp read_file", READ_FILE).await {
-            Ok(c) => c,
-            Err(r) => return *r,
-        };
-        let params = ReadParams {
-            path: call.path.clone(),
-            line: a.line,
-            limit: a.limit,
-        };
-        match self
-            .run(&call, cx, move |s, ctx| s.read_lines(ctx, &params))
-            .await
-        {
-            Ok(r) => reply::read(&call.path, r),
-            Err(f) => self.failure(&f, &call),
-        }
-    }
-
-    async fn write_file(&self, args: Value, cx: &RequestContext<RoleServer>) -> CallToolResult {
-        let a: WriteArgs = match Self::parse(WRITE_FILE, args) {
-            Ok(a) => a,
-            Err(r) => return *r,
-        };
-        let call = match self
-            .prepare(&a.path, cx, "mcp write_file", WRITE_FILE)
-            .await
-        {
-            Ok(c) => c,
-            Err(r) => return *r,
-        };
-        let params = WriteParams {
-            path: call.path.clone(),
-            content: a.content,
-            options: WriteOptions::default(),
-            marker: None,
-            convert_encoding: false,
-        };
-        match self
-            .run(&call, cx, move |s, ctx| s.write_text_file(ctx, &params))
-            .await
-        {
-            Ok(w) => reply::wrote(&call.path, w),
-            Err(f) => self.failure(&f, &call),
-        }
-    }
-
-    async fn edit_file(&self, args: Value, cx: &RequestContext<RoleServer>) -> CallToolResult {
-        let a: EditArgs = match Self::parse(EDIT_FILE, args) {
-            Ok(a) => a,
-            Err(r) => return *r,
-        };
-        let mode = a.mode.unwrap_or(ModeArg::Replace).core();
-        let content = match (mode, a.content) {
-            (_, Some(c)) => c,
-            (EditMode::Delete, None) => String::new(),
-            (m, None) => {
-                return reply::invalid_arguments(
-                    EDIT_FILE,
-                    &format!("mode {} needs content", m.name()),
-                );
-            }
-        };
-        // Bad combinations are refused before any IO, unaudited.
-        if let Err(e) = writegate_text::validate(&writegate_text::EditRequest {
-            mode,
-            content: &content,
-            find: a.find.as_deref(),
-            line: a.line,
-            end_line: a.end_line,
-            display_path: "",
-            want_diff: false,
-        }) {
-            return reply::invalid_arguments(EDIT_FILE, e.hint().trim_end_matches('.'));
-        }
-        let call = match self.prepare(&a.path, cx, "mcp edit_file", EDIT_FILE).await {
-            Ok(c) => c,
-            Err(r) => return *r,
-        };
-        let params = EditParams {
-            path: call.path.clone(),
-            mode,
-            content,
-            find: a.find,
-            line: a.line,
-            end_line: a.end_line,
-            expected_hash: a.expected_hash,
-            dry_run: a.dry_run.unwrap_or(false),
-            options: WriteOptions::default(),
-            marker: None,
-            convert_encoding: false,
-        };
-        match self
-            .run(&call, cx, move |s, ctx| s.edit_text_file(ctx, &params))
-            .await
-        {
-            Ok(r) => reply::edited(r),
-            Err(f) => self.failure(&f, &call),
-        }
-    }
 }
+
+/// The newest protocol version served.
+const NEWEST: ProtocolVersion = ProtocolVersion::V_2026_07_28;
 
 /// What the server tells the client about itself in `initialize`.
 const INSTRUCTIONS: &str = "writegate reads, writes and edits text files inside the user's workspaces. Every write is atomic and durable and keeps the file's encoding and line endings; sensitive paths (credentials, .git, shell start-up files) need the user's approval. To change part of a file, read_file it first (line numbers and hash), then edit_file; use write_file for new files or complete rewrites.";
@@ -416,12 +367,11 @@ impl ServerHandler for McpServer {
             .with_instructions(INSTRUCTIONS)
     }
 
-    /// Up to 2025-11-25: the versions with an `initialize` handshake, where
-    /// the server may ask the client (roots, elicitation).
+    /// 2024-11-05 to 2025-11-25 over `initialize` (roots and elicitation
+    /// are requests to the client), and 2026-07-28 without it
+    /// (`server/discover`, per-request `_meta`, `input_required`).
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST))
     }
 
     async fn list_tools(
@@ -443,21 +393,45 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let result = match request.name.as_ref() {
-            READ_FILE => self.read_file(args, &context).await,
-            WRITE_FILE => self.write_file(args, &context).await,
-            EDIT_FILE => self.edit_file(args, &context).await,
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "unknown tool {other:?}: the tools are read_file, write_file and edit_file"
-                    ),
-                    None,
-                ));
-            }
+        let Some(tool) = tools::find(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool {:?}: the tools are {}",
+                    request.name,
+                    tools::names()
+                ),
+                None,
+            ));
         };
-        Ok(result.into())
+        let parsed = match tool.parse(request.arguments.unwrap_or_default()) {
+            Ok(p) => p,
+            Err(r) => return Ok((*r).into()),
+        };
+        let asking = Asking::of(&context);
+        // A retry of a call answered `input_required`: the person's answer.
+        let answered = self.questions.redeem(
+            tool.name,
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        );
+        let call = match self
+            .prepare(&parsed.path, &context, tool, asking, answered)
+            .await
+        {
+            Ok(c) => c,
+            Err(r) => return Ok((*r).into()),
+        };
+        match self.run(&call, &context, parsed).await {
+            Ok(r) => Ok(r.into()),
+            Err(f) => {
+                if asking == Asking::InputRequired
+                    && let Some(q) = input::held_question(&f)
+                {
+                    return Ok(self.questions.ask(tool.name, &q).into());
+                }
+                Ok(self.failure(&f, &call).into())
+            }
+        }
     }
 
     async fn on_cancelled(

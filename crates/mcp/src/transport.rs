@@ -1,7 +1,8 @@
 //! The stdio transport: MCP messages are lines (SPEC of MCP's stdio
 //! transport). Outgoing messages go through `rmcp`'s own line writer.
-//! Incoming lines are read here, bounded by `max_frame_bytes` (a longer line
-//! is skipped and logged; the connection goes on), and parsed in one pass
+//! Incoming lines are read here with the line reader every front end
+//! shares (`writegate_stdio::lines`), bounded by `max_frame_bytes` (a
+//! longer line is skipped and logged; the connection goes on), and parsed in one pass
 //! when they are a `tools/call` request: `rmcp`'s general parser buffers a
 //! message and copies it once per shape it tries, which for a 5 MiB
 //! `write_file` cost about 2.5x a plain parse, plus the page faults of the
@@ -25,9 +26,10 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 use writegate_jsonscan::{Lookup, Member};
+use writegate_stdio::lines::{Frame, LineReader};
 use writegate_stdio::{Restore, StdioEnds};
 
 /// A `tools/call` request, parsed without buffering. Any other key, method
@@ -233,7 +235,7 @@ type Writer = Box<dyn AsyncWrite + Unpin + Send>;
 /// stdin lines in, `rmcp`'s line writer out, both over the process's stdio
 /// ends as `serve --stdio` has them (`writegate-stdio`).
 pub(crate) struct Stdio {
-    lines: Lines<Reader>,
+    lines: LineReader<Reader>,
     out: AsyncRwTransport<RoleServer, tokio::io::Empty, Writer>,
     /// The descriptors' flags to put back when the server is done.
     restore: Option<Restore>,
@@ -275,29 +277,6 @@ impl Unanswered {
     }
 }
 
-/// Line framing over a reader: whole lines out, a line over `max_line`
-/// bytes skipped (and logged) up to its `\n`, so the connection goes on.
-struct Lines<R> {
-    read: R,
-    /// Bytes read and not yet handed out: `pending[start..]`. Read into
-    /// directly (no second buffer to copy through), and grown by doubling,
-    /// so a 5 MiB line takes a few large reads.
-    pending: Vec<u8>,
-    start: usize,
-    /// `pending[start..scanned]` holds no `\n`: each byte is searched once.
-    scanned: usize,
-    max_line: usize,
-    /// Skipping the rest of an over-long line.
-    discarding: bool,
-}
-
-/// Smallest reservation for a read into `pending`, in bytes; reservations
-/// grow with the line up to a pipe-full ([`READ_MAX`]).
-const READ_MIN: usize = 64 * 1024;
-
-/// Largest reservation for one read: what an enlarged stdin pipe holds.
-const READ_MAX: usize = writegate_stdio::STDIN_PIPE_BYTES;
-
 impl Stdio {
     /// The process's stdin and stdout; lines over `max_line` bytes are
     /// skipped. A pipe or a socket (what Node.js clients spawn a server
@@ -316,7 +295,7 @@ impl Stdio {
     pub(crate) fn new(max_line: usize, grace: Duration) -> Stdio {
         let ends = StdioEnds::open();
         Stdio {
-            lines: Lines::new(ends.reader, max_line),
+            lines: LineReader::new(ends.reader, max_line),
             out: AsyncRwTransport::new(tokio::io::empty(), ends.writer),
             restore: Some(ends.restore),
             unanswered: Arc::default(),
@@ -329,100 +308,6 @@ impl Drop for Stdio {
     fn drop(&mut self) {
         if let Some(r) = self.restore.take() {
             r.put_back();
-        }
-    }
-}
-
-impl<R: AsyncRead + Unpin> Lines<R> {
-    fn new(read: R, max_line: usize) -> Lines<R> {
-        Lines {
-            read,
-            pending: Vec::new(),
-            start: 0,
-            scanned: 0,
-            max_line,
-            discarding: false,
-        }
-    }
-
-    /// The next whole line, with its `\n` (`Some(Some(line))`); an
-    /// over-long line was skipped (`Some(None)`); stdin ended (`None`; a
-    /// last line without `\n` is dropped, as before). Cancel-safe: the only
-    /// await is a read into `pending`, which either happened or did not.
-    async fn next_line(&mut self) -> Option<Option<Vec<u8>>> {
-        loop {
-            if let Some(i) = memchr::memchr(b'\n', &self.pending[self.scanned..]) {
-                let end = self.scanned + i;
-                let too_long = end - self.start > self.max_line;
-                if too_long && !self.discarding {
-                    tracing::error!(
-                        max_line = self.max_line,
-                        "an incoming message is longer than max_frame_bytes; skipping it"
-                    );
-                }
-                let skip = std::mem::replace(&mut self.discarding, false) || too_long;
-                let line = if skip {
-                    // What follows the skipped line moves to a new buffer:
-                    // the over-long one's is not kept.
-                    self.pending = self.pending[end + 1..].to_vec();
-                    self.start = 0;
-                    None
-                } else {
-                    Some(self.take_line(end))
-                };
-                self.scanned = self.start;
-                return Some(line);
-            }
-            self.scanned = self.pending.len();
-            if !self.discarding && self.pending.len() - self.start > self.max_line.saturating_add(1)
-            {
-                tracing::error!(
-                    max_line = self.max_line,
-                    "an incoming message is longer than max_frame_bytes; skipping it"
-                );
-                self.discarding = true;
-            }
-            if self.discarding {
-                // Only the position in the over-long line matters.
-                self.pending = Vec::new();
-                self.start = 0;
-                self.scanned = 0;
-            } else if self.start > 0 {
-                // Keep only the partial line (what arrived after the last
-                // whole one).
-                self.pending.drain(..self.start);
-                self.scanned -= self.start;
-                self.start = 0;
-            }
-            let want = self.pending.len().clamp(READ_MIN, READ_MAX);
-            self.pending.reserve(want);
-            match self.read.read_buf(&mut self.pending).await {
-                Ok(0) => return None,
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot read stdin");
-                    return None;
-                }
-            }
-        }
-    }
-
-    /// Takes `pending[start..=end]` (a line and its `\n`) out of the
-    /// buffer. A line of at least [`READ_MIN`] bytes that starts the buffer
-    /// and is most of it (a whole file) becomes the line without a copy,
-    /// the few bytes after it moving to a new buffer; any other line is
-    /// copied out, so a small line never keeps a large buffer alive.
-    fn take_line(&mut self, end: usize) -> Vec<u8> {
-        let len = end + 1 - self.start;
-        let rest = self.pending.len() - (end + 1);
-        if self.start == 0 && len >= READ_MIN && rest <= len {
-            let tail = self.pending[end + 1..].to_vec();
-            self.pending.truncate(end + 1);
-            std::mem::replace(&mut self.pending, tail)
-        } else {
-            let line = self.pending[self.start..=end].to_vec();
-            self.start = end + 1;
-            line
         }
     }
 }
@@ -452,7 +337,11 @@ impl Transport<RoleServer> for Stdio {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let Some(next) = self.lines.next_line().await else {
+            let next = self.lines.next_line().await.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot read stdin");
+                None
+            });
+            let Some(next) = next else {
                 // End of input: what was asked is answered first.
                 if tokio::time::timeout(self.grace, self.unanswered.drained())
                     .await
@@ -464,12 +353,16 @@ impl Transport<RoleServer> for Stdio {
                 }
                 return None;
             };
-            let Some(mut line) = next else {
-                continue;
+            let mut line = match next {
+                Frame::Line(line) => Vec::from(line),
+                Frame::TooLong => {
+                    tracing::error!(
+                        max_line = self.lines.max(),
+                        "an incoming message is longer than max_frame_bytes; skipping it"
+                    );
+                    continue;
+                }
             };
-            while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-                line.pop();
-            }
             let parsed = match tool_call_with_content(&mut line) {
                 Some(p) => p,
                 None => parse(&line),
@@ -598,140 +491,6 @@ mod tests {
             );
             assert_eq!(owned, raw, "a line not taken is left as it was");
         }
-    }
-
-    /// Every line of `input` read through [`Lines`] with `max_line`:
-    /// `Some(line)` or `None` (skipped), until the input ends.
-    fn frames(input: &[u8], max_line: usize) -> Vec<Option<Vec<u8>>> {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let mut lines = Lines::new(input, max_line);
-                let mut out = Vec::new();
-                while let Some(l) = lines.next_line().await {
-                    out.push(l);
-                }
-                out
-            })
-    }
-
-    /// Lines come out whole and in order, however they fall across reads:
-    /// many in one read, one over many reads (a whole file), a small line
-    /// after a big one; over-long lines are skipped up to their `\n` and
-    /// the next line is read; a last line without `\n` is dropped.
-    #[test]
-    fn lines_are_framed_across_reads_and_over_long_ones_skipped() {
-        let big = vec![b'b'; 3 * READ_MIN + 7];
-        let mut input = Vec::new();
-        for l in [&b"one"[..], b"", b"two\r", &big, b"three"] {
-            input.extend_from_slice(l);
-            input.push(b'\n');
-        }
-        let want = |l: &[u8]| {
-            let mut v = l.to_vec();
-            v.push(b'\n');
-            Some(v)
-        };
-        assert_eq!(
-            frames(&input, big.len()),
-            vec![
-                want(b"one"),
-                want(b""),
-                want(b"two\r"),
-                want(&big),
-                want(b"three")
-            ]
-        );
-        // The big line is over a smaller limit: skipped, once, whether it
-        // is found too long before or at its newline.
-        for max in [big.len() - 1, READ_MIN / 2] {
-            assert_eq!(
-                frames(&input, max),
-                vec![
-                    want(b"one"),
-                    want(b""),
-                    want(b"two\r"),
-                    None,
-                    want(b"three")
-                ],
-                "max {max}"
-            );
-        }
-        let mut unfinished = input.clone();
-        unfinished.extend_from_slice(b"no newline");
-        assert_eq!(frames(&unfinished, big.len()), frames(&input, big.len()));
-    }
-
-    /// A reader that hands out a few bytes at a time (sizes cycling
-    /// through primes up to 70,000) and is not ready every third call.
-    struct Choppy {
-        data: Vec<u8>,
-        at: usize,
-        calls: usize,
-    }
-
-    impl AsyncRead for Choppy {
-        fn poll_read(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-            buf: &mut tokio::io::ReadBuf<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            self.calls += 1;
-            if self.calls.is_multiple_of(3) {
-                cx.waker().wake_by_ref();
-                return std::task::Poll::Pending;
-            }
-            let size = [1, 7, 61, 4_093, 70_001][self.calls % 5];
-            let n = size.min(buf.remaining()).min(self.data.len() - self.at);
-            let at = self.at;
-            buf.put_slice(&self.data[at..at + n]);
-            self.at += n;
-            std::task::Poll::Ready(Ok(()))
-        }
-    }
-
-    /// `next_line` is polled in `select!` by the service: dropped while a
-    /// read is pending, it loses no byte and repeats none. Short reads and
-    /// a competing branch that wins half the time give the same lines as
-    /// one big read.
-    #[test]
-    fn a_cancelled_next_line_loses_nothing() {
-        let mut input = Vec::new();
-        for i in 0..200usize {
-            let len = [0, 3, 100, 70_000, 200_000][i % 5] + i;
-            input.extend(std::iter::repeat_n(
-                b'a' + u8::try_from(i % 26).unwrap(),
-                len,
-            ));
-            input.push(b'\n');
-        }
-        let want = frames(&input, 1 << 20);
-        let got = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let reader = Choppy {
-                    data: input.clone(),
-                    at: 0,
-                    calls: 0,
-                };
-                let mut lines = Lines::new(reader, 1 << 20);
-                let (mut out, mut cancelled) = (Vec::new(), 0);
-                loop {
-                    tokio::select! {
-                        l = lines.next_line() => match l {
-                            Some(l) => out.push(l),
-                            None => break,
-                        },
-                        () = tokio::task::yield_now() => cancelled += 1,
-                    }
-                }
-                assert!(cancelled > 100, "only {cancelled} cancellations");
-                out
-            });
-        assert_eq!(got.len(), 200);
-        assert!(got == want, "lines differ after cancellations");
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub enum ResolveError {
     /// suspicious (SPEC 6), or (external check) holding a `.`/`..` component.
     #[error("path outside workspace: {0}")]
     OutsideWorkspace(String),
+    /// `reserved_name`: a component is a DOS device name (`con`, `nul.txt`,
+    /// `COM1.log`), refused everywhere, inside the workspace too (SPEC 6).
+    #[error("reserved name: {0}")]
+    ReservedName(String),
     /// `symlink_escape`: the canonical path leaves the root, a dangling link
     /// whose target would be outside, a link cycle or more than
     /// [`crate::MAX_SYMLINK_HOPS`] hops; (external check) a symlink leaf, or a
@@ -57,6 +61,9 @@ impl ResolveError {
             }
             ResolveError::OutsideWorkspace(_) => {
                 "write inside the workspace root; paths outside it, paths with `.`/`..` on the external route, and suspicious names (trailing dots or spaces, `...`, DOS device names, UNC or device prefixes) are refused"
+            }
+            ResolveError::ReservedName(_) => {
+                "a DOS device name (con, prn, aux, nul, com1-com9, lpt1-lpt9, alone or before a dot) is refused everywhere, inside the workspace too, because it can alias a device; choose another name"
             }
             ResolveError::SymlinkEscape(_) => {
                 "a symlink leads outside the workspace (or loops, or the file changed while it was checked); write to the real target path instead"
@@ -108,6 +115,7 @@ mod tests {
             ResolveError::ParseError(secret.clone()),
             ResolveError::NotAFile(secret.clone()),
             ResolveError::OutsideWorkspace(secret.clone()),
+            ResolveError::ReservedName(secret.clone()),
             ResolveError::SymlinkEscape(secret.clone()),
             ResolveError::NotFound(secret.clone()),
             ResolveError::PermissionDenied(secret.clone()),

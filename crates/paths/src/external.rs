@@ -93,10 +93,7 @@ fn check_once(
         )));
     }
     if let Some(reason) = is_suspicious(input) {
-        return Err(ResolveError::OutsideWorkspace(format!(
-            "{} is suspicious: {reason}",
-            input.display()
-        )));
+        return Err(crate::suspicious::refusal(input, &reason));
     }
     let (Some(parent), Some(leaf), false) =
         (input.parent(), input.file_name(), bytes.ends_with(b"/"))

@@ -135,10 +135,7 @@ pub fn resolve(
 ) -> Result<Resolved, ResolveError> {
     check_shape(input)?;
     if let Some(reason) = is_suspicious(input) {
-        return Err(ResolveError::OutsideWorkspace(format!(
-            "{} is suspicious: {reason}",
-            input.display()
-        )));
+        return Err(crate::suspicious::refusal(input, &reason));
     }
     let lex = Lexical::of(input);
     check_length(&lex.path, input)?;
@@ -179,11 +176,16 @@ pub fn resolve(
         .then(|| canonical.strip_prefix(&root).ok())
         .flatten();
     if let Some(c) = below_root.and_then(|b| b.iter().find(|c| is_suspicious_component(c))) {
-        return Err(ResolveError::OutsideWorkspace(format!(
+        let what = format!(
             "{} resolves to a suspicious name {:?}",
             input.display(),
             c.to_string_lossy()
-        )));
+        );
+        return Err(if crate::suspicious::is_device_component(c) {
+            ResolveError::ReservedName(what)
+        } else {
+            ResolveError::OutsideWorkspace(what)
+        });
     }
     Ok(Resolved {
         canonical,

@@ -108,6 +108,27 @@ fn component_reason(c: &[u8]) -> Option<String> {
     None
 }
 
+/// The rule that makes a piece a DOS device name.
+const DEVICE_RULE: &str = "is a DOS device name";
+
+/// The refusal of a suspicious `input` (`reason` from [`is_suspicious`]):
+/// `reserved_name` for a DOS device name, `path_outside_workspace` for the
+/// other rules.
+pub(crate) fn refusal(input: &Path, reason: &str) -> crate::ResolveError {
+    let what = format!("{} is suspicious: {reason}", input.display());
+    if reason.ends_with(DEVICE_RULE) {
+        crate::ResolveError::ReservedName(what)
+    } else {
+        crate::ResolveError::OutsideWorkspace(what)
+    }
+}
+
+/// Whether the suspicious component `c` is so because it is a DOS device
+/// name.
+pub(crate) fn is_device_component(c: &OsStr) -> bool {
+    component_reason(c.as_encoded_bytes()).is_some_and(|r| r.ends_with(DEVICE_RULE))
+}
+
 /// The rule a single backslash-free piece breaks, if any.
 fn piece_rule(piece: &[u8]) -> Option<&'static str> {
     if piece.is_empty() {
@@ -126,7 +147,7 @@ fn piece_rule(piece: &[u8]) -> Option<&'static str> {
     }
     let base = s.split('.').next().unwrap_or("");
     if is_device_name(base) {
-        return Some("is a DOS device name");
+        return Some(DEVICE_RULE);
     }
     if cfg!(windows) {
         return windows_only_rule(&s);

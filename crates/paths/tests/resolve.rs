@@ -471,13 +471,14 @@ fn case_p14_concat_fine_aux_refused() {
     let fx = Fx::new();
     let r = fx.resolve(fx.root.join("concat.txt")).unwrap();
     assert_eq!(r.canonical, fx.root.join("concat.txt"));
+    // A DOS device name has its own kind (issue 28), inside the root too.
     assert_err!(
         fx.resolve(fx.root.join("aux.ts")),
-        ResolveError::OutsideWorkspace(_)
+        ResolveError::ReservedName(_)
     );
     assert_err!(
         fx.resolve(fx.root.join("AUX")),
-        ResolveError::OutsideWorkspace(_)
+        ResolveError::ReservedName(_)
     );
     assert_err!(
         fx.resolve(fx.root.join("trail.")),
@@ -500,7 +501,7 @@ fn suspicious_name_through_a_link_is_refused() {
     fx.symlink("root/dir", "trail.");
     assert_err!(
         fx.resolve(fx.root.join("innocent.ts")),
-        ResolveError::OutsideWorkspace(_)
+        ResolveError::ReservedName(_)
     );
     assert_err!(
         fx.resolve(fx.root.join("dir/x")),
@@ -538,7 +539,7 @@ fn permission_denied_while_looking() {
 fn errors_carry_variant_and_hint() {
     let fx = Fx::new();
     let e: ResolveError = fx.resolve(fx.root.join("aux.ts")).unwrap_err();
-    assert!(matches!(e, ResolveError::OutsideWorkspace(_)), "{e:?}");
+    assert!(matches!(e, ResolveError::ReservedName(_)), "{e:?}");
     assert!(!e.hint().is_empty());
     assert!(!e.hint().contains(&*fx.w.to_string_lossy()));
 }

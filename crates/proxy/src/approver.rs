@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::runtime::Handle;
-use writegate_core::{ApprovalAnswer, ApprovalQuestion, Approver};
+use writegate_core::{ApprovalAnswer, ApprovalQuestion, Approver, EditMode, OpMode};
 
 /// `optionId` of "allow once".
 pub(crate) const ALLOW_ONCE: &str = "allow_once";
@@ -82,13 +82,13 @@ pub(crate) fn permission_request(
     q: &ApprovalQuestion,
 ) -> RequestPermissionRequest {
     let verb = match q.mode {
-        "write" => "Write",
-        "read" => "Read",
-        _ => "Edit",
+        OpMode::Edit(EditMode::Write) => "Write",
+        OpMode::Read => "Read",
+        OpMode::Edit(_) | OpMode::Undo => "Edit",
     };
     let fields = ToolCallUpdateFields::new()
         .title(format!("{verb} {} ({})", q.path.display(), q.reason))
-        .kind(if q.mode == "read" {
+        .kind(if q.mode == OpMode::Read {
             ToolKind::Read
         } else {
             ToolKind::Edit
@@ -98,8 +98,8 @@ pub(crate) fn permission_request(
         .raw_input(json!({
             "command": q.command,
             "path": q.path,
-            "mode": q.mode,
-            "level": q.level,
+            "mode": q.mode.as_str(),
+            "level": q.level.as_str(),
             "reason": q.reason,
         }));
     RequestPermissionRequest::new(
@@ -145,8 +145,8 @@ mod tests {
         let q = ApprovalQuestion {
             command: "edit_file write /w/.env".into(),
             path: PathBuf::from("/w/.env"),
-            mode: "write",
-            level: "dangerous",
+            mode: OpMode::Edit(EditMode::Write),
+            level: writegate_core::config::Level::Dangerous,
             reason: "credential file .env".into(),
         };
         let v = serde_json::to_value(permission_request("s1", 7, &q)).unwrap();

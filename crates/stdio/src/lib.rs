@@ -8,15 +8,19 @@
 //! ([`NonBlockingFd`], [`StdioEnds`]). A stdin pipe is enlarged. Each end
 //! is registered only for what it waits for ([`ReadEnd`], [`WriteEnd`]).
 //!
-//! This crate moves bytes it is given and hands over the bytes it reads;
-//! it never decides what to read or write, never parses anything, and
-//! knows no protocol: the front ends frame and parse.
+//! [`lines`] is the one bounded line reader every front end frames its
+//! input with (ACP's connection loop, MCP's transport).
+//!
+//! This crate moves bytes and splits them into lines; it never decides
+//! what to write, never parses anything, and knows no protocol: the front
+//! ends parse.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 mod ends;
+pub mod lines;
 pub use ends::{NonBlockingFd, ReadEnd, WriteEnd};
 
 /// Size the stdin pipe is enlarged to (the unprivileged maximum by

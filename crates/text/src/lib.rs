@@ -25,8 +25,8 @@ pub mod read;
 mod repr;
 
 pub use edit::{
-    EditMode, EditOutcome, EditRequest, apply_edit, diff_versions, indentation_words, is_binary,
-    validate,
+    EditMode, EditOutcome, EditRequest, UnknownMode, apply_edit, diff_versions, indentation_words,
+    is_binary, validate,
 };
 pub use error::TextError;
 pub use escape::{escape_visible, show};

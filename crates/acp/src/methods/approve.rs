@@ -55,12 +55,12 @@ impl Method for Approve {
     }
 
     fn check(p: &Params) -> Result<(), Failure> {
-        Grant::from_params(p.command.clone(), p.pattern.clone()).map_err(Failure::InvalidParams)?;
+        Grant::from_params(p.command.clone(), p.pattern.clone())?;
         Ok(())
     }
 
     fn handle(call: &Call<'_>, p: Params) -> Result<Approved, MethodError> {
-        let grant = Grant::from_params(p.command, p.pattern).map_err(Failure::InvalidParams)?;
+        let grant = Grant::from_params(p.command, p.pattern).map_err(Failure::from)?;
         let mut ctx = call.ctx("", "approve");
         ctx.session_id = p.session_id.filter(|s| !s.is_empty());
         let a = call.conn.service.approve(&ctx, &grant, p.scope)?;

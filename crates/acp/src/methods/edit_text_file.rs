@@ -1,14 +1,15 @@
 //! `_writegate/edit_text_file` (SPEC 8): the edit tool. Params: `sessionId`,
 //! `path`, `mode` (`write`, `append`, `replace`, `insert`, `delete`),
 //! `content`, `find?`, `line?`, `endLine?`, `expectedHash?`, `dryRun?`,
-//! `_meta?`. Result: SPEC 8.6's object.
+//! `_meta?`. Result: SPEC 8.6's object, core's [`EditReport`] as it
+//! serialises itself.
 
 use super::{Call, Method, MethodError, absolute};
 use crate::wire::{convert_encoding, meta_object, parse_marker, write_options};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use writegate_core::{EditMode, EditParams, Failure};
+use writegate_core::{EditMode, EditParams, EditReport, Failure, validate_edit};
 
 /// The method.
 pub(crate) struct EditTextFile;
@@ -31,97 +32,36 @@ pub(crate) struct Params {
     meta: Option<Value>,
 }
 
-/// SPEC 8.6's result.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct EditResult {
-    /// One sentence a model can act on.
-    pub message: String,
-    /// The file did not exist before.
-    pub created: bool,
-    /// Size before, in bytes.
-    pub bytes_before: u64,
-    /// Size after, in bytes.
-    pub bytes_after: u64,
-    /// `sha256:<hex>` of the new bytes.
-    pub hash: String,
-    /// First line edited.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<u64>,
-    /// The line asked for, when the edit moved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub moved_from: Option<u64>,
-    /// The indentation kept, in words.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kept_indentation: Option<String>,
-    /// The edited lines as they now read.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub now_reads: Vec<String>,
-    /// Unified diff (dry run).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
-    /// Present and true for a dry run.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub dry_run: bool,
-}
-
-/// `mode` parsed.
+/// `mode` parsed ([`EditMode`]'s `FromStr`).
 fn mode(s: &str) -> Result<EditMode, Failure> {
-    Ok(match s {
-        "write" => EditMode::Write,
-        "append" => EditMode::Append,
-        "replace" => EditMode::Replace,
-        "insert" => EditMode::Insert,
-        "delete" => EditMode::Delete,
-        other => {
-            return Err(Failure::InvalidParams(format!(
-                "mode must be write, append, replace, insert or delete, got {other:?}"
-            )));
-        }
-    })
-}
-
-/// The content an edit writes: required but for `delete`.
-fn content(p: &Params, mode: EditMode) -> Result<&str, Failure> {
-    match (mode, p.content.as_deref()) {
-        (EditMode::Delete, c) => Ok(c.unwrap_or_default()),
-        (_, Some(c)) => Ok(c),
-        (_, None) => Err(Failure::InvalidParams(format!(
-            "mode {} needs content",
-            p.mode
-        ))),
-    }
+    s.parse()
+        .map_err(|e: writegate_core::UnknownMode| Failure::InvalidParams(e.to_string()))
 }
 
 impl Method for EditTextFile {
     const NAME: &'static str = "_writegate/edit_text_file";
     type Params = Params;
-    type Result = EditResult;
+    type Result = EditReport;
 
     /// Bad combinations are invalid params, before routing: no audit
     /// event, no lock, no approval spent.
     fn check(p: &Params) -> Result<(), Failure> {
         absolute(&p.path)?;
-        let mode = mode(&p.mode)?;
-        writegate_text::validate(&writegate_text::EditRequest {
-            mode,
-            content: content(p, mode)?,
-            find: p.find.as_deref(),
-            line: p.line,
-            end_line: p.end_line,
-            display_path: "",
-            want_diff: false,
-        })
-        .map_err(|e| Failure::InvalidParams(e.hint()))
+        validate_edit(
+            mode(&p.mode)?,
+            p.content.as_deref(),
+            p.find.as_deref(),
+            p.line,
+            p.end_line,
+        )
     }
 
     fn uri(p: &Params) -> Option<&Path> {
         Some(&p.path)
     }
 
-    fn handle(call: &Call<'_>, p: Params) -> Result<EditResult, MethodError> {
+    fn handle(call: &Call<'_>, p: Params) -> Result<EditReport, MethodError> {
         let mode = mode(&p.mode)?;
-        let content = content(&p, mode)?.to_string();
         let meta = meta_object(p.meta);
         let ctx = call.ctx(&p.session_id, "edit");
         let r = call.conn.service.edit_text_file(
@@ -129,7 +69,7 @@ impl Method for EditTextFile {
             &EditParams {
                 path: p.path,
                 mode,
-                content,
+                content: p.content,
                 find: p.find,
                 line: p.line,
                 end_line: p.end_line,
@@ -140,18 +80,6 @@ impl Method for EditTextFile {
                 convert_encoding: convert_encoding(meta.as_ref()),
             },
         )?;
-        Ok(EditResult {
-            message: r.message,
-            created: r.created,
-            bytes_before: r.bytes_before,
-            bytes_after: r.bytes_after,
-            hash: r.hash,
-            line: r.line,
-            moved_from: r.moved_from,
-            kept_indentation: r.kept_indentation,
-            now_reads: r.now_reads,
-            diff: r.diff,
-            dry_run: r.dry_run,
-        })
+        Ok(r)
     }
 }

@@ -73,7 +73,11 @@ impl Method for Initialize {
                         "readTextFile": reads,
                         "writeTextFile": serves("fs/write_text_file"),
                     },
-                    "extensionMethods": extension_methods().collect::<Vec<_>>(),
+                    // Only what this connection will serve: `read_lines` is
+                    // a read, off with the other reads.
+                    "extensionMethods": extension_methods()
+                        .filter(|m| reads || *m != "_writegate/read_lines")
+                        .collect::<Vec<_>>(),
                 }
             }
         }))

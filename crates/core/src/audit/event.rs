@@ -1,9 +1,13 @@
 //! The audit records: an operation's event (`fs.access`, `fs.denied`), an
 //! approval's (`approval.grant`) and the `audit.gap` line, as serialised.
 
+use crate::api::ApprovalAnswer;
+use crate::error::ErrorKind;
 use crate::policy::Scope;
+use crate::routing::MarkerSource;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
+use writegate_text::EditMode;
 
 /// One audit event, serialised as one JSON line with camelCase keys.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -40,7 +44,7 @@ pub struct AuditEvent {
     pub size_bytes: Option<u64>,
     /// The edit mode (`write` for whole-file writes).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<EditMode>,
     /// Whether the write created the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
@@ -58,7 +62,7 @@ pub struct AuditEvent {
     pub hash_after: Option<String>,
     /// Why it was refused (SPEC 11).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error_kind: Option<Cow<'static, str>>,
+    pub error_kind: Option<ErrorKind>,
     /// The refusal's hint, only with `audit.raw_paths`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
@@ -66,12 +70,12 @@ pub struct AuditEvent {
     pub duration_ms: u64,
     /// The marker's source on the external route.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<Cow<'static, str>>,
+    pub source: Option<MarkerSource>,
     /// When the gate held the operation and a person was asked: the answer
     /// (`allowed_once`, `allowed_always`, `denied`, `cancelled`,
     /// `unanswered`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub approval: Option<Cow<'static, str>>,
+    pub approval: Option<ApprovalAnswer>,
     /// The parent directories a workspace write created (issue 10), outermost
     /// first, each as the `pathHash` of its canonical path.
     #[serde(skip_serializing_if = "Option::is_none")]

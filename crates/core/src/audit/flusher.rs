@@ -1,6 +1,7 @@
 //! Durability: group `fdatasync` of the log and the journal, and the
 //! background flusher (`audit.flush`, retries of a failing log).
 
+use super::AuditError;
 use super::lock;
 use super::sink::Shared;
 use crate::config::FlushMode;
@@ -119,9 +120,9 @@ impl Shared {
 
     /// `fdatasync`s the log up to append `seq` (group commit); a failure
     /// marks the log failing until a flush succeeds.
-    fn sync_log(&self, seq: u64) -> Result<(), String> {
+    fn sync_log(&self, seq: u64) -> Result<(), AuditError> {
         let Some(log) = lock(&self.log).log.clone() else {
-            return Err("the audit log is not open".into());
+            return Err(AuditError::LogNotOpen);
         };
         let result = self.log_sync.wait(seq, &|| log.sync());
         let mut st = lock(&self.log);
@@ -138,7 +139,7 @@ impl Shared {
                 self.failures.fetch_add(1, Ordering::SeqCst);
                 st.flush_failed = true;
                 self.update_failing(&st);
-                Err(crate::error::with_causes(&e))
+                Err(e.into())
             }
         }
     }

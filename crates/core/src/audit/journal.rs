@@ -1,6 +1,7 @@
 //! The intent journal: one per process, an intent appended before each
 //! commit and retired once its event is in the log.
 
+use super::AuditError;
 use super::flusher::RETRY_EVERY;
 use super::sink::Shared;
 use super::{AuditEvent, lock};
@@ -133,7 +134,7 @@ impl JournalState {
 
 impl Shared {
     /// Appends an intent line; returns the journal and the append's number.
-    pub(super) fn journal_append(&self, line: &[u8]) -> Result<(Arc<Journal>, u64), String> {
+    pub(super) fn journal_append(&self, line: &[u8]) -> Result<(Arc<Journal>, u64), AuditError> {
         let mut j = lock(&self.journal);
         let mut waits = 0;
         while j.len > JOURNAL_LIMIT && j.pending > 0 {
@@ -141,13 +142,10 @@ impl Shared {
             // while the log is failing. A wait that does not end (an
             // intent that is never retired) is a refusal, not a hang.
             if self.failing.load(Ordering::SeqCst) {
-                return Err("the intent journal is full while the audit log is failing".into());
+                return Err(AuditError::JournalFullWhileFailing);
             }
             if waits == JOURNAL_WAITS {
-                return Err(format!(
-                    "the intent journal is full: {} operations have not recorded their events",
-                    j.pending
-                ));
+                return Err(AuditError::JournalFull { pending: j.pending });
             }
             waits += 1;
             j.waiting += 1;
@@ -161,15 +159,12 @@ impl Shared {
         let journal = match &j.journal {
             Some(journal) => journal.clone(),
             None => {
-                return Err(j
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "no intent journal".into()));
+                return Err(AuditError::NoJournal(j.error.clone()));
             }
         };
         if let Err(e) = journal.append(line, j.len) {
             j.damaged = true;
-            return Err(crate::error::with_causes(&e));
+            return Err(e.into());
         }
         j.len += line.len() as u64;
         j.pending += 1;

@@ -23,6 +23,7 @@
 //!   in memory (at most [`MAX_BACKLOG`]) and is retried; events beyond
 //!   that are counted and an `audit.gap` line says how many were lost.
 
+mod error;
 mod event;
 mod flusher;
 mod journal;
@@ -40,6 +41,7 @@ pub use reserve::{CommitFacts, CommitIntent, Reservation};
 pub use sink::{AuditSink, MAX_BACKLOG};
 pub use time::now_rfc3339;
 
+use error::AuditError;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

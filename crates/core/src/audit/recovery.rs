@@ -1,6 +1,7 @@
 //! Start-up repair: a torn tail cut, and the events written that dead
 //! processes journaled but never recorded.
 
+use super::AuditError;
 use super::journal::{IntentRecord, RETIRED, journal_dir};
 use super::sink::Shared;
 use super::{EventKind, Recovered};
@@ -8,12 +9,11 @@ use crate::error::ErrorKind;
 use crate::event_line::event_line;
 use crate::sha256_tagged;
 use serde::Deserialize;
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use writegate_fs::{AppendLog, Content, Existing, FsError};
+use writegate_fs::{AppendLog, Content, Existing};
 
 /// Just the `opId` of a log line.
 #[derive(Deserialize)]
@@ -61,15 +61,14 @@ pub(super) fn log_recovery(path: &Path, r: &Recovery) {
 
 /// Start-up repair: cuts a torn tail, then writes the missing events of the
 /// journals of dead processes and removes those journals.
-pub(super) fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, String> {
-    let err = |e: FsError| crate::error::with_causes(&e);
+pub(super) fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, AuditError> {
     let mut report = Recovery::default();
-    let mut guard = log.lock().map_err(err)?;
-    report.torn_bytes = guard.repair_tail().map_err(err)?;
-    let orphans = writegate_fs::orphan_journals(&journal_dir(&s.path)).map_err(err)?;
+    let mut guard = log.lock()?;
+    report.torn_bytes = guard.repair_tail()?;
+    let orphans = writegate_fs::orphan_journals(&journal_dir(&s.path))?;
     let mut intents = Vec::new();
     for o in &orphans {
-        let bytes = o.read().map_err(err)?;
+        let bytes = o.read()?;
         // Only whole lines: a torn last one was never followed by a commit.
         let whole = match bytes.iter().rposition(|&b| b == b'\n') {
             Some(i) => &bytes[..i],
@@ -105,13 +104,11 @@ pub(super) fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, String> {
             .min()
             .unwrap_or(0);
         let mut seen = HashSet::new();
-        guard
-            .lines_from(from, &mut |l| {
-                if let Ok(OpIdOnly { op_id: Some(id) }) = serde_json::from_slice(l) {
-                    seen.insert(id);
-                }
-            })
-            .map_err(err)?;
+        guard.lines_from(from, &mut |l| {
+            if let Ok(OpIdOnly { op_id: Some(id) }) = serde_json::from_slice(l) {
+                seen.insert(id);
+            }
+        })?;
         for r in intents {
             if !seen.insert(r.event.op_id.clone()) {
                 continue;
@@ -125,7 +122,7 @@ pub(super) fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, String> {
                     report.recovered.1 += 1;
                     report.not_committed.push(event.op_id.clone());
                     event.kind = EventKind::Denied;
-                    event.error_kind = Some(Cow::Borrowed(ErrorKind::InternalError.as_str()));
+                    event.error_kind = Some(ErrorKind::InternalError);
                     event.created = None;
                     event.bytes_after = None;
                     event.hash_after = None;
@@ -138,15 +135,15 @@ pub(super) fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, String> {
                 }
                 Recovered::Unconfirmed => report.recovered.2 += 1,
             }
-            guard.append(&event_line(&event)).map_err(err)?;
+            guard.append(&event_line(&event))?;
         }
         drop(guard);
-        log.sync().map_err(err)?;
+        log.sync()?;
     }
     for o in orphans {
         let path = o.path().to_path_buf();
         o.remove()
-            .map_err(|e| format!("{}: {}", path.display(), err(e)))?;
+            .map_err(|source| AuditError::RemoveJournal { path, source })?;
     }
     Ok(report)
 }

@@ -2,6 +2,7 @@
 //! (and made durable with `flush = "sync"`), or the refusal when that
 //! cannot be done and `audit.required` is on.
 
+use super::AuditError;
 use super::journal::intent_line;
 use super::sink::{LogState, Shared};
 use super::{AuditEvent, AuditSink, lock, now_rfc3339};
@@ -13,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use writegate_fs::{AppendLog, FsError, Reserved};
+use writegate_fs::{AppendLog, Reserved};
 
 /// Disk reserved beyond what pending events need, so that a reservation is
 /// not renewed for every operation.
@@ -145,23 +146,24 @@ impl AuditSink {
         };
         let s = &self.shared;
         let Some(journal) = lock(&s.journal).journal.clone() else {
-            return self.refuse_or_warn::<()>("no intent journal").map(|_| ());
+            return self
+                .refuse_or_warn::<()>(&AuditError::NoJournal(None))
+                .map(|_| ());
         };
         match s.journal_sync.wait(seq, &|| journal.sync()) {
             Ok(()) => Ok(()),
             Err(e) => {
                 s.failures.fetch_add(1, Ordering::SeqCst);
-                self.refuse_or_warn::<()>(&crate::error::with_causes(&e))
-                    .map(|_| ())
+                self.refuse_or_warn::<()>(&e.into()).map(|_| ())
             }
         }
     }
 
-    fn refuse_or_warn<T>(&self, why: &str) -> Result<Option<T>, Refusal> {
+    fn refuse_or_warn<T>(&self, why: &AuditError) -> Result<Option<T>, Refusal> {
         if self.shared.required {
             tracing::error!(path = %self.shared.path.display(), error = %why,
                 "audit log cannot record an operation; refused (audit.required)");
-            Err(Self::refusal(why))
+            Err(Self::refusal(&why.to_string()))
         } else {
             tracing::error!(path = %self.shared.path.display(), error = %why,
                 "audit log cannot record an operation; going ahead (audit.required = false)");
@@ -195,7 +197,7 @@ impl Shared {
             let mut log = lock(&self.log);
             if log.open_error.is_none() {
                 tracing::error!(path = %self.path.display(), error = %e, "the audit log has no room for an event");
-                log.open_error = Some(e);
+                log.open_error = Some(e.to_string());
             }
         } else {
             self.release(EVENT_SLACK * 2);
@@ -211,21 +213,20 @@ impl Shared {
     /// break, to cut a torn tail; a log that ends with a whole line (every
     /// operation's case) is only looked at (issue 12: two `flock` calls and
     /// an `fstat` fewer per write).
-    fn promise(&self, need: u64) -> Result<(u64, (u64, u64)), String> {
+    fn promise(&self, need: u64) -> Result<(u64, (u64, u64)), AuditError> {
         let mut st = lock(&self.log);
         let log = match &st.log {
             Some(l) => l.clone(),
-            None => return Err("the audit log is not open".into()),
+            None => return Err(AuditError::LogNotOpen),
         };
-        let err = |e: FsError| crate::error::with_causes(&e);
-        let size = if let Some(len) = log.whole_len().map_err(err)? {
+        let size = if let Some(len) = log.whole_len()? {
             len
         } else {
-            let mut guard = log.lock().map_err(err)?;
-            if guard.repair_tail().map_err(err)? > 0 {
+            let mut guard = log.lock()?;
+            if guard.repair_tail()? > 0 {
                 st.reserved_to = 0;
             }
-            log.len().map_err(err)?
+            log.len()?
         };
         self.grow_reservation(&mut st, &log, size, need)?;
         st.promised += need;
@@ -239,7 +240,7 @@ impl Shared {
         log: &AppendLog,
         size: u64,
         extra: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), AuditError> {
         if st.can_reserve == CanReserve::No || size + st.promised + extra <= st.reserved_to {
             return Ok(());
         }
@@ -256,7 +257,7 @@ impl Shared {
                 st.can_reserve = CanReserve::No;
                 Ok(())
             }
-            Err(e) => Err(crate::error::with_causes(&e)),
+            Err(e) => Err(e.into()),
         }
     }
 

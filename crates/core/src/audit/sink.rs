@@ -1,6 +1,7 @@
 //! The sink: opens the log and the journal, appends events in order, keeps
 //! them in memory while the log fails, and closes.
 
+use super::AuditError;
 use super::event::GapEvent;
 use super::flusher::{FlusherState, GroupSync};
 use super::journal::{JournalState, journal_dir};
@@ -127,7 +128,7 @@ impl AuditSink {
                     Err(e) => {
                         tracing::error!(path = %path.display(), error = %e,
                             "cannot repair the audit log or recover the events of a previous run");
-                        lock(&shared.log).open_error = Some(e);
+                        lock(&shared.log).open_error = Some(e.to_string());
                     }
                 }
                 lock(&shared.log).log = Some(log);
@@ -379,7 +380,7 @@ impl Shared {
                     }
                 }
                 Err(e) => {
-                    self.failed(&mut st, &e);
+                    self.failed(&mut st, &e.to_string());
                     self.enqueue(&mut st, line, intent, need);
                 }
             }
@@ -397,16 +398,16 @@ impl Shared {
 
     /// Writes one line now, keeping promised space for the events it was
     /// promised to. Returns the append's number.
-    fn write_line(&self, st: &mut LogState, line: &[u8], promised: u64) -> Result<u64, String> {
+    fn write_line(&self, st: &mut LogState, line: &[u8], promised: u64) -> Result<u64, AuditError> {
         let log = match &st.log {
             Some(l) => l.clone(),
-            None => return Err("the audit log is not open".into()),
+            None => return Err(AuditError::LogNotOpen),
         };
         let len = line.len() as u64;
         if promised == 0 && st.promised > 0 && st.can_reserve != CanReserve::No {
             // A line nobody promised space to must not use the space
             // promised to a committed operation's event.
-            let size = log.len().map_err(|e| crate::error::with_causes(&e))?;
+            let size = log.len()?;
             self.grow_reservation(st, &log, size, len)?;
         }
         match log.append(line) {
@@ -417,7 +418,7 @@ impl Shared {
             Err(e) => {
                 // A rollback truncation frees the reserved blocks too.
                 st.reserved_to = 0;
-                Err(crate::error::with_causes(&e))
+                Err(e.into())
             }
         }
     }

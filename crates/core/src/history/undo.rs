@@ -125,14 +125,14 @@ impl Service {
             approver: ctx.approver.clone(),
             client_root: false,
         };
-        let mut op = Op::begin(self, &ctx, Intent::Undo, Some("undo"), &canonical);
+        let mut op = Op::begin(self, &ctx, Intent::Undo, None, &canonical);
         op.note_undoes(&p.op_id);
         op.note_request(rec.bytes_before, p.dry_run);
         let own_id = op.op_id();
         let result = (|| {
             op.admit_write(0)?;
             let target = op.resolve_undo(&canonical, rec.writer == Writer::External)?;
-            op.approve(&target, "undo")?;
+            op.approve(&target, crate::api::OpMode::Undo)?;
             op.lock(&target)?;
             let max = op.cfg.max_write_bytes.max(rec.bytes_after);
             let loaded = op.read(&target, ReadMode::Whole(max))?;
@@ -233,7 +233,7 @@ fn image_bytes(h: &super::History, rec: &Record, max: u64) -> Result<Vec<u8>, Fa
         )));
     };
     if stat.len > max {
-        return Err(crate::op::too_large(stat.len, max));
+        return Err(crate::op::too_large(stat.len, max, "max_write_bytes"));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(stat.len).unwrap_or(0));
     file.take(max + 1).read_to_end(&mut bytes).map_err(|e| {

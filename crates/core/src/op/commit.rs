@@ -23,7 +23,7 @@ impl Op<'_> {
     ) -> Result<Committed, Failure> {
         let len = bytes.len() as u64;
         if len > self.cfg.max_write_bytes {
-            return Err(too_large(len, self.cfg.max_write_bytes));
+            return Err(too_large(len, self.cfg.max_write_bytes, "max_write_bytes"));
         }
         let dir = loaded.dir.take();
         let mut existing = loaded.existing.take();
@@ -121,8 +121,8 @@ impl Op<'_> {
             let mode = self
                 .event
                 .as_ref()
-                .and_then(|e| e.mode.as_deref())
-                .unwrap_or_default();
+                .and_then(|e| e.mode)
+                .unwrap_or(writegate_text::EditMode::Write);
             self.svc
                 .add_receipt(self.ctx, mode, &target.canonical, &done);
         }

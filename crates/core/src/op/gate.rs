@@ -3,7 +3,7 @@
 //! the person.
 
 use super::{Op, Target};
-use crate::api::{ApprovalAnswer, ApprovalQuestion};
+use crate::api::{ApprovalAnswer, ApprovalQuestion, OpMode};
 use crate::audit::Writer;
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use crate::path_hash;
@@ -68,9 +68,9 @@ impl Op<'_> {
         if outside || self.ctx.client_root {
             let held = self.svc.approvals().check_read(
                 &self.cfg.policy,
-                &self.gate_request("read", &target.canonical, target.mode),
+                &self.gate_request(OpMode::Read, &target.canonical, target.mode),
             );
-            self.ask_if_held(held, &target, "read")?;
+            self.ask_if_held(held, &target, OpMode::Read)?;
         }
         Ok(target)
     }
@@ -100,8 +100,13 @@ impl Op<'_> {
     /// "allow once" goes ahead, "allow always" also grants the literal
     /// command for the session (or the workspace without one), anything
     /// else refuses; the answer goes into the operation's one audit event.
-    pub(crate) fn approve(&mut self, target: &Target, mode: &'static str) -> Result<(), Failure> {
-        self.gated = (mode, target.mode.is_some_and(is_read_only));
+    pub(crate) fn approve(
+        &mut self,
+        target: &Target,
+        mode: impl Into<OpMode>,
+    ) -> Result<(), Failure> {
+        let mode = mode.into();
+        self.gated = (Some(mode), target.mode.is_some_and(is_read_only));
         let held = self.svc.approvals().check(
             &self.cfg.policy,
             &self.gate_request(mode, &target.canonical, target.mode),
@@ -113,7 +118,7 @@ impl Op<'_> {
     /// has `file_mode`) in this operation's session and workspace.
     pub(super) fn gate_request<'a>(
         &'a self,
-        mode: &'a str,
+        mode: OpMode,
         canonical: &'a Path,
         file_mode: Option<u32>,
     ) -> GateRequest<'a> {
@@ -134,7 +139,7 @@ impl Op<'_> {
         &mut self,
         held: Result<(), Refusal>,
         target: &Target,
-        mode: &'static str,
+        mode: OpMode,
     ) -> Result<(), Failure> {
         let session = self.ctx.session_id.as_deref().unwrap_or("");
         let Err(refusal) = held else { return Ok(()) };
@@ -150,8 +155,11 @@ impl Op<'_> {
         else {
             return Err(refusal.into());
         };
-        let done = if mode == "read" { "read" } else { "written" };
-        let level = level.as_str();
+        let done = if mode == OpMode::Read {
+            "read"
+        } else {
+            "written"
+        };
         let answer = approver.ask(&ApprovalQuestion {
             command: command.clone(),
             path: target.canonical.clone(),
@@ -159,7 +167,7 @@ impl Op<'_> {
             level,
             reason: reason.clone(),
         });
-        self.event().approval = Some(answer.as_str().into());
+        self.event().approval = Some(answer);
         match answer {
             ApprovalAnswer::AllowOnce => Ok(()),
             ApprovalAnswer::AllowAlways => {
@@ -215,6 +223,7 @@ pub(super) fn resolve_refusal(e: ResolveError, root: &Path, verb: &str) -> Refus
     let what = match &e {
         ResolveError::ParseError(m)
         | ResolveError::NotAFile(m)
+        | ResolveError::ReservedName(m)
         | ResolveError::OutsideWorkspace(m)
         | ResolveError::SymlinkEscape(m)
         | ResolveError::NotFound(m)

@@ -17,12 +17,12 @@
 //! A method is a short sequence of these steps (see `service.rs`); a later
 //! delete or rename reuses them with a different commit.
 
-use crate::api::OpCtx;
+use crate::api::{OpCtx, OpMode};
 use crate::audit::{AuditEvent, CommitIntent, EventKind, Intent, Writer, now_rfc3339};
 use crate::config::Config;
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use crate::policy::is_read_only;
-use crate::routing::{MarkerSource, Route, external_route};
+use crate::routing::{MarkerSource, external_route};
 use crate::service::Service;
 use crate::{path_hash, sha256_tagged};
 use std::ffi::OsStr;
@@ -31,6 +31,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use writegate_fs::{Atime, Content, Dir, Existing, LockKey, PathGuard};
 use writegate_paths::{OsView, ResolveError};
+use writegate_text::EditMode;
 
 mod commit;
 mod gate;
@@ -146,11 +147,11 @@ pub(crate) struct Op<'s> {
     /// The event's `pathHash` is still the one `begin` took of the path as
     /// named (see [`Op::hash_canonical`]).
     raw_path_hashed: bool,
-    /// The mode name [`Op::approve`] judged (empty until then) and whether
+    /// The mode [`Op::approve`] judged (`None` until then) and whether
     /// it judged an existing read-only file: [`Op::read`] asks the gate
     /// again when the file it finds inside the lock is read-only and the
     /// gate did not see it so.
-    gated: (&'static str, bool),
+    gated: (Option<OpMode>, bool),
     /// An undo's commit: the permission bits, owner and group the file
     /// gets back (instead of those of the file it replaces).
     pub(crate) restore: Option<(u32, u32, u32)>,
@@ -167,7 +168,7 @@ impl<'s> Op<'s> {
         svc: &'s Service,
         ctx: &'s OpCtx,
         intent: Intent,
-        mode: Option<&'static str>,
+        mode: Option<EditMode>,
         raw: &Path,
     ) -> Op<'s> {
         let event = AuditEvent {
@@ -182,7 +183,7 @@ impl<'s> Op<'s> {
             workspace: ctx.runtime.id.clone(),
             path_hash: path_hash(raw),
             size_bytes: None,
-            mode: mode.map(str::to_string),
+            mode,
             created: None,
             bytes_before: None,
             bytes_after: None,
@@ -211,7 +212,7 @@ impl<'s> Op<'s> {
             intent: None,
             hash_before: None,
             raw_path_hashed: true,
-            gated: ("", false),
+            gated: (None, false),
             restore: None,
             history_pending: None,
         }
@@ -272,7 +273,11 @@ impl<'s> Op<'s> {
             .into());
         }
         if content_len > self.cfg.max_write_bytes {
-            return Err(too_large(content_len, self.cfg.max_write_bytes));
+            return Err(too_large(
+                content_len,
+                self.cfg.max_write_bytes,
+                "max_write_bytes",
+            ));
         }
         Ok(())
     }
@@ -294,7 +299,7 @@ impl<'s> Op<'s> {
             },
             Err(ResolveError::OutsideWorkspace(msg)) => {
                 let enabled = self.ctx.allows.external_writer && self.cfg.external_writes_enabled();
-                let Some(Route::External(source)) = external_route(enabled, marker) else {
+                let Some(source) = external_route(enabled, marker) else {
                     let mut r = resolve_refusal(ResolveError::OutsideWorkspace(msg), root, "write");
                     // A marked write that could have taken the external
                     // route says why it did not.
@@ -313,7 +318,7 @@ impl<'s> Op<'s> {
                     return Err(r.into());
                 };
                 // Refusals of the external writer are its own events.
-                self.event().source = Some(source.as_str().into());
+                self.event().source = Some(source);
                 self.resolve_outside(raw, msg, "write")?
             }
             Err(e) => return Err(resolve_refusal(e, root, "write").into()),
@@ -427,11 +432,9 @@ impl<'s> Op<'s> {
             existing,
             hash_before: later,
         };
-        let (mode, gate_saw_read_only) = self.gated;
-        if let Some(e) = &loaded.existing
+        if let (Some(mode), false) = self.gated
+            && let Some(e) = &loaded.existing
             && is_read_only(e.stat.mode)
-            && !gate_saw_read_only
-            && !mode.is_empty()
         {
             let held = self.svc.approvals().check(
                 &self.cfg.policy,
@@ -473,7 +476,7 @@ impl<'s> Op<'s> {
                 format!("{} does not exist", raw.display()),
             )
             .with_detail(Detail::NotFound {
-                uri: raw.display().to_string(),
+                path: raw.display().to_string(),
             })
             .into()),
             Some(Existing {
@@ -484,7 +487,7 @@ impl<'s> Op<'s> {
                 self.event().bytes_before = Some(stat.len);
                 Ok(bytes)
             }
-            Some(e) => Err(too_large(e.stat.len, max)),
+            Some(e) => Err(too_large(e.stat.len, max, "max_edit_bytes")),
         }
     }
 
@@ -494,11 +497,7 @@ impl<'s> Op<'s> {
     pub(crate) fn finish<T>(mut self, result: Result<T, Failure>) -> Result<T, Failure> {
         let (kind, error_kind, hint) = match &result {
             Ok(_) => (EventKind::Access, None, None),
-            Err(Failure::Refused(r)) => (
-                EventKind::Denied,
-                Some(r.kind.as_str()),
-                Some(r.hint.clone()),
-            ),
+            Err(Failure::Refused(r)) => (EventKind::Denied, Some(r.kind), Some(r.hint.clone())),
             Err(Failure::InvalidParams(m)) => (EventKind::Denied, None, Some(m.clone())),
             Err(Failure::Cancelled) => (EventKind::Denied, None, Some("cancelled".to_string())),
         };
@@ -510,7 +509,7 @@ impl<'s> Op<'s> {
     fn write_event(
         &mut self,
         kind: EventKind,
-        error_kind: Option<&'static str>,
+        error_kind: Option<ErrorKind>,
         hint: Option<String>,
     ) {
         let Some(mut event) = self.event.take() else {
@@ -522,7 +521,7 @@ impl<'s> Op<'s> {
         let raw = self.svc.audit().raw_paths();
         event.ts = now_rfc3339();
         event.kind = kind;
-        event.error_kind = error_kind.map(Into::into);
+        event.error_kind = error_kind;
         event.hint = if raw { hint } else { None };
         event.duration_ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         if raw {
@@ -540,18 +539,19 @@ impl Drop for Op<'_> {
         if self.event.is_some() {
             self.write_event(
                 EventKind::Denied,
-                Some(ErrorKind::InternalError.as_str()),
+                Some(ErrorKind::InternalError),
                 Some("the operation failed unexpectedly; nothing was written".to_string()),
             );
         }
     }
 }
 
-/// `file_too_large` for `len` bytes over `max`.
-pub(crate) fn too_large(len: u64, max: u64) -> Failure {
+/// `file_too_large` for `len` bytes over `max`, naming the config key
+/// that sets the limit.
+pub(crate) fn too_large(len: u64, max: u64, key: &str) -> Failure {
     Refusal::new(
         ErrorKind::FileTooLarge,
-        format!("{len} bytes is over the limit of {max} bytes"),
+        format!("{len} bytes is over the limit of {max} bytes ({key} in the writegate config)"),
     )
     .into()
 }

@@ -2,6 +2,7 @@
 //! file, and the gate that asks for one.
 
 use super::{Glob, Verdict, glob_match, judge, read_protected_reason, synthetic_command};
+use crate::api::OpMode;
 use crate::config::{Level, PolicyConfig};
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use serde::{Deserialize, Serialize};
@@ -72,19 +73,16 @@ pub enum Grant {
 
 impl Grant {
     /// The grant of `_writegate/approve` params: exactly one of `command`
-    /// and `pattern`. The error is a message for `-32602`.
-    pub fn from_params(command: Option<String>, pattern: Option<String>) -> Result<Grant, String> {
+    /// and `pattern`. The error's text is a message for `-32602`.
+    pub fn from_params(
+        command: Option<String>,
+        pattern: Option<String>,
+    ) -> Result<Grant, GrantParamsError> {
         match (command, pattern) {
             (Some(c), None) => Ok(Grant::Command(c)),
             (None, Some(p)) => Ok(Grant::Pattern(p)),
-            (Some(_), Some(_)) => Err(
-                "give either `command` (one exact synthetic command, as in the refusal's data.command) or `pattern` (a glob), not both"
-                    .to_string(),
-            ),
-            (None, None) => Err(
-                "missing `command` (the exact synthetic command from the refusal's data.command) or `pattern` (a glob)"
-                    .to_string(),
-            ),
+            (Some(_), Some(_)) => Err(GrantParamsError::Both),
+            (None, None) => Err(GrantParamsError::Neither),
         }
     }
 
@@ -136,6 +134,27 @@ impl Grant {
     }
 }
 
+/// `_writegate/approve` params that name no grant ([`Grant::from_params`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum GrantParamsError {
+    /// Both `command` and `pattern`.
+    #[error(
+        "give either `command` (one exact synthetic command, as in the refusal's data.command) or `pattern` (a glob), not both"
+    )]
+    Both,
+    /// Neither.
+    #[error(
+        "missing `command` (the exact synthetic command from the refusal's data.command) or `pattern` (a glob)"
+    )]
+    Neither,
+}
+
+impl From<GrantParamsError> for Failure {
+    fn from(e: GrantParamsError) -> Failure {
+        Failure::InvalidParams(e.to_string())
+    }
+}
+
 /// Why a grant was not stored.
 #[derive(Debug, thiserror::Error)]
 pub enum GrantError {
@@ -172,8 +191,8 @@ impl From<GrantError> for Failure {
 /// The gate's question for one operation.
 #[derive(Debug, Clone, Copy)]
 pub struct GateRequest<'a> {
-    /// `write` for `fs/write_text_file`, else the edit mode.
-    pub mode: &'a str,
+    /// `write` for `fs/write_text_file`, else the edit mode, or `read`.
+    pub mode: OpMode,
     /// Where the write really goes.
     pub canonical: &'a Path,
     /// Canonical root of the operation's workspace (for
@@ -619,7 +638,7 @@ impl Approvals {
     /// `approve` (ready-made `_writegate/approve` params for scope `once`);
     /// the hint says how to approve.
     pub fn check(&self, policy: &PolicyConfig, req: &GateRequest<'_>) -> Result<(), Refusal> {
-        let command = synthetic_command(req.mode, req.canonical);
+        let command = synthetic_command(req.mode.as_str(), req.canonical);
         let verdict = judge(
             policy,
             &command,
@@ -659,7 +678,7 @@ impl Approvals {
     /// read for good); a rule for writes, even `edit_file * ...`, does not
     /// lower a read, and system paths do not apply to reads.
     pub fn check_read(&self, policy: &PolicyConfig, req: &GateRequest<'_>) -> Result<(), Refusal> {
-        let command = synthetic_command(req.mode, req.canonical);
+        let command = synthetic_command(req.mode.as_str(), req.canonical);
         let verdict = if let Some(rule) = policy
             .rules
             .iter()
@@ -727,6 +746,7 @@ mod tests {
     use super::*;
     use crate::policy::escape_glob;
     use crate::policy::testing::{METACHARS, approvals, cmd};
+    use writegate_text::EditMode;
 
     fn command(s: &str) -> Grant {
         Grant::Command(s.to_string())
@@ -858,7 +878,7 @@ mod tests {
         let (_d, a) = approvals();
         let policy = PolicyConfig::default();
         let req = GateRequest {
-            mode: "write",
+            mode: OpMode::Edit(EditMode::Write),
             canonical: Path::new("/h/.ssh/*"),
             root: Path::new("/r"),
             session: "s",
@@ -1008,8 +1028,14 @@ mod tests {
         }
         assert_eq!(Grant::from_params(Some("a".into()), None), Ok(command("a")));
         assert_eq!(Grant::from_params(None, Some("a".into())), Ok(pattern("a")));
-        assert!(Grant::from_params(Some("a".into()), Some("b".into())).is_err());
-        assert!(Grant::from_params(None, None).is_err());
+        assert_eq!(
+            Grant::from_params(Some("a".into()), Some("b".into())),
+            Err(GrantParamsError::Both)
+        );
+        assert_eq!(
+            Grant::from_params(None, None),
+            Err(GrantParamsError::Neither)
+        );
     }
 
     #[test]
@@ -1159,7 +1185,7 @@ mod tests {
         let policy = PolicyConfig::default();
         let canonical = Path::new("/r/.ssh/id_rsa*");
         let req = GateRequest {
-            mode: "append",
+            mode: OpMode::Edit(EditMode::Append),
             canonical,
             root: Path::new("/r"),
             session: "s1",

@@ -32,7 +32,7 @@ mod protected;
 mod rating;
 
 pub use approvals::{
-    Approvals, GateRequest, Grant, GrantError, GrantOutcome, MAX_APPROVAL_BYTES,
+    Approvals, GateRequest, Grant, GrantError, GrantOutcome, GrantParamsError, MAX_APPROVAL_BYTES,
     MAX_APPROVALS_PER_SESSION, MAX_LIVE_APPROVALS, MAX_PERSISTENT_APPROVALS,
     MAX_REMEMBERED_REFUSALS, ONCE_TTL, SESSION_TTL, Scope,
 };

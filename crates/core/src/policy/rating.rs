@@ -318,7 +318,7 @@ mod tests {
         // The gate holds it until the refused command is approved.
         let (_d, a) = approvals();
         let req = GateRequest {
-            mode: "append",
+            mode: crate::api::OpMode::Edit(writegate_text::EditMode::Append),
             canonical: f,
             root: Path::new("/r"),
             session: "s",

@@ -28,8 +28,11 @@ use crate::repr::with_repr;
 use in_place::edit_existing;
 use whole::{create_by_append, write_mode};
 
-/// The edit mode (SPEC 8.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The edit mode (SPEC 8.3). Its wire name (serde, [`FromStr`](std::str::FromStr),
+/// [`Display`](std::fmt::Display)) is the lowercase word: `write`, `append`,
+/// `replace`, `insert`, `delete`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum EditMode {
     /// Whole file, as `fs/write_text_file` (SPEC 9 for the format). Creates the file.
     Write,
@@ -45,6 +48,15 @@ pub enum EditMode {
 }
 
 impl EditMode {
+    /// Every mode, in SPEC 8.3 order.
+    pub const ALL: [EditMode; 5] = [
+        EditMode::Write,
+        EditMode::Append,
+        EditMode::Replace,
+        EditMode::Insert,
+        EditMode::Delete,
+    ];
+
     /// The wire name: `write`, `append`, `replace`, `insert`, `delete`.
     pub fn name(self) -> &'static str {
         match self {
@@ -54,6 +66,29 @@ impl EditMode {
             EditMode::Insert => "insert",
             EditMode::Delete => "delete",
         }
+    }
+}
+
+impl std::fmt::Display for EditMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A mode name that is none of the five ([`EditMode`]'s `FromStr`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("mode must be write, append, replace, insert or delete, got {0:?}")]
+pub struct UnknownMode(pub String);
+
+impl std::str::FromStr for EditMode {
+    type Err = UnknownMode;
+
+    /// The mode named exactly (lowercase) by `s`.
+    fn from_str(s: &str) -> Result<EditMode, UnknownMode> {
+        EditMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownMode(s.to_string()))
     }
 }
 
@@ -314,5 +349,26 @@ mod tests {
         assert_eq!(indentation_words(" "), "1 space");
         assert_eq!(indentation_words("\t\t"), "2 tabs");
         assert_eq!(indentation_words(" \t "), "1 space, 1 tab and 1 space");
+    }
+
+    /// The name a mode displays, parses from and serialises to is one word.
+    #[test]
+    fn mode_names_round_trip() {
+        for m in EditMode::ALL {
+            assert_eq!(m.to_string().parse::<EditMode>(), Ok(m));
+            assert_eq!(
+                serde_json::to_string(&m).unwrap(),
+                format!("\"{}\"", m.name())
+            );
+            assert_eq!(
+                serde_json::from_str::<EditMode>(&format!("\"{m}\"")).unwrap(),
+                m
+            );
+        }
+        assert_eq!(
+            "Write".parse::<EditMode>(),
+            Err(UnknownMode("Write".to_string()))
+        );
+        assert!("".parse::<EditMode>().is_err());
     }
 }

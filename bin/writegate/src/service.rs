@@ -1,0 +1,167 @@
+//! `writegate service install`: the systemd user units of `deploy/`, with
+//! `ExecStart` set to this binary's own path (wherever `cargo install` or a
+//! package put it), into `$XDG_CONFIG_HOME/systemd/user/`, and a config
+//! file with the `--workspace` directories when there is none yet. It
+//! prints the two `systemctl`/`loginctl` commands left; it starts nothing
+//! itself. Files are written as `writegate setup` writes them (atomic,
+//! mode kept, nothing changed on a second run).
+
+use crate::args::{ServiceArgs, ServiceCommand};
+use crate::setup::disk;
+use crate::{Status, absolutize, default_config_path, env_var, out};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// The units, as in the repository's `deploy/`.
+const SERVICE_UNIT: &str = include_str!("../../../deploy/writegate.service");
+const SOCKET_UNIT: &str = include_str!("../../../deploy/writegate.socket");
+
+/// The service unit with `ExecStart` running `exe`.
+fn service_unit(exe: &str) -> String {
+    SERVICE_UNIT.replace(
+        "ExecStart=writegate serve",
+        &format!("ExecStart={exe} serve"),
+    )
+}
+
+/// A config file registering `roots` (trusted), with every other key at
+/// its default (config/writegate.toml lists them).
+fn config_text(roots: &[PathBuf]) -> String {
+    let mut text = String::from(
+        "# writegate config, written by `writegate service install`. Every key, with its\n\
+         # default, is in config/writegate.toml of the writegate repository.\n\
+         # `systemctl --user reload writegate` re-reads this file.\n",
+    );
+    for root in roots {
+        let root = root
+            .display()
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
+        let _ = writeln!(text, "\n[[workspace]]\nroot = \"{root}\"\ntrusted = true");
+    }
+    text
+}
+
+/// `writegate service install`.
+pub(crate) fn run(a: &ServiceArgs) -> Status {
+    let ServiceCommand::Install(i) = &a.command;
+    let Some(home) = env_var("HOME").filter(|h| h.starts_with('/')) else {
+        eprintln!("writegate: service install: $HOME is not set (or not absolute)");
+        return Status::Usage;
+    };
+    let config_home = env_var("XDG_CONFIG_HOME")
+        .filter(|h| h.starts_with('/'))
+        .map_or_else(|| PathBuf::from(&home).join(".config"), PathBuf::from);
+    let units = config_home.join("systemd/user");
+    let exe = match std::env::current_exe().and_then(std::fs::canonicalize) {
+        Ok(p) => p.display().to_string(),
+        Err(e) => {
+            eprintln!("writegate: service install: cannot find this binary's path: {e}");
+            return Status::Usage;
+        }
+    };
+    let mut roots = Vec::new();
+    for w in &i.workspaces {
+        match std::fs::canonicalize(absolutize(w)) {
+            Ok(p) if p.is_dir() => roots.push(p),
+            _ => {
+                return crate::usage_error(
+                    "service",
+                    &format!("--workspace {}: not an existing directory", w.display()),
+                );
+            }
+        }
+    }
+    let config = default_config_path().unwrap_or_else(|| config_home.join("writegate/config.toml"));
+    let mut files = vec![
+        (units.join("writegate.service"), service_unit(&exe)),
+        (units.join("writegate.socket"), SOCKET_UNIT.to_string()),
+    ];
+    let config_exists = config.exists();
+    if !config_exists && !roots.is_empty() {
+        files.push((config.clone(), config_text(&roots)));
+    }
+    let mut text = String::new();
+    for (path, content) in files {
+        let cur = match disk::read(&path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!(
+                    "writegate: service install: cannot read {}: {e}; nothing more was changed",
+                    path.display()
+                );
+                return Status::Refused;
+            }
+        };
+        if cur.exists() && cur.text == content {
+            let _ = writeln!(text, "{}: up to date", path.display());
+            continue;
+        }
+        if let Err(e) = disk::write(&cur, &content) {
+            if !text.is_empty() {
+                out(&text);
+            }
+            eprintln!(
+                "writegate: service install: cannot write {}: {e}",
+                path.display()
+            );
+            return Status::Refused;
+        }
+        let verb = if cur.exists() { "updated" } else { "written" };
+        let _ = writeln!(text, "{}: {verb}", path.display());
+    }
+    let held = std::fs::read_to_string(&config).unwrap_or_default();
+    roots.retain(|r| !held.contains(&format!("root = \"{}\"", r.display())));
+    if config_exists && !roots.is_empty() {
+        let _ = write!(
+            text,
+            "{}: exists and was left alone; add the workspaces to it yourself:\n{}",
+            config.display(),
+            config_text(&roots)
+                .lines()
+                .skip(3)
+                .fold(String::new(), |mut acc, l| {
+                    let _ = writeln!(acc, "  {l}");
+                    acc
+                })
+        );
+    } else if !config_exists && i.workspaces.is_empty() {
+        let _ = writeln!(
+            text,
+            "no config at {}: the service needs a workspace; run this again with --workspace DIR",
+            config.display()
+        );
+    }
+    text.push_str(
+        "next:\n  systemctl --user daemon-reload\n  systemctl --user enable --now writegate.socket   # writegate starts on the first connection\n  loginctl enable-linger \"$USER\"                   # keep it running when you are not logged in\n",
+    );
+    out(&text);
+    Status::Ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unit_runs_this_binary_and_keeps_new_dirs_readable() {
+        let unit = service_unit("/opt/wg/bin/writegate");
+        assert!(
+            unit.contains("\nExecStart=/opt/wg/bin/writegate serve\n"),
+            "{unit}"
+        );
+        assert!(!unit.contains(".cargo/bin"), "{unit}");
+        assert!(unit.contains("\nUMask=0022\n"), "{unit}");
+    }
+
+    #[test]
+    fn config_registers_the_workspaces() {
+        let text = config_text(&[PathBuf::from("/home/a/src"), PathBuf::from("/srv/b \"q\"")]);
+        let cfg: toml_edit::DocumentMut = text.parse().unwrap();
+        let ws = cfg["workspace"].as_array_of_tables().unwrap();
+        assert_eq!(ws.len(), 2);
+        assert_eq!(ws.get(1).unwrap()["root"].as_str(), Some("/srv/b \"q\""));
+        assert_eq!(ws.get(0).unwrap()["trusted"].as_bool(), Some(true));
+    }
+}

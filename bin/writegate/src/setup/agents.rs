@@ -1,0 +1,243 @@
+//! What `writegate setup` writes for each agent: the files, the entries in
+//! them, and what it tells the person afterwards (the tool names the model
+//! sees, what still writes files without writegate, the one step left).
+//! Checked against qwen-code 0.24.4, Gemini CLI 0.61.0, Claude Code's and
+//! Codex's documented settings, and Zed's `context_servers` and
+//! `agent_servers`.
+
+use super::edit::JsonEdit;
+use serde_json::json;
+use std::path::PathBuf;
+
+/// The agents and editors `writegate setup` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Agent {
+    /// qwen-code (`qwen`): ~/.qwen/settings.json.
+    QwenCode,
+    /// Gemini CLI (`gemini`): ~/.gemini/settings.json and a policy file.
+    GeminiCli,
+    /// Claude Code (`claude`): ~/.claude.json and ~/.claude/settings.json.
+    ClaudeCode,
+    /// Codex CLI (`codex`): ~/.codex/config.toml.
+    Codex,
+    /// Zed: its settings.json (a context server and agent servers).
+    Zed,
+}
+
+impl Agent {
+    /// Every agent, in `--list` order.
+    pub(crate) const ALL: [Agent; 5] = [
+        Agent::QwenCode,
+        Agent::GeminiCli,
+        Agent::ClaudeCode,
+        Agent::Codex,
+        Agent::Zed,
+    ];
+
+    /// The name on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Agent::QwenCode => "qwen-code",
+            Agent::GeminiCli => "gemini-cli",
+            Agent::ClaudeCode => "claude-code",
+            Agent::Codex => "codex",
+            Agent::Zed => "zed",
+        }
+    }
+}
+
+/// Where the files are and what to run: from the environment of the
+/// person running `writegate setup`.
+pub(crate) struct Env {
+    /// `$HOME`.
+    pub(crate) home: PathBuf,
+    /// `$XDG_CONFIG_HOME`, else `~/.config`.
+    pub(crate) config_home: PathBuf,
+    /// `$CODEX_HOME`, else `~/.codex`.
+    pub(crate) codex_home: PathBuf,
+    /// The writegate command the agents run: this binary's own path.
+    pub(crate) writegate: String,
+    /// Looks up a command on `PATH` (the agents an editor launches).
+    pub(crate) which: fn(&str) -> Option<PathBuf>,
+}
+
+/// How a file changes.
+pub(crate) enum Content {
+    /// JSON or JSONC settings: these entries.
+    Json(Vec<JsonEdit>),
+    /// Codex's TOML: `[mcp_servers.writegate]` with these args.
+    CodexToml(Vec<&'static str>),
+    /// A file that is writegate's alone (created, or removed by `--remove`).
+    Owned(String),
+}
+
+/// One file to change.
+pub(crate) struct Target {
+    /// The file.
+    pub(crate) path: PathBuf,
+    /// The change.
+    pub(crate) content: Content,
+}
+
+/// The arguments of the MCP entry: the workspaces are the session's
+/// directories, which the agent hands over as MCP roots; writegate trusts
+/// them (they are the directories the person opened the agent in).
+const MCP_ARGS: [&str; 3] = ["mcp", "--client-roots", "trusted"];
+
+fn mcp_entry(env: &Env) -> serde_json::Value {
+    json!({ "command": env.writegate, "args": MCP_ARGS })
+}
+
+/// qwen-code's own file-writing tools (`tools.disabled` unregisters them).
+const QWEN_WRITE_TOOLS: [&str; 3] = ["write_file", "edit", "notebook_edit"];
+
+/// Claude Code's own file-writing tools (permission deny rules).
+const CLAUDE_WRITE_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
+
+/// Gemini CLI's policy file: deny rules for its own `write_file` and
+/// `replace` (a deny rule without arguments removes the tool from what the
+/// model sees; writegate's are `mcp_writegate_*` and do not match).
+const GEMINI_POLICY: &str = "\
+# Written by `writegate setup gemini-cli`; `writegate setup gemini-cli --remove` deletes it.
+# Gemini CLI's own file-writing tools are off: its writes go through writegate's
+# MCP tools (mcp_writegate_write_file, mcp_writegate_edit_file).
+[[rule]]
+toolName = [\"write_file\", \"replace\"]
+decision = \"deny\"
+priority = 900
+denyMessage = \"File writes go through writegate: use mcp_writegate_write_file or mcp_writegate_edit_file.\"
+";
+
+/// The files `agent` needs and what goes in them.
+pub(crate) fn targets(agent: Agent, env: &Env) -> Vec<Target> {
+    let home = &env.home;
+    match agent {
+        Agent::QwenCode => vec![Target {
+            path: home.join(".qwen/settings.json"),
+            content: Content::Json(vec![
+                JsonEdit::Set(vec!["mcpServers", "writegate"], mcp_entry(env)),
+                JsonEdit::Contains(vec!["tools", "disabled"], QWEN_WRITE_TOOLS.to_vec()),
+            ]),
+        }],
+        Agent::GeminiCli => vec![
+            Target {
+                path: home.join(".gemini/settings.json"),
+                content: Content::Json(vec![JsonEdit::Set(
+                    vec!["mcpServers", "writegate"],
+                    mcp_entry(env),
+                )]),
+            },
+            Target {
+                path: home.join(".gemini/policies/writegate.toml"),
+                content: Content::Owned(GEMINI_POLICY.to_string()),
+            },
+        ],
+        Agent::ClaudeCode => vec![
+            Target {
+                path: home.join(".claude.json"),
+                content: Content::Json(vec![JsonEdit::Set(
+                    vec!["mcpServers", "writegate"],
+                    json!({"type": "stdio", "command": env.writegate, "args": MCP_ARGS, "env": {}}),
+                )]),
+            },
+            Target {
+                path: home.join(".claude/settings.json"),
+                content: Content::Json(vec![JsonEdit::Contains(
+                    vec!["permissions", "deny"],
+                    CLAUDE_WRITE_TOOLS.to_vec(),
+                )]),
+            },
+        ],
+        Agent::Codex => vec![Target {
+            path: env.codex_home.join("config.toml"),
+            // Codex may not share MCP roots: its own directory (the
+            // project it was started in) is the workspace too.
+            content: Content::CodexToml(vec![
+                "mcp",
+                "--client-roots",
+                "trusted",
+                "--workspace",
+                ".",
+            ]),
+        }],
+        Agent::Zed => vec![Target {
+            path: env.config_home.join("zed/settings.json"),
+            content: Content::Json(zed_edits(env)),
+        }],
+    }
+}
+
+/// Zed: writegate as a context server (Zed hands it to every agent it
+/// runs) and the agents that route their file tools through the editor's
+/// `fs/*`, behind `writegate proxy`, with their own edit prompts off (the
+/// editor asks once, when writegate's gate holds a write).
+fn zed_edits(env: &Env) -> Vec<JsonEdit> {
+    let agent =
+        |cmd: &str| (env.which)(cmd).map_or_else(|| cmd.to_string(), |p| p.display().to_string());
+    vec![
+        JsonEdit::Set(
+            vec!["context_servers", "writegate"],
+            json!({"source": "custom", "command": env.writegate, "args": MCP_ARGS, "env": {}}),
+        ),
+        JsonEdit::Set(
+            vec!["agent_servers", "qwen-code (writegate)"],
+            json!({"type": "custom", "command": env.writegate,
+                   "args": ["proxy", "--", agent("qwen"), "--acp", "--approval-mode", "auto-edit"],
+                   "env": {}}),
+        ),
+        JsonEdit::Set(
+            vec!["agent_servers", "gemini-cli (writegate)"],
+            json!({"type": "custom", "command": env.writegate,
+                   "args": ["proxy", "--", agent("gemini"), "--acp", "--approval-mode", "auto_edit"],
+                   "env": {}}),
+        ),
+    ]
+}
+
+/// What to tell the person after a set-up: the tools the model sees, what
+/// is retired, what still writes without writegate, and the step left.
+pub(crate) fn notes(agent: Agent) -> &'static str {
+    match agent {
+        Agent::QwenCode => "\
+qwen-code: the model sees writegate's tools as mcp__writegate__read_file, mcp__writegate__write_file
+  and mcp__writegate__edit_file; qwen-code's own write_file, edit and notebook_edit are unregistered
+  (tools.disabled). Its shell tool (run_shell_command) can still write files.
+  The workspace is the directory qwen runs in (its MCP roots).
+next: in a project, `qwen mcp list` shows `writegate ... Connected`; start `qwen` there.
+",
+        Agent::GeminiCli => "\
+gemini-cli: the model sees writegate's tools as mcp_writegate_read_file, mcp_writegate_write_file
+  and mcp_writegate_edit_file; Gemini's own write_file and replace are denied by the policy file
+  ~/.gemini/policies/writegate.toml (tools.exclude is deprecated). Its shell tool
+  (run_shell_command) can still write files. The workspace is the directory gemini runs in.
+next: Gemini CLI starts MCP servers only in trusted folders: run `gemini` once in each project and
+  choose \"Trust folder\" (under Zed, in ACP mode, it never asks: trust the folder this way first).
+  Then `gemini mcp list` there shows `writegate ... Connected`.
+",
+        Agent::ClaudeCode => "\
+claude-code: the model sees writegate's tools as mcp__writegate__read_file, mcp__writegate__write_file
+  and mcp__writegate__edit_file (user scope, ~/.claude.json); permission rules in
+  ~/.claude/settings.json deny Claude Code's own Write, Edit, MultiEdit and NotebookEdit.
+  Its Bash tool can still write files. The workspace is the directory claude runs in.
+next: restart claude; `claude mcp list` shows writegate as connected.
+",
+        Agent::Codex => "\
+codex: writegate's tools are listed under the server `writegate` in `/mcp` (read_file, write_file,
+  edit_file). Codex has no setting that turns off its own apply_patch tool, and its shell can write
+  files too: nothing of Codex's is retired. With sandbox_mode = \"read-only\" in config.toml, Codex
+  asks you before its own patches and shell writes, while writegate's tools write without asking.
+  The workspace is the directory codex runs in.
+next: `codex mcp list` shows writegate; start `codex` in a project.
+",
+        Agent::Zed => "\
+zed: writegate is a context server (MCP) that Zed hands to every agent it runs, and the agent panel
+  has \"qwen-code (writegate)\" and \"gemini-cli (writegate)\": those run behind `writegate proxy`, which
+  answers their file writes (fs/write_text_file), with their own edit prompts off
+  (--approval-mode auto-edit / auto_edit): Zed asks you once, only for a write writegate's approval
+  gate holds (.env, .git/, keys). Zed's Claude and Codex agents write to disk themselves, which the
+  proxy cannot see: they get writegate's tools from the context server, and their own tools stay.
+next: restart Zed's agent panel and start a thread with \"qwen-code (writegate)\" or
+  \"gemini-cli (writegate)\". Gemini needs the project folder trusted first (run `gemini` there once).
+",
+    }
+}

@@ -1,0 +1,190 @@
+//! Reading and writing the agents' configuration files for `writegate
+//! setup`, through writegate's own publisher (`writegate-fs`): the new text
+//! goes to a temp file in the same directory, is fsynced and renamed over
+//! the old one, which keeps its permission bits; a symlinked settings file
+//! (dotfiles) is written where it points. A file that changed between the
+//! read and the write is not overwritten.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use writegate_fs::{Dir, LeafStat, NewFileMode, PublishOptions};
+
+/// A configuration file as read: where it really is and what it held.
+pub(crate) struct Current {
+    /// The path as the agent names it (for messages).
+    pub(crate) shown: PathBuf,
+    /// Where it really is: symlinks followed, missing directories kept as
+    /// they are named.
+    real: PathBuf,
+    /// The file's identity when read; `None`: it does not exist.
+    stat: Option<LeafStat>,
+    /// Its text (empty when it does not exist).
+    pub(crate) text: String,
+}
+
+impl Current {
+    /// Whether the file exists.
+    pub(crate) fn exists(&self) -> bool {
+        self.stat.is_some()
+    }
+}
+
+/// The deepest existing ancestor of `p`, canonical, and the rest below it.
+fn split_existing(p: &Path) -> (PathBuf, PathBuf) {
+    for ancestor in p.ancestors() {
+        if let Ok(c) = std::fs::canonicalize(ancestor) {
+            let rest = p.strip_prefix(ancestor).unwrap_or(Path::new(""));
+            return (c, rest.to_path_buf());
+        }
+    }
+    (
+        PathBuf::from("/"),
+        p.strip_prefix("/").unwrap_or(p).to_path_buf(),
+    )
+}
+
+fn leaf_of(p: &Path) -> Result<(PathBuf, OsString), String> {
+    match (p.parent(), p.file_name()) {
+        (Some(parent), Some(leaf)) => Ok((parent.to_path_buf(), leaf.to_os_string())),
+        _ => Err(format!("{} is not a file path", p.display())),
+    }
+}
+
+/// Reads the configuration file at `path` (absolute). A missing file is
+/// empty text; a file that is not UTF-8 or cannot be read is an error.
+pub(crate) fn read(path: &Path) -> Result<Current, String> {
+    let (base, rest) = split_existing(path);
+    let real = if rest.as_os_str().is_empty() {
+        base
+    } else {
+        base.join(&rest)
+    };
+    let (parent, leaf) = leaf_of(&real)?;
+    let stat = if parent.is_dir() {
+        let dir = Dir::open_canonical(&parent).map_err(|e| e.to_string())?;
+        writegate_fs::stat_leaf(&dir, &leaf).map_err(|e| e.to_string())?
+    } else {
+        None
+    };
+    let text = if stat.is_some() {
+        let bytes = std::fs::read(&real).map_err(|e| format!("cannot read it: {e}"))?;
+        String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())?
+    } else {
+        String::new()
+    };
+    Ok(Current {
+        shown: path.to_path_buf(),
+        real,
+        stat,
+        text,
+    })
+}
+
+/// Opens the directory `dir` (canonical as far as it exists), creating the
+/// missing part below its deepest existing ancestor.
+fn open_dir(dir: &Path) -> Result<Dir, String> {
+    let (base, rest) = split_existing(dir);
+    if rest.as_os_str().is_empty() {
+        return Dir::open_canonical(&base).map_err(|e| e.to_string());
+    }
+    writegate_fs::open_creating(&base, &base.join(rest), 0o755)
+        .map(|(d, _)| d)
+        .map_err(|e| e.to_string())
+}
+
+/// Replaces the file read as `cur` with `text` (atomic, durable; an
+/// existing file keeps its mode, a new one is 0600). Refused when the file
+/// was replaced since it was read.
+pub(crate) fn write(cur: &Current, text: &str) -> Result<(), String> {
+    let (parent, leaf) = leaf_of(&cur.real)?;
+    let dir = open_dir(&parent)?;
+    let now = writegate_fs::stat_leaf(&dir, &leaf).map_err(|e| e.to_string())?;
+    if now.map(|s| (s.dev, s.ino)) != cur.stat.map(|s| (s.dev, s.ino)) {
+        return Err(format!(
+            "{} changed while writegate setup ran; nothing was written, run it again",
+            cur.shown.display()
+        ));
+    }
+    let opts = PublishOptions {
+        new_file_mode: NewFileMode::Owner,
+        expect_existing: cur.stat,
+    };
+    writegate_fs::publish(&dir, &leaf, text.as_bytes(), &opts, &mut || Ok(()))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Removes the file read as `cur` (a file writegate wrote and owns).
+pub(crate) fn remove(cur: &Current) -> Result<(), String> {
+    let (parent, leaf) = leaf_of(&cur.real)?;
+    let dir = Dir::open_canonical(&parent).map_err(|e| e.to_string())?;
+    writegate_fs::remove_leaf(&dir, &leaf, cur.stat.as_ref())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Copies the file read as `cur` to `<name>.writegate-backup-<UTC time>`
+/// beside it (mode 0600: settings files hold tokens); returns its path.
+pub(crate) fn backup(cur: &Current) -> Result<PathBuf, String> {
+    let (parent, leaf) = leaf_of(&cur.real)?;
+    let stamp = utc_stamp();
+    let mut n = 1;
+    let name = loop {
+        let mut name = leaf.clone();
+        name.push(format!(".writegate-backup-{stamp}"));
+        if n > 1 {
+            name.push(format!("-{n}"));
+        }
+        if std::fs::symlink_metadata(parent.join(&name)).is_err() {
+            break name;
+        }
+        n += 1;
+    };
+    let dir = Dir::open_canonical(&parent).map_err(|e| e.to_string())?;
+    writegate_fs::publish(
+        &dir,
+        &name,
+        cur.text.as_bytes(),
+        &PublishOptions::default(),
+        &mut || Ok(()),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(parent.join(name))
+}
+
+/// The current UTC time as `YYYYMMDDTHHMMSSZ`.
+fn utc_stamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamp_shape() {
+        let s = utc_stamp();
+        assert_eq!(s.len(), 16, "{s}");
+        assert!(s.starts_with("20") && s.ends_with('Z') && s.as_bytes()[8] == b'T');
+    }
+}

@@ -1,0 +1,257 @@
+//! `writegate setup AGENT`: writes the user-level configuration that makes
+//! an agent (or Zed) use writegate: the MCP server entry, the settings that
+//! retire the agent's own write tools where it has them, and for Zed the
+//! agent servers behind `writegate proxy`. It merges into what is there
+//! (every other key and comment kept), backs the old file up, changes
+//! nothing on a second run, shows the change as a diff with `--dry-run`
+//! and takes it out again with `--remove`. Every file is written through
+//! writegate's own publisher (`disk.rs`). A file it cannot edit (not valid
+//! JSON/TOML, another shape where the entry goes) stops it before anything
+//! is written.
+
+mod agents;
+pub(crate) mod disk;
+mod edit;
+
+pub(crate) use agents::Agent;
+use agents::{Content, Env, Target};
+
+use crate::args::SetupArgs;
+use crate::{Status, env_var, out};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One file's planned change.
+struct Planned {
+    cur: disk::Current,
+    /// The new text; `None`: remove the file (a writegate-owned file).
+    new: Option<String>,
+}
+
+impl Planned {
+    fn changes(&self) -> bool {
+        match &self.new {
+            Some(t) if self.cur.exists() => *t != self.cur.text,
+            Some(t) => !t.is_empty(),
+            None => self.cur.exists(),
+        }
+    }
+}
+
+/// The environment `writegate setup` works in; `None` without `$HOME`.
+fn env() -> Option<Env> {
+    let home = PathBuf::from(env_var("HOME").filter(|h| h.starts_with('/'))?);
+    let config_home = env_var("XDG_CONFIG_HOME")
+        .filter(|h| h.starts_with('/'))
+        .map_or_else(|| home.join(".config"), PathBuf::from);
+    let codex_home = env_var("CODEX_HOME")
+        .filter(|h| h.starts_with('/'))
+        .map_or_else(|| home.join(".codex"), PathBuf::from);
+    let writegate = std::env::current_exe()
+        .ok()
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .map_or_else(|| "writegate".to_string(), |p| p.display().to_string());
+    Some(Env {
+        home,
+        config_home,
+        codex_home,
+        writegate,
+        which,
+    })
+}
+
+/// The first executable `cmd` on `PATH`.
+fn which(cmd: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env_var("PATH")?;
+    path.split(':')
+        .filter(|d| d.starts_with('/'))
+        .map(|d| Path::new(d).join(cmd))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// The new text of `target` (or `None` to remove it), from what it holds.
+fn plan(
+    target: &Target,
+    cur: &disk::Current,
+    env: &Env,
+    remove: bool,
+) -> Result<Option<String>, String> {
+    match &target.content {
+        Content::Json(edits) => edit::edit_json(&cur.text, edits, remove).map(Some),
+        Content::CodexToml(args) => {
+            edit::edit_codex_toml(&cur.text, "writegate", &env.writegate, args, remove).map(Some)
+        }
+        Content::Owned(_) if remove => Ok(None),
+        Content::Owned(text) => Ok(Some(text.clone())),
+    }
+}
+
+/// `writegate setup`.
+pub(crate) fn run(a: &SetupArgs) -> Status {
+    let Some(env) = env() else {
+        eprintln!(
+            "writegate: setup: $HOME is not set (or not absolute): it says where the agents' settings are"
+        );
+        return Status::Usage;
+    };
+    let Some(agent) = a.agent else {
+        return list(&env);
+    };
+    let mut planned = Vec::new();
+    for target in agents::targets(agent, &env) {
+        let cur = match disk::read(&target.path) {
+            Ok(c) => c,
+            Err(e) => return cannot(agent, &target.path, &e),
+        };
+        match plan(&target, &cur, &env, a.remove) {
+            Ok(new) => planned.push(Planned { cur, new }),
+            Err(e) => return cannot(agent, &target.path, &e),
+        }
+    }
+    if a.dry_run {
+        return dry_run(agent, &planned);
+    }
+    let mut text = String::new();
+    for p in &planned {
+        let shown = p.cur.shown.display();
+        if !p.changes() {
+            let _ = writeln!(
+                text,
+                "{shown}: already {}",
+                if a.remove {
+                    "without writegate"
+                } else {
+                    "set up"
+                }
+            );
+            continue;
+        }
+        let backup = if p.cur.exists() && p.new.is_some() {
+            match disk::backup(&p.cur) {
+                Ok(b) => Some(b),
+                Err(e) => return failed(&text, &p.cur.shown, &format!("cannot back it up: {e}")),
+            }
+        } else {
+            None
+        };
+        let done = match &p.new {
+            Some(t) => disk::write(&p.cur, t),
+            None => disk::remove(&p.cur),
+        };
+        if let Err(e) = done {
+            return failed(&text, &p.cur.shown, &e);
+        }
+        let verb = match (&p.new, p.cur.exists()) {
+            (None, _) => "removed".to_string(),
+            (Some(_), false) => "created".to_string(),
+            (Some(_), true) => format!(
+                "updated (the old file is {})",
+                backup
+                    .as_deref()
+                    .map_or_else(String::new, |b| b.display().to_string())
+            ),
+        };
+        let _ = writeln!(text, "{shown}: {verb}");
+    }
+    if a.remove {
+        let _ = writeln!(
+            text,
+            "{}: writegate's entries are out again; the agent's own tools are back.",
+            agent.name()
+        );
+    } else {
+        text.push_str(agents::notes(agent));
+    }
+    out(&text);
+    Status::Ok
+}
+
+/// `--dry-run`: the change as a unified diff per file; nothing written.
+fn dry_run(agent: Agent, planned: &[Planned]) -> Status {
+    let mut text = String::new();
+    for p in planned {
+        let shown = p.cur.shown.display().to_string();
+        if !p.changes() {
+            let _ = writeln!(text, "{shown}: no change");
+            continue;
+        }
+        let new = p.new.as_deref().unwrap_or("");
+        let old_name = if p.cur.exists() {
+            shown.clone()
+        } else {
+            "/dev/null".to_string()
+        };
+        let new_name = if p.new.is_some() {
+            shown.clone()
+        } else {
+            "/dev/null".to_string()
+        };
+        let diff = similar::TextDiff::from_lines(p.cur.text.as_str(), new);
+        text.push_str(&diff.unified_diff().header(&old_name, &new_name).to_string());
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    let _ = writeln!(
+        text,
+        "dry run: nothing was written (run `writegate setup {}` without --dry-run to apply)",
+        agent.name()
+    );
+    out(&text);
+    Status::Ok
+}
+
+/// `--list`: the agents, their files and whether writegate is set up there.
+fn list(env: &Env) -> Status {
+    let mut text = String::from("agents writegate setup knows (writegate setup AGENT):\n");
+    for agent in Agent::ALL {
+        let mut state = "set up";
+        let mut files = Vec::new();
+        for target in agents::targets(agent, env) {
+            files.push(target.path.display().to_string());
+            let done = disk::read(&target.path)
+                .ok()
+                .and_then(|cur| plan(&target, &cur, env, false).ok().map(|new| (cur, new)))
+                .is_some_and(|(cur, new)| {
+                    cur.exists() && new.as_deref() == Some(cur.text.as_str())
+                });
+            if !done {
+                state = "not set up";
+            }
+        }
+        let _ = writeln!(
+            text,
+            "  {:<12} {:<11} {}",
+            agent.name(),
+            state,
+            files.join(", ")
+        );
+    }
+    out(&text);
+    Status::Ok
+}
+
+/// A file that cannot be edited: nothing was written.
+fn cannot(agent: Agent, path: &Path, problem: &str) -> Status {
+    eprintln!(
+        "writegate: setup {}: cannot change {}: {problem}; nothing was changed",
+        agent.name(),
+        path.display()
+    );
+    Status::Refused
+}
+
+/// A write that failed after others succeeded: say what was done.
+fn failed(done: &str, path: &Path, problem: &str) -> Status {
+    if !done.is_empty() {
+        out(done);
+    }
+    eprintln!(
+        "writegate: setup: cannot write {}: {problem}",
+        path.display()
+    );
+    Status::Refused
+}

@@ -1,0 +1,107 @@
+//! `read_file`: a text file as numbered lines, with its hash and format.
+
+use super::{Facts, Tool, roots_sentence, size};
+use crate::reply;
+use rmcp::model::{CallToolResult, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use writegate_core::{Failure, OpCtx, ReadParams, Service};
+
+/// `read_file` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReadArgs {
+    /// The file to read: an absolute path, or a path relative to the first workspace root.
+    pub(crate) path: String,
+    /// First line to return, 1-based (default 1).
+    #[schemars(range(min = 1))]
+    pub(crate) line: Option<u64>,
+    /// Return at most this many lines (default: to the end of the file).
+    pub(crate) limit: Option<u64>,
+}
+
+/// One numbered line of `read_file`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct LineOut {
+    /// 1-based line number.
+    pub(crate) n: u64,
+    /// The line's text, without its line ending.
+    pub(crate) text: String,
+}
+
+/// `read_file` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ReadOut {
+    /// The path read, as given (made absolute).
+    pub(crate) path: String,
+    /// The lines asked for.
+    pub(crate) lines: Vec<LineOut>,
+    /// Lines in the whole file.
+    pub(crate) total_lines: usize,
+    /// "sha256:<hex>" of the file's bytes (`edit_file`'s `expectedHash`).
+    pub(crate) hash: String,
+    /// The file's encoding ("utf-8", "utf-16le", "windows-1252", ...).
+    pub(crate) encoding: &'static str,
+    /// Whether the file starts with a byte order mark.
+    pub(crate) bom: bool,
+    /// The file's dominant line ending: "lf", "crlf" or "cr".
+    pub(crate) line_ending: &'static str,
+}
+
+/// `read_file`: a text file as numbered lines.
+pub(crate) struct ReadFile;
+
+impl Tool for ReadFile {
+    const NAME: &'static str = "read_file";
+    const ROUTE: &'static str = "mcp read_file";
+    type Args = ReadArgs;
+    type Out = ReadOut;
+
+    fn describe(f: &Facts<'_>) -> rmcp::model::Tool {
+        let roots = roots_sentence(f.roots);
+        let text = format!(
+            "Read a text file as numbered lines (\"<n>\\t<text>\"), with its hash, encoding, BOM, \
+         line ending and total line count. The line numbers are the ones edit_file's `line` and \
+         `endLine` take, and `hash` is what its `expectedHash` takes. For a large file, read a \
+         part with `line` and `limit`. Files over {} and binary files are refused. {roots}",
+            size(f.max_edit_bytes)
+        );
+        rmcp::model::Tool::new(Self::NAME, text, serde_json::Map::new())
+            .with_title("Read file (writegate)")
+            .with_annotations(
+                ToolAnnotations::with_title("Read file (writegate)")
+                    .read_only(true)
+                    .open_world(false),
+            )
+    }
+
+    fn path(args: &ReadArgs) -> &str {
+        &args.path
+    }
+
+    fn check(_args: &ReadArgs) -> Result<(), String> {
+        if crate::ALLOWANCES.reads {
+            Ok(())
+        } else {
+            Err("reads are not served".to_string())
+        }
+    }
+
+    fn run(
+        service: &Service,
+        ctx: &OpCtx,
+        path: &Path,
+        args: ReadArgs,
+    ) -> Result<CallToolResult, Failure> {
+        let params = ReadParams {
+            path: path.to_path_buf(),
+            line: args.line,
+            limit: args.limit,
+        };
+        service
+            .read_lines(ctx, &params)
+            .map(|r| reply::read(path, r))
+    }
+}

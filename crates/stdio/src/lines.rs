@@ -1,0 +1,404 @@
+//! The one line framing of every front end (ACP's `serve` and proxy, MCP):
+//! one message per `\n`-terminated line, one trailing `\r` dropped, blank
+//! (whitespace-only) lines skipped, a last line without `\n` at the end of
+//! input taken as a line, and a line longer than the limit reported once as
+//! [`Frame::TooLong`] and skipped up to its newline, so the connection keeps
+//! working from the next line. The reader reads only when its caller asks
+//! ([`LineReader::fill`]), so the caller can hold budget for a long line
+//! before buffering it; [`LineReader::next_line`] reads as needed.
+
+use bytes::{Buf, BufMut, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// One decoded unit of input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A non-blank line without its `\n` (and without a trailing `\r`).
+    Line(BytesMut),
+    /// A line longer than the limit; its bytes were discarded.
+    TooLong,
+}
+
+/// Splits a buffer into [`Frame`]s with a maximum line length in bytes
+/// (excluding the terminator).
+#[derive(Debug)]
+struct LineCodec {
+    max: usize,
+    /// Inside an over-long line: drop bytes up to the next `\n`.
+    discarding: bool,
+    /// Bytes of `buf` already searched for `\n`.
+    scanned: usize,
+}
+
+impl LineCodec {
+    /// A codec accepting lines of at most `max` bytes.
+    fn new(max: usize) -> Self {
+        LineCodec {
+            max,
+            discarding: false,
+            scanned: 0,
+        }
+    }
+
+    /// The next frame in `buf` (its bytes are removed from it); `None`:
+    /// no whole line yet.
+    fn decode(&mut self, buf: &mut BytesMut) -> Option<Frame> {
+        loop {
+            let newline = memchr::memchr(b'\n', &buf[self.scanned..]).map(|i| i + self.scanned);
+            if self.discarding {
+                if let Some(i) = newline {
+                    buf.advance(i + 1);
+                    self.discarding = false;
+                    self.scanned = 0;
+                    continue;
+                }
+                buf.clear();
+                self.scanned = 0;
+                return None;
+            }
+            let Some(i) = newline else {
+                // `max + 1` leaves room for a trailing `\r`.
+                if buf.len() > self.max + 1 {
+                    buf.clear();
+                    self.scanned = 0;
+                    self.discarding = true;
+                    return Some(Frame::TooLong);
+                }
+                self.scanned = buf.len();
+                return None;
+            };
+            self.scanned = 0;
+            let mut line = buf.split_to(i + 1);
+            line.truncate(i);
+            if line.last() == Some(&b'\r') {
+                line.truncate(i - 1);
+            }
+            if line.len() > self.max {
+                return Some(Frame::TooLong);
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Some(Frame::Line(line));
+        }
+    }
+
+    /// [`LineCodec::decode`] at the end of input: what is left is the last
+    /// line, even without its newline.
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Option<Frame> {
+        if let Some(frame) = self.decode(buf) {
+            return Some(frame);
+        }
+        if self.discarding || buf.is_empty() {
+            buf.clear();
+            return None;
+        }
+        // A last line without `\n`.
+        buf.extend_from_slice(b"\n");
+        self.decode(buf)
+    }
+}
+
+/// Most bytes one read brings while no long line is being read.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// Most bytes one read brings while a long line is being read (the buffer
+/// doubles as the line grows).
+pub const READ_MAX: usize = 128 * 1024;
+
+/// A connection's input: a reader, its buffer and the line splitter. The
+/// caller decides when to read more ([`LineReader::fill`]), so it can hold
+/// budget for a long line before buffering it (ACP's connection loop), or
+/// lets [`LineReader::next_line`] read as needed (MCP).
+pub struct LineReader<R> {
+    reader: R,
+    buf: BytesMut,
+    codec: LineCodec,
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// A reader of lines of at most `max` bytes.
+    pub fn new(reader: R, max: usize) -> Self {
+        LineReader {
+            reader,
+            buf: BytesMut::new(),
+            codec: LineCodec::new(max),
+            eof: false,
+        }
+    }
+
+    /// The next frame already buffered; at end of input, the last line
+    /// even without its newline. `None`: read more (or, after end of input,
+    /// nothing is left).
+    pub fn next_buffered(&mut self) -> Option<Frame> {
+        let frame = if self.eof {
+            self.codec.decode_eof(&mut self.buf)
+        } else {
+            self.codec.decode(&mut self.buf)
+        };
+        // A long line shares its allocation with what is left of the
+        // buffer: give the rest a buffer of its own, so the long line's
+        // memory goes as soon as the line does (not when this connection
+        // next reads a long line). The rest is at most one read past the
+        // line (`READ_MAX`); a connection that kept the long line's whole
+        // allocation for it held megabytes while it waited for budget for
+        // its next line, and hundreds of such connections held a gigabyte.
+        if self.buf.capacity() > READ_MAX && self.buf.len() <= READ_MAX {
+            let rest = std::mem::take(&mut self.buf);
+            self.buf = BytesMut::with_capacity(rest.len().max(READ_CHUNK));
+            self.buf.extend_from_slice(&rest);
+        }
+        frame
+    }
+
+    /// Reads once more into the buffer, at most `limit` bytes. `Ok(false)`
+    /// at end of input.
+    pub async fn fill(&mut self, limit: usize) -> std::io::Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        // A long line's buffer doubles (amortised copies); a short one gets
+        // room for a read of READ_CHUNK.
+        let want = self.buf.len().max(READ_CHUNK);
+        if self.buf.capacity() - self.buf.len() < want / 2 {
+            self.buf.reserve(want);
+        }
+        let n = self
+            .reader
+            .read_buf(&mut (&mut self.buf).limit(limit))
+            .await?;
+        if n == 0 {
+            self.eof = true;
+        }
+        Ok(n > 0)
+    }
+
+    /// The longest line accepted, in bytes.
+    pub fn max(&self) -> usize {
+        self.codec.max
+    }
+
+    /// Gives the buffer room for `bytes` in all (a long line, read under a
+    /// reservation of budget for that much), so that it is read into one
+    /// allocation instead of doubling into ever larger ones and copying
+    /// what it holds each time. The memory is only address space until the
+    /// line's bytes arrive in it.
+    pub fn presize(&mut self, bytes: usize) {
+        if self.buf.capacity() < bytes {
+            self.buf.reserve(bytes - self.buf.len());
+        }
+    }
+
+    /// True once the reader reported end of input.
+    pub fn at_eof(&self) -> bool {
+        self.eof
+    }
+
+    /// Bytes buffered and not yet returned as lines: the beginning of an
+    /// incomplete line (0 while an over-long line is being skipped).
+    pub fn partial(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether another whole line is already buffered.
+    pub fn has_line(&self) -> bool {
+        memchr::memchr(b'\n', &self.buf).is_some()
+    }
+
+    /// The next frame, reading as much as it takes; `Ok(None)` once the
+    /// input has ended and every line was handed out. Cancel-safe: its only
+    /// await is one read into the buffer, which either happened or did not.
+    pub async fn next_line(&mut self) -> std::io::Result<Option<Frame>> {
+        loop {
+            if let Some(frame) = self.next_buffered() {
+                return Ok(Some(frame));
+            }
+            if self.eof {
+                return Ok(None);
+            }
+            self.fill(usize::MAX).await?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(max: usize, chunks: &[&[u8]]) -> Vec<Frame> {
+        let mut c = LineCodec::new(max);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        for ch in chunks {
+            buf.extend_from_slice(ch);
+            while let Some(f) = c.decode(&mut buf) {
+                out.push(f);
+            }
+        }
+        while let Some(f) = c.decode_eof(&mut buf) {
+            out.push(f);
+        }
+        out
+    }
+
+    fn line(s: &str) -> Frame {
+        Frame::Line(BytesMut::from(s.as_bytes()))
+    }
+
+    #[test]
+    fn lines_crlf_blank_and_final_line() {
+        assert_eq!(
+            all(100, &[b"a\r\n\n  \r\nb\n", b"c"]),
+            vec![line("a"), line("b"), line("c")]
+        );
+    }
+
+    #[test]
+    fn split_across_chunks() {
+        assert_eq!(
+            all(100, &[b"ab", b"c\nd", b"e\n"]),
+            vec![line("abc"), line("de")]
+        );
+    }
+
+    #[test]
+    fn too_long_reported_once_then_next_line_works() {
+        let long = vec![b'x'; 50];
+        assert_eq!(
+            all(10, &[&long, &long, b"\nok\n"]),
+            vec![Frame::TooLong, line("ok")]
+        );
+        assert_eq!(
+            all(10, &[b"xxxxxxxxxxxxxxxx\nok\n"]),
+            vec![Frame::TooLong, line("ok")]
+        );
+    }
+
+    #[test]
+    fn exactly_max_is_accepted_with_or_without_cr() {
+        assert_eq!(all(3, &[b"abc\nabc\r\n"]), vec![line("abc"), line("abc")]);
+        assert_eq!(all(3, &[b"abcd\n"]), vec![Frame::TooLong]);
+    }
+
+    /// Every frame of `input` read through [`LineReader::next_line`] with
+    /// `max`, until the input ends.
+    fn frames(input: &[u8], max: usize) -> Vec<Frame> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let mut lines = LineReader::new(input, max);
+                let mut out = Vec::new();
+                while let Some(f) = lines.next_line().await.unwrap() {
+                    out.push(f);
+                }
+                out
+            })
+    }
+
+    /// Lines come out whole and in order, however they fall across reads:
+    /// many in one read, one over many reads (a whole file), a small line
+    /// after a big one; over-long lines are skipped up to their `\n` and
+    /// the next line is read; a last line without `\n` is a line.
+    #[test]
+    fn lines_are_framed_across_reads_and_over_long_ones_skipped() {
+        let big = vec![b'b'; 3 * READ_CHUNK + 7];
+        let big_line = Frame::Line(BytesMut::from(&big[..]));
+        let mut input = Vec::new();
+        for l in [&b"one"[..], b"", b"two\r", &big, b"three"] {
+            input.extend_from_slice(l);
+            input.push(b'\n');
+        }
+        assert_eq!(
+            frames(&input, big.len()),
+            vec![line("one"), line("two"), big_line, line("three")]
+        );
+        // The big line is over a smaller limit: skipped, once, whether it
+        // is found too long before or at its newline.
+        for max in [big.len() - 1, READ_CHUNK / 2] {
+            assert_eq!(
+                frames(&input, max),
+                vec![line("one"), line("two"), Frame::TooLong, line("three")],
+                "max {max}"
+            );
+        }
+        let mut unfinished = input.clone();
+        unfinished.extend_from_slice(b"no newline");
+        let mut want = frames(&input, big.len());
+        want.push(line("no newline"));
+        assert_eq!(frames(&unfinished, big.len()), want);
+    }
+
+    /// A reader that hands out a few bytes at a time (sizes cycling
+    /// through primes up to 70,000) and is not ready every third call.
+    struct Choppy {
+        data: Vec<u8>,
+        at: usize,
+        calls: usize,
+    }
+
+    impl AsyncRead for Choppy {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            self.calls += 1;
+            if self.calls.is_multiple_of(3) {
+                cx.waker().wake_by_ref();
+                return std::task::Poll::Pending;
+            }
+            let size = [1, 7, 61, 4_093, 70_001][self.calls % 5];
+            let n = size.min(buf.remaining()).min(self.data.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.data[at..at + n]);
+            self.at += n;
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// `next_line` is polled in `select!` by MCP's service: dropped while a
+    /// read is pending, it loses no byte and repeats none. Short reads and
+    /// a competing branch that wins half the time give the same lines as
+    /// one big read.
+    #[test]
+    fn a_cancelled_next_line_loses_nothing() {
+        let mut input = Vec::new();
+        for i in 0..200usize {
+            // Every line holds at least one byte: blank lines are skipped.
+            let len = [0, 3, 100, 70_000, 200_000][i % 5] + i + 1;
+            input.extend(std::iter::repeat_n(
+                b'a' + u8::try_from(i % 26).unwrap(),
+                len,
+            ));
+            input.push(b'\n');
+        }
+        let want = frames(&input, 1 << 20);
+        let got = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let reader = Choppy {
+                    data: input.clone(),
+                    at: 0,
+                    calls: 0,
+                };
+                let mut lines = LineReader::new(reader, 1 << 20);
+                let (mut out, mut cancelled) = (Vec::new(), 0);
+                loop {
+                    tokio::select! {
+                        l = lines.next_line() => match l.unwrap() {
+                            Some(l) => out.push(l),
+                            None => break,
+                        },
+                        () = tokio::task::yield_now() => cancelled += 1,
+                    }
+                }
+                assert!(cancelled > 100, "only {cancelled} cancellations");
+                out
+            });
+        assert_eq!(got.len(), 200);
+        assert!(got == want, "lines differ after cancellations");
+    }
+}
