@@ -27,6 +27,11 @@ use writegate_core::Service;
 use writegate_stdio::NonBlockingFd;
 use writegate_stdio::lines::{Frame, LineReader, READ_CHUNK, READ_MAX};
 
+/// The most a long line's buffer is presized to (`max_frame_bytes` and
+/// its `\r\n` up to this): a larger limit still works, its buffer doubling
+/// past this size as before.
+const PRESIZE_MAX: usize = 64 * 1024 * 1024;
+
 /// State every connection shares: the service, the daemon-wide shutdown
 /// token, the in-flight byte budget and the worker slots.
 pub struct Shared {
@@ -294,6 +299,11 @@ pub async fn run_connection<H, R, W>(
                     () = shared.shutdown.cancelled() => break 'lines,
                     p = shared.budget.units.clone().acquire_many_owned(units) => p.ok(),
                 };
+                // Room for the longest line, `\r\n` included: no copies
+                // while it grows (see `LineReader::presize`).
+                if reserved.is_some() {
+                    input.presize(max.saturating_add(2).min(PRESIZE_MAX));
+                }
             }
             let limit = if reserved.is_some() {
                 READ_MAX

@@ -18,7 +18,7 @@ use crate::api::{
 use crate::audit::{AuditSink, Intent, now_rfc3339};
 use crate::config::Config;
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
-use crate::op::{Committed, Loaded, Op, ReadMode, Target};
+use crate::op::{Committed, Loaded, Op, PARALLEL_HASH_MIN, ReadMode, Target};
 use crate::policy::{Approvals, Grant, GrantOutcome, Scope};
 use crate::receipts::Receipts;
 use crate::runtime::{Registry, Runtime};
@@ -277,16 +277,47 @@ impl Service {
     /// SPEC 3), and the file's format and hash. The caller checks that reads
     /// are enabled.
     pub fn read_text_file(&self, ctx: &OpCtx, p: &ReadParams) -> Result<TextRead, Failure> {
+        self.read_text_file_with(ctx, p, |content| content)
+            .map(|(content, hash, format)| TextRead {
+                content,
+                hash,
+                format,
+            })
+    }
+
+    /// [`Service::read_text_file`], with the text handed to `answer` (which
+    /// serialises it, say) while the file's hash is taken: on a helper
+    /// thread for a file of 1 MiB or more (as a large write's hashes), so that
+    /// the hash and the decoding and `answer` share the two CPUs
+    /// (docs/decisions/0022-large-reads-and-writes.md). Returns what
+    /// `answer` made, the hash and the format. `answer` runs only for a
+    /// file that was read and decoded.
+    pub fn read_text_file_with<T>(
+        &self,
+        ctx: &OpCtx,
+        p: &ReadParams,
+        answer: impl FnOnce(String) -> T,
+    ) -> Result<(T, String, FileFormat), Failure> {
         let mut op = Op::begin(self, ctx, Intent::Read, None, &p.path);
         let result = (|| {
             let target = op.resolve_read(&p.path)?;
             let bytes = op.read_for_reader(&target, &p.path)?;
-            let content = writegate_text::read_text(&bytes, p.line, p.limit)?;
-            let format = writegate_text::detect(&bytes)?;
-            Ok(TextRead {
-                content,
-                hash: sha256_tagged(&bytes),
-                format: FileFormat::from(&format),
+            let text = || -> Result<_, Failure> {
+                let content = writegate_text::read_text(&bytes, p.line, p.limit)?;
+                let format = writegate_text::detect(&bytes)?;
+                Ok((answer(content), FileFormat::from(&format)))
+            };
+            if bytes.len() < PARALLEL_HASH_MIN {
+                let (made, format) = text()?;
+                return Ok((made, sha256_tagged(&bytes), format));
+            }
+            std::thread::scope(|s| {
+                let hash = s.spawn(|| sha256_tagged(&bytes));
+                let made = text();
+                let hash = hash
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                made.map(|(made, format)| (made, hash, format))
             })
         })();
         op.finish(result)

@@ -22,6 +22,11 @@
 
 use std::ops::Range;
 
+mod blocks;
+mod write;
+
+pub use write::push_string;
+
 /// Deepest nesting the scan follows (`serde_json` allows 128).
 pub const MAX_DEPTH: usize = 64;
 
@@ -225,31 +230,28 @@ impl Scanner<'_> {
         self.eat(b'"')?;
         let start = self.i;
         let mut escaped = false;
+        // Whether a byte that is not ASCII was seen (perhaps past the end).
+        let mut wide = false;
         loop {
-            self.i += memchr::memchr2(b'"', b'\\', &self.b[self.i..])?;
-            if self.b[self.i] == b'"' {
-                break;
+            self.i = blocks::string_stop(self.b, self.i, &mut wide)?;
+            match self.b[self.i] {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    // The escapes of text (`\n` above all) first, without a call.
+                    self.i += match self.b.get(self.i + 1) {
+                        Some(&e) if one_byte_escape(e).is_some() => 2,
+                        _ => escape_len(&self.b[self.i..])?,
+                    };
+                }
+                // A raw control character (escapes hold none).
+                _ => return None,
             }
-            escaped = true;
-            // The escapes of text (`\n` above all) first, without a call.
-            self.i += match self.b.get(self.i + 1) {
-                Some(b'n' | b'"' | b'\\' | b'/' | b'b' | b'f' | b'r' | b't') => 2,
-                _ => escape_len(&self.b[self.i..])?,
-            };
         }
-        // No raw control character (escapes hold none), and whether any
-        // byte is not ASCII: one pass the compiler vectorises, instead of
-        // a check per run between escapes.
-        #[allow(clippy::needless_bitwise_bool)] // `||` would stop the vectorising
-        let (control, wide) = self.b[start..self.i]
-            .iter()
-            .fold((false, false), |(c, w), &b| {
-                (c | (b < 0x20), w | (b >= 0x80))
-            });
         // Outside strings the scan accepts ASCII only, so the text is valid
         // UTF-8 exactly when every string is: only a string holding other
         // bytes is checked.
-        if control || (wide && std::str::from_utf8(&self.b[start..self.i]).is_err()) {
+        if wide && std::str::from_utf8(&self.b[start..self.i]).is_err() {
             return None;
         }
         self.i += 1;
@@ -377,23 +379,20 @@ pub fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<()> {
     }
     let end = span.end - 1;
     let (mut r, mut w) = (span.start + 1, 0);
-    while let Some(run) = memchr::memchr(b'\\', &v[r..end]) {
+    loop {
+        // Once the text before `r` has room for a block, runs move a block
+        // at a time (see `blocks::move_runs`).
+        if r - w >= 16 {
+            (r, w) = blocks::move_runs(v, r, w, end);
+        }
+        let Some(run) = memchr::memchr(b'\\', &v[r..end]) else {
+            break;
+        };
         v.copy_within(r..r + run, w);
         w += run;
         r += run;
         // A one-byte character (`\n` above all) is written as it is.
-        let simple = match v.get(r + 1) {
-            Some(b'n') => Some(b'\n'),
-            Some(b'"') => Some(b'"'),
-            Some(b'\\') => Some(b'\\'),
-            Some(b'/') => Some(b'/'),
-            Some(b'r') => Some(b'\r'),
-            Some(b't') => Some(b'\t'),
-            Some(b'b') => Some(8),
-            Some(b'f') => Some(12),
-            _ => None,
-        };
-        if let Some(b) = simple {
+        if let Some(b) = v.get(r + 1).and_then(|&e| one_byte_escape(e)) {
             v[w] = b;
             w += 1;
             r += 2;
@@ -410,6 +409,23 @@ pub fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<()> {
     v.copy_within(r..end, w);
     v.truncate(w + end - r);
     Some(())
+}
+
+/// The byte a two-character escape `\e` stands for (`n` is a line break);
+/// `None` for `u` and anything that is no escape.
+#[inline]
+pub(crate) fn one_byte_escape(e: u8) -> Option<u8> {
+    match e {
+        b'n' => Some(b'\n'),
+        b'"' => Some(b'"'),
+        b'\\' => Some(b'\\'),
+        b'/' => Some(b'/'),
+        b'r' => Some(b'\r'),
+        b't' => Some(b'\t'),
+        b'b' => Some(8),
+        b'f' => Some(12),
+        _ => None,
+    }
 }
 
 /// The character of one escape (`escape_len` long).

@@ -179,6 +179,17 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         self.codec.max
     }
 
+    /// Gives the buffer room for `bytes` in all (a long line, read under a
+    /// reservation of budget for that much), so that it is read into one
+    /// allocation instead of doubling into ever larger ones and copying
+    /// what it holds each time. The memory is only address space until the
+    /// line's bytes arrive in it.
+    pub fn presize(&mut self, bytes: usize) {
+        if self.buf.capacity() < bytes {
+            self.buf.reserve(bytes - self.buf.len());
+        }
+    }
+
     /// True once the reader reported end of input.
     pub fn at_eof(&self) -> bool {
         self.eof
