@@ -84,7 +84,10 @@ fn a_write_undone_through_mcp_gets_back_its_exact_bytes_and_mode() {
     let (txt, out) = m.ok("write_file", json!({"path": file, "content": "new\n"}));
     let op = op_id(&out);
     assert!(txt.contains(&op), "the text names the opId: {txt}");
-    assert_eq!(one_event(&mut audit, "fs.access", "write_file")["opId"], json!(op));
+    assert_eq!(
+        one_event(&mut audit, "fs.access", "write_file")["opId"],
+        json!(op)
+    );
     assert_eq!(fs::read(&file).unwrap(), b"new\r\n");
     fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
 
@@ -144,14 +147,21 @@ fn undo_refuses_unknown_and_foreign_operations_and_changed_files() {
         unknown.replace("0123456789ab-7", "OP"),
         "another session's opId reads as an unknown one"
     );
-    assert!(!unknown.contains("writegate history"), "tool words: {unknown}");
+    assert!(
+        !unknown.contains("writegate history"),
+        "tool words: {unknown}"
+    );
     assert!(unknown.contains("this session"), "{unknown}");
     for forged in ["../../etc/passwd", "x"] {
         other.refused("undo", json!({"opId": forged}), "not_undoable");
     }
     assert_eq!(fs::read(&file).unwrap(), b"two\n");
     // No force over MCP.
-    let txt = m.refused("undo", json!({"opId": op, "force": true}), "invalid_arguments");
+    let txt = m.refused(
+        "undo",
+        json!({"opId": op, "force": true}),
+        "invalid_arguments",
+    );
     assert!(txt.contains("force"), "{txt}");
 
     // Changed since (outside writegate): refused, nothing written.
@@ -164,7 +174,10 @@ fn undo_refuses_unknown_and_foreign_operations_and_changed_files() {
     assert!(txt.starts_with("file_changed: "), "{txt}");
     assert_eq!(error_meta(&r)["errorKind"], "file_changed");
     assert!(!txt.contains("pass --force"), "{txt}");
-    assert!(txt.contains(&format!("writegate undo {op} --force")), "{txt}");
+    assert!(
+        txt.contains(&format!("writegate undo {op} --force")),
+        "{txt}"
+    );
     assert_eq!(fs::read(&file).unwrap(), b"three\n");
     let e = one_event(&mut audit, "fs.denied", "undo");
     assert_eq!(e["errorKind"], "file_changed", "{e}");
