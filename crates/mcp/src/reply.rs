@@ -163,7 +163,7 @@ pub(crate) fn edited(r: EditReport) -> CallToolResult {
 }
 
 /// `undo`'s result: what was put back, and the undo's own `opId`.
-pub(crate) fn undone(o: UndoOutcome) -> CallToolResult {
+pub(crate) fn undone(o: &UndoOutcome) -> CallToolResult {
     let verb = if o.dry_run { "would be" } else { "was" };
     let mut text = match o.action {
         "removed" => format!(
@@ -190,7 +190,7 @@ pub(crate) fn undone(o: UndoOutcome) -> CallToolResult {
     } else {
         let _ = write!(text, ". opId {} (undo it to redo)", o.op_id);
     }
-    success(text, &o)
+    success(text, o)
 }
 
 /// A TOML string holding `s` (literal when it can be).

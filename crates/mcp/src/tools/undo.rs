@@ -32,7 +32,7 @@ use writegate_core::{ErrorKind, Failure, OpCtx, Service};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct UndoArgs {
-    /// The opId of the write or edit to take back, as its write_file or edit_file result gave it.
+    /// The opId of the write or edit to take back, as its `write_file` or `edit_file` result gave it.
     pub(crate) op_id: String,
     /// Only check that it can be undone and say what would be done; nothing is written.
     #[serde(default)]
@@ -99,7 +99,7 @@ impl Tool for Undo {
         };
         service
             .undo(ctx, &params)
-            .map(reply::undone)
+            .map(|o| reply::undone(&o))
             .map_err(|f| in_tool_words(f, &params.op_id))
     }
 }
