@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
+mod undo;
+
 /// What the test person answers when asked.
 #[derive(Clone, Copy, Debug)]
 enum Answer {

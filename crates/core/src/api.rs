@@ -365,6 +365,11 @@ pub struct WriteOutcome {
     pub bytes_after: u64,
     /// `sha256:<hex>` of the new bytes.
     pub hash: String,
+    /// The operation's `opId` (its audit event's, the history's: what an
+    /// undo names). Not serialised here: a front end that shows it says so
+    /// (MCP's `write_file` result does).
+    #[serde(skip)]
+    pub op_id: Option<String>,
 }
 
 /// What an edit did (SPEC 8.6). Serialised (camelCase, absent members
@@ -402,6 +407,11 @@ pub struct EditReport {
     /// Present and true for a dry run: nothing was written.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// The operation's `opId` (`None` for a dry run, which an undo cannot
+    /// name). Not serialised here: SPEC 8.6's object has no such member;
+    /// MCP's `edit_file` result shows it.
+    #[serde(skip)]
+    pub op_id: Option<String>,
 }
 
 /// Numbered lines for the edit tool (`_writegate/read_lines`, SPEC 3).

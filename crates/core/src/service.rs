@@ -196,6 +196,7 @@ impl Service {
     pub fn write_text_file(&self, ctx: &OpCtx, p: &WriteParams) -> Result<WriteOutcome, Failure> {
         let mut op = Op::begin(self, ctx, Intent::Write, Some(EditMode::Write), &p.path);
         op.note_request(p.content.len() as u64, false);
+        let op_id = Some(op.op_id()).filter(|id| !id.is_empty());
         let result = (|| {
             op.admit_write(p.content.len() as u64)?;
             let target = op.resolve_write(&p.path, p.marker)?;
@@ -215,6 +216,7 @@ impl Service {
             bytes_before: c.bytes_before,
             bytes_after: c.bytes_after,
             hash: c.hash_after,
+            op_id,
         })
     }
 
@@ -222,6 +224,7 @@ impl Service {
     pub fn edit_text_file(&self, ctx: &OpCtx, p: &EditParams) -> Result<EditReport, Failure> {
         let mut op = Op::begin(self, ctx, Intent::Edit, Some(p.mode), &p.path);
         op.note_request(p.text().len() as u64, p.dry_run);
+        let op_id = Some(op.op_id()).filter(|id| !id.is_empty() && !p.dry_run);
         let result = (|| {
             let want = p.expected_hash.as_deref().map(expected_hash).transpose()?;
             op.admit_write(p.text().len() as u64)?;
@@ -253,6 +256,7 @@ impl Service {
             now_reads: out.now_reads,
             diff: out.diff,
             dry_run: p.dry_run,
+            op_id,
         })
     }
 

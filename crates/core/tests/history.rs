@@ -105,6 +105,7 @@ impl World {
                 op_id: op.into(),
                 force,
                 dry_run: false,
+                session: None,
             },
         )
     }
@@ -346,6 +347,7 @@ fn history_survives_a_restart() {
             op_id: op,
             force: false,
             dry_run: false,
+            session: None,
         },
     )
     .unwrap();
@@ -424,4 +426,48 @@ fn the_index_is_compacted_once_most_of_it_is_dead() {
     assert_eq!(mine.len(), 1, "written through the other service");
     w.undo(&mine[0].record.op_id, false).unwrap();
     assert_eq!(std::fs::read(&g).unwrap(), b"d0\n");
+}
+
+/// A write's outcome names its `opId` (the history's), and an undo limited
+/// to a session takes back only that session's operations: another
+/// session's `opId` is answered exactly as one that does not exist, and
+/// nothing changes.
+#[test]
+fn an_undo_limited_to_a_session_sees_only_that_session() {
+    let w = world();
+    let f = w.root.join("a.txt");
+    std::fs::write(&f, "old\n").unwrap();
+    let p = WriteParams {
+        path: f.clone(),
+        content: "new\n".into(),
+        options: WriteOptions::default(),
+        marker: None,
+        convert_encoding: false,
+    };
+    let out = w.svc.write_text_file(&w.ctx(), &p).unwrap();
+    let op = out.op_id.clone().expect("a committed write names its opId");
+    assert_eq!(op, w.last_op());
+    let limited = |session: &str, op: &str| {
+        w.svc.undo(
+            &w.ctx(),
+            &UndoParams {
+                op_id: op.into(),
+                force: false,
+                dry_run: false,
+                session: Some(session.into()),
+            },
+        )
+    };
+    let hint = |r: Result<writegate_core::history::UndoOutcome, Failure>| match r {
+        Err(Failure::Refused(r)) => (r.kind, r.hint.replace(&op, "OP")),
+        other => panic!("{other:?}"),
+    };
+    let foreign = hint(limited("s2", &op));
+    assert_eq!(foreign.0, ErrorKind::NotUndoable);
+    let unknown = hint(limited("s2", "OP"));
+    assert_eq!(foreign, unknown, "another session's opId reads as unknown");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "new\n");
+    let done = limited("s1", &op).unwrap();
+    assert_eq!(done.undone, op);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "old\n");
 }

@@ -1,5 +1,5 @@
 //! writegate's MCP front end (`writegate mcp`): the tools `read_file`,
-//! `write_file` and `edit_file` served over MCP on stdio with the official
+//! `write_file` and `edit_file` (and `undo`, with `[mcp] undo_tool`) served over MCP on stdio with the official
 //! Rust SDK (`rmcp`), for any agent that loads tools from MCP servers. Each
 //! tool call is one operation of `writegate_core::Service` (resolver,
 //! approval gate, path lock, writers, audit) run on a blocking thread; a held

@@ -8,6 +8,7 @@ use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 use std::path::Path;
+use writegate_core::history::UndoOutcome;
 use writegate_core::{Detail, EditReport, ErrorKind, Failure, LinesRead, WriteOutcome};
 
 /// `_meta` key of an error result's facts: `{errorKind, status, ...}`.
@@ -112,14 +113,18 @@ pub(crate) fn wrote(path: &Path, w: WriteOutcome) -> CallToolResult {
     } else {
         format!("replaced (was {} bytes)", w.bytes_before)
     };
-    let text = format!(
+    let mut text = format!(
         "Wrote {} bytes to {}: {what}. hash {}",
         w.bytes_after,
         path.display(),
         w.hash
     );
+    if let Some(id) = &w.op_id {
+        let _ = write!(text, "; opId {id}");
+    }
     let out = WriteOut {
         path: path.display().to_string(),
+        op_id: w.op_id.clone(),
         outcome: w,
     };
     success(text, &out)
@@ -147,8 +152,45 @@ pub(crate) fn edited(r: EditReport) -> CallToolResult {
             ""
         }
     );
-    let out = EditOut { report: r };
+    if let Some(id) = &r.op_id {
+        let _ = write!(text, "; opId {id}");
+    }
+    let out = EditOut {
+        op_id: r.op_id.clone(),
+        report: r,
+    };
     success(text, &out)
+}
+
+/// `undo`'s result: what was put back, and the undo's own `opId`.
+pub(crate) fn undone(o: &UndoOutcome) -> CallToolResult {
+    let verb = if o.dry_run { "would be" } else { "was" };
+    let mut text = match o.action {
+        "removed" => format!(
+            "{} {verb} removed (operation {} had created it)",
+            o.path, o.undone
+        ),
+        _ => format!(
+            "{} {verb} restored to what it was before operation {} ({} bytes, hash {})",
+            o.path,
+            o.undone,
+            o.bytes,
+            o.hash.as_deref().unwrap_or("-")
+        ),
+    };
+    if !o.removed_dirs.is_empty() {
+        let _ = write!(
+            text,
+            ", with the empty directories {}",
+            o.removed_dirs.join(", ")
+        );
+    }
+    if o.dry_run {
+        text.push_str(". Dry run: nothing was written.");
+    } else {
+        let _ = write!(text, ". opId {} (undo it to redo)", o.op_id);
+    }
+    success(text, o)
 }
 
 /// A TOML string holding `s` (literal when it can be).

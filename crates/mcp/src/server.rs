@@ -220,27 +220,30 @@ impl McpServer {
     }
 
     /// The workspace and context of a call on `raw`: an absolute path, or
-    /// one relative to the primary workspace root.
+    /// one relative to the primary workspace root; `None` (a tool that
+    /// names no path) is the primary workspace root.
     async fn prepare(
         &self,
-        raw: &str,
+        raw: Option<&str>,
         cx: &RequestContext<RoleServer>,
         tool: &Entry,
         asking: Asking,
         answered: Option<Answered>,
     ) -> Result<Call, Box<CallToolResult>> {
         self.workspaces.ready(&cx.peer).await;
-        if raw.is_empty() {
+        if raw == Some("") {
             return Err(Box::new(reply::invalid_arguments(
                 tool.name,
                 "path is empty",
             )));
         }
-        let given = Path::new(raw);
         let primary = self.workspaces.all().into_iter().next();
-        let path = match (&primary, given.is_absolute()) {
-            (Some(p), false) => p.root.join(given),
-            (_, true) | (None, false) => given.to_path_buf(),
+        let path = match (raw.map(Path::new), &primary) {
+            (Some(given), _) if given.is_absolute() => given.to_path_buf(),
+            (Some(given), Some(p)) => p.root.join(given),
+            (Some(given), None) => given.to_path_buf(),
+            (None, Some(p)) => p.root.clone(),
+            (None, None) => PathBuf::new(),
         };
         let Some(Picked {
             runtime,
@@ -381,11 +384,14 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let cfg = self.service.config();
         let roots = self.workspaces.roots();
-        Ok(ListToolsResult::with_all_items(tools::list(&Facts {
-            max_edit_bytes: cfg.max_edit_bytes,
-            max_write_bytes: cfg.max_write_bytes,
-            roots: &roots,
-        })))
+        Ok(ListToolsResult::with_all_items(tools::list(
+            &Facts {
+                max_edit_bytes: cfg.max_edit_bytes,
+                max_write_bytes: cfg.max_write_bytes,
+                roots: &roots,
+            },
+            &cfg.mcp,
+        )))
     }
 
     async fn call_tool(
@@ -393,12 +399,14 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(tool) = tools::find(&request.name) else {
+        // A tool the config leaves out is answered as an unknown one.
+        let cfg = self.service.config();
+        let Some(tool) = tools::find(&request.name, &cfg.mcp) else {
             return Err(ErrorData::invalid_params(
                 format!(
                     "unknown tool {:?}: the tools are {}",
                     request.name,
-                    tools::names()
+                    tools::names(&cfg.mcp)
                 ),
                 None,
             ));
@@ -415,7 +423,7 @@ impl ServerHandler for McpServer {
             request.input_responses.as_ref(),
         );
         let call = match self
-            .prepare(&parsed.path, &context, tool, asking, answered)
+            .prepare(parsed.path.as_deref(), &context, tool, asking, answered)
             .await
         {
             Ok(c) => c,

@@ -4,9 +4,9 @@
 
 use super::{Call, Method, MethodError};
 use crate::state::ConnState;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use writegate_core::Failure;
-use writegate_core::history::UndoParams;
+use writegate_core::history::{UndoOutcome, UndoParams};
 
 /// The method.
 pub(crate) struct Undo;
@@ -24,27 +24,10 @@ pub(crate) struct Params {
     session_id: Option<String>,
 }
 
-/// What was done.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct UndoResult {
-    op_id: String,
-    undone: String,
-    path: String,
-    action: &'static str,
-    bytes: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hash: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    removed_dirs: Vec<String>,
-    forced: bool,
-    dry_run: bool,
-}
-
 impl Method for Undo {
     const NAME: &'static str = "_writegate/undo";
     type Params = Params;
-    type Result = UndoResult;
+    type Result = UndoOutcome;
 
     fn enabled(conn: &ConnState) -> bool {
         conn.transport.grants_approvals()
@@ -59,26 +42,16 @@ impl Method for Undo {
         Ok(())
     }
 
-    fn handle(call: &Call<'_>, p: Params) -> Result<UndoResult, MethodError> {
+    fn handle(call: &Call<'_>, p: Params) -> Result<UndoOutcome, MethodError> {
         let ctx = call.ctx(p.session_id.as_deref().unwrap_or("undo"), "ACP undo");
-        let o = call.conn.service.undo(
+        Ok(call.conn.service.undo(
             &ctx,
             &UndoParams {
                 op_id: p.op_id,
                 force: p.force,
                 dry_run: p.dry_run,
+                session: None,
             },
-        )?;
-        Ok(UndoResult {
-            op_id: o.op_id,
-            undone: o.undone,
-            path: o.path,
-            action: o.action,
-            bytes: o.bytes,
-            hash: o.hash,
-            removed_dirs: o.removed_dirs,
-            forced: o.forced,
-            dry_run: o.dry_run,
-        })
+        )?)
     }
 }

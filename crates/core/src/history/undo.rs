@@ -23,10 +23,19 @@ pub struct UndoParams {
     pub force: bool,
     /// Only check and say what would be done.
     pub dry_run: bool,
+    /// Only an operation of this session may be taken back: any other is
+    /// answered as an unknown `opId` (`not_undoable`, the same words), so
+    /// the caller learns nothing of other sessions' operations. `None`:
+    /// any operation (the person's side: the CLI, ACP's `_writegate/undo`).
+    pub session: Option<String>,
 }
 
-/// What an undo did (or, for a dry run, would do).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an undo did (or, for a dry run, would do). Serialised (camelCase,
+/// empty members left out) as every front end shows it: ACP's
+/// `_writegate/undo` result, MCP's `undo` `structuredContent`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct UndoOutcome {
     /// The undo's own `opId` (undo it to redo).
     pub op_id: String,
@@ -40,8 +49,10 @@ pub struct UndoOutcome {
     /// Bytes of the file now (0 when removed).
     pub bytes: u64,
     /// `sha256:<hex>` of the file now (`None` when removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
     /// Directories the operation had created that were removed (empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed_dirs: Vec<String>,
     /// The file had changed since the operation and `force` put the image
     /// back anyway.
@@ -87,12 +98,12 @@ impl Service {
         let (rec, status) = h
             .find(&p.op_id)
             .map_err(Refusal::from)?
-            .ok_or_else(|| {
-                not_undoable(format!(
-                    "no operation {} in the history; `writegate history` lists the operations that can be undone",
-                    p.op_id
-                ))
-            })?;
+            .filter(|(rec, _)| {
+                p.session
+                    .as_deref()
+                    .is_none_or(|s| rec.session_id.as_deref() == Some(s))
+            })
+            .ok_or_else(|| not_undoable(unknown_op(&p.op_id)))?;
         match status {
             Status::Live => {}
             Status::Evicted => {
@@ -193,6 +204,14 @@ impl Service {
         })();
         op.finish(result)
     }
+}
+
+/// The hint of `not_undoable` for an `opId` not in the history (or, for
+/// an undo limited to a session, not of that session).
+pub(crate) fn unknown_op(op_id: &str) -> String {
+    format!(
+        "no operation {op_id} in the history; `writegate history` lists the operations that can be undone"
+    )
 }
 
 /// The store is not open.

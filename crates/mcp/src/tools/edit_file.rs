@@ -55,9 +55,14 @@ pub(crate) struct EditArgs {
 }
 
 /// `edit_file` result: core's [`EditReport`] as it serialises itself (the
-/// same members as ACP's `_writegate/edit_text_file` result).
+/// same members as ACP's `_writegate/edit_text_file` result), and the
+/// edit's `opId`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct EditOut {
+    /// The edit's opId (its audit event's): what `undo` takes. Absent for
+    /// a dry run.
+    #[serde(rename = "opId", skip_serializing_if = "Option::is_none")]
+    pub(crate) op_id: Option<String>,
     /// What the edit did.
     #[serde(flatten)]
     pub(crate) report: EditReport,
@@ -111,8 +116,8 @@ impl Tool for EditFile {
             )
     }
 
-    fn path(args: &EditArgs) -> &str {
-        &args.path
+    fn path(args: &EditArgs) -> Option<&str> {
+        Some(&args.path)
     }
 
     fn content_len(args: &EditArgs) -> usize {

@@ -5,10 +5,13 @@
 //! the dispatch of `tools/call` are both derived.
 //!
 //! Adding a tool: a new module with a `Tool` impl, and one line in
-//! [`TOOLS`] (`tests/architecture.rs` checks every module has its row).
+//! [`TOOLS`] (`tests/architecture.rs` checks every module has its row). A
+//! tool the config leaves out ([`Tool::enabled`]) is neither listed nor
+//! called: a call to it is answered as a call to an unknown tool.
 
 mod edit_file;
 mod read_file;
+mod undo;
 mod write_file;
 
 pub(crate) use edit_file::EditOut;
@@ -20,6 +23,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use std::path::Path;
+use writegate_core::config::McpConfig;
 use writegate_core::{Failure, OpCtx, Service};
 
 /// One tool: its name, arguments, result and operation.
@@ -37,8 +41,14 @@ pub(crate) trait Tool {
     /// description (with the limits and roots of `facts`), title and
     /// annotations.
     fn describe(facts: &Facts<'_>) -> rmcp::model::Tool;
-    /// The path the call names, as given.
-    fn path(args: &Self::Args) -> &str;
+    /// Whether `[mcp]` offers the tool (listed and callable). Default yes.
+    fn enabled(_cfg: &McpConfig) -> bool {
+        true
+    }
+    /// The path the call names, as given; `None` for a tool that names no
+    /// path (it runs in the primary workspace, and its operation finds its
+    /// file itself).
+    fn path(args: &Self::Args) -> Option<&str>;
     /// Checks that need no IO (bad combinations): `Err` is the reason of an
     /// `invalid_arguments` error, and nothing is audited.
     fn check(_args: &Self::Args) -> Result<(), String> {
@@ -48,8 +58,9 @@ pub(crate) trait Tool {
     fn content_len(_args: &Self::Args) -> usize {
         0
     }
-    /// Runs the core operation on `path` (the call's path made absolute)
-    /// and shapes its outcome as the tool's result.
+    /// Runs the core operation on `path` (the call's path made absolute;
+    /// the primary workspace root for a tool that names no path) and
+    /// shapes its outcome as the tool's result.
     fn run(
         service: &Service,
         ctx: &OpCtx,
@@ -65,8 +76,8 @@ pub(crate) type Operation =
 
 /// One parsed call, ready to run.
 pub(crate) struct Parsed {
-    /// The path as the call gave it.
-    pub(crate) path: String,
+    /// The path as the call gave it (`None`: the tool names no path).
+    pub(crate) path: Option<String>,
     /// Bytes of file content it carries.
     pub(crate) content_len: usize,
     /// The operation.
@@ -79,6 +90,7 @@ pub(crate) struct Entry {
     pub(crate) name: &'static str,
     /// The audit event's `route`.
     pub(crate) route: &'static str,
+    enabled: fn(&McpConfig) -> bool,
     describe: fn(&Facts<'_>) -> rmcp::model::Tool,
     parse: fn(JsonObject) -> Result<Parsed, Box<CallToolResult>>,
 }
@@ -100,6 +112,7 @@ const fn entry<T: Tool>() -> Entry {
     Entry {
         name: T::NAME,
         route: T::ROUTE,
+        enabled: T::enabled,
         describe: describe_with::<T>,
         parse: parse_with::<T>,
     }
@@ -127,7 +140,7 @@ fn parse_with<T: Tool>(args: JsonObject) -> Result<Parsed, Box<CallToolResult>> 
         })?;
     T::check(&args).map_err(|why| Box::new(reply::invalid_arguments(T::NAME, &why)))?;
     Ok(Parsed {
-        path: T::path(&args).to_string(),
+        path: T::path(&args).map(str::to_string),
         content_len: T::content_len(&args),
         op: Box::new(move |service: &Service, ctx: &OpCtx, path: &Path| {
             T::run(service, ctx, path, args)
@@ -135,26 +148,33 @@ fn parse_with<T: Tool>(args: JsonObject) -> Result<Parsed, Box<CallToolResult>> 
     })
 }
 
-/// Every tool served, in the order `tools/list` lists them.
-pub(crate) static TOOLS: [Entry; 3] = [
+/// Every tool, in the order `tools/list` lists them.
+pub(crate) static TOOLS: [Entry; 4] = [
     entry::<read_file::ReadFile>(),
     entry::<write_file::WriteFile>(),
     entry::<edit_file::EditFile>(),
+    entry::<undo::Undo>(),
 ];
 
-/// The table's row for `name`.
-pub(crate) fn find(name: &str) -> Option<&'static Entry> {
-    TOOLS.iter().find(|e| e.name == name)
+/// The tools `cfg` offers.
+fn served(cfg: &McpConfig) -> impl Iterator<Item = &'static Entry> + '_ {
+    TOOLS.iter().filter(|e| (e.enabled)(cfg))
 }
 
-/// The tools, as `tools/list` answers.
-pub(crate) fn list(facts: &Facts<'_>) -> Vec<rmcp::model::Tool> {
-    TOOLS.iter().map(|e| e.describe(facts)).collect()
+/// The row for `name`, if `cfg` offers that tool.
+pub(crate) fn find(name: &str, cfg: &McpConfig) -> Option<&'static Entry> {
+    served(cfg).find(|e| e.name == name)
 }
 
-/// The names of every tool, for the error naming an unknown one.
-pub(crate) fn names() -> String {
-    let names: Vec<_> = TOOLS.iter().map(|e| e.name).collect();
+/// The tools `cfg` offers, as `tools/list` answers.
+pub(crate) fn list(facts: &Facts<'_>, cfg: &McpConfig) -> Vec<rmcp::model::Tool> {
+    served(cfg).map(|e| e.describe(facts)).collect()
+}
+
+/// The names of the tools `cfg` offers, for the error naming an unknown
+/// one.
+pub(crate) fn names(cfg: &McpConfig) -> String {
+    let names: Vec<_> = served(cfg).map(|e| e.name).collect();
     match names.as_slice() {
         [init @ .., last] if !init.is_empty() => format!("{} and {last}", init.join(", ")),
         _ => names.join(""),
@@ -245,9 +265,41 @@ mod tests {
     const READ_FILE: &str = read_file::ReadFile::NAME;
     const WRITE_FILE: &str = write_file::WriteFile::NAME;
     const EDIT_FILE: &str = edit_file::EditFile::NAME;
+    const UNDO: &str = undo::Undo::NAME;
     use edit_file::EditArgs;
     use read_file::ReadArgs;
+    use undo::UndoArgs;
     use write_file::WriteArgs;
+
+    fn undo_on() -> McpConfig {
+        McpConfig {
+            undo_tool: true,
+            ..McpConfig::default()
+        }
+    }
+
+    /// `undo` is neither listed nor found (a call to it is a call to an
+    /// unknown tool) unless `[mcp] undo_tool` is on; the other tools are
+    /// always there.
+    #[test]
+    fn the_config_leaves_undo_out_by_default() {
+        let off = McpConfig::default();
+        let listed = |cfg: &McpConfig| -> Vec<String> {
+            list(&facts(), cfg)
+                .iter()
+                .map(|t| t.name.to_string())
+                .collect()
+        };
+        assert_eq!(listed(&off), [READ_FILE, WRITE_FILE, EDIT_FILE]);
+        assert!(find(UNDO, &off).is_none());
+        assert_eq!(names(&off), "read_file, write_file and edit_file");
+        assert_eq!(listed(&undo_on()), [READ_FILE, WRITE_FILE, EDIT_FILE, UNDO]);
+        assert_eq!(find(UNDO, &undo_on()).map(|e| e.route), Some("mcp undo"));
+        assert_eq!(
+            names(&undo_on()),
+            "read_file, write_file, edit_file and undo"
+        );
+    }
 
     fn facts() -> Facts<'static> {
         Facts {
@@ -278,7 +330,7 @@ mod tests {
             }
         }
         let mut mins = 0;
-        for t in list(&facts()) {
+        for t in list(&facts(), &undo_on()) {
             walk(
                 &Value::Object(t.input_schema.as_ref().clone()),
                 &t.name,
@@ -293,9 +345,9 @@ mod tests {
     /// Every property an input schema names is an argument the struct accepts, and the required ones are exactly the non-optional fields.
     #[test]
     fn input_schemas_match_the_argument_structs() {
-        let tools = list(&facts());
+        let tools = list(&facts(), &undo_on());
         let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
-        assert_eq!(names, [READ_FILE, WRITE_FILE, EDIT_FILE]);
+        assert_eq!(names, [READ_FILE, WRITE_FILE, EDIT_FILE, UNDO]);
         let schema = |name: &str| {
             let t = tools.iter().find(|t| t.name == name).unwrap();
             Value::Object(t.input_schema.as_ref().clone())
@@ -336,18 +388,30 @@ mod tests {
         serde_json::from_value::<EditArgs>(full).unwrap();
         serde_json::from_value::<ReadArgs>(json!({"path": "/a", "line": 1, "limit": 2})).unwrap();
         serde_json::from_value::<WriteArgs>(json!({"path": "/a", "content": ""})).unwrap();
+        let undo = schema(UNDO);
+        assert_eq!(props(&undo), ["dryRun", "opId"]);
+        assert_eq!(undo["required"], json!(["opId"]));
+        serde_json::from_value::<UndoArgs>(json!({"opId": "x", "dryRun": true})).unwrap();
+        // No `force` over MCP (see tools/undo.rs).
+        assert!(serde_json::from_value::<UndoArgs>(json!({"opId": "x", "force": true})).is_err());
         assert!(serde_json::from_value::<EditArgs>(json!({"path": "/a", "edits": []})).is_err());
     }
 
     #[test]
     fn every_tool_has_an_output_schema_and_descriptions_name_the_limits() {
         let roots = ["/w".to_string()];
-        let tools = list(&Facts {
-            roots: &roots,
-            ..facts()
-        });
+        let tools = list(
+            &Facts {
+                roots: &roots,
+                ..facts()
+            },
+            &undo_on(),
+        );
         for t in &tools {
             assert!(t.output_schema.is_some(), "{}", t.name);
+            if t.name == UNDO {
+                continue; // names no path and carries no content
+            }
             let d = t.description.as_deref().unwrap();
             assert!(d.contains("5 MiB"), "{d}");
             assert!(d.contains("The workspace is /w"), "{d}");

@@ -77,8 +77,8 @@ impl Tool for ReadFile {
             )
     }
 
-    fn path(args: &ReadArgs) -> &str {
-        &args.path
+    fn path(args: &ReadArgs) -> Option<&str> {
+        Some(&args.path)
     }
 
     fn check(_args: &ReadArgs) -> Result<(), String> {

@@ -24,6 +24,9 @@ pub(crate) struct WriteArgs {
 pub(crate) struct WriteOut {
     /// The path written, as given (made absolute).
     pub(crate) path: String,
+    /// The write's opId (its audit event's): what `undo` takes.
+    #[serde(rename = "opId", skip_serializing_if = "Option::is_none")]
+    pub(crate) op_id: Option<String>,
     /// What the write did.
     #[serde(flatten)]
     pub(crate) outcome: WriteOutcome,
@@ -60,8 +63,8 @@ impl Tool for WriteFile {
             )
     }
 
-    fn path(args: &WriteArgs) -> &str {
-        &args.path
+    fn path(args: &WriteArgs) -> Option<&str> {
+        Some(&args.path)
     }
 
     fn content_len(args: &WriteArgs) -> usize {
