@@ -116,6 +116,12 @@ pub(super) fn keep_before(
     rec: &mut Record,
 ) -> Result<(), Refusal> {
     let refuse = |e: writegate_fs::FsError| {
+        // The file swapped or gone while it was being kept is the same
+        // refusal as a swap the publish catches (`symlink_escape`), not a
+        // failure of the store.
+        if matches!(e, writegate_fs::FsError::SymlinkEscape { .. }) {
+            return Refusal::from(e);
+        }
         Refusal::new(
             ErrorKind::IoError,
             format!(
