@@ -7,7 +7,7 @@
 //! `force`; a held path asks the person like a write.
 
 use super::{Answer, Caps, Mcp, PLAIN, error_meta, one_event, start, text, ws_arg};
-use crate::common::{Tree, temps};
+use crate::common::{BIN, Tree, TreeAudit, temps};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use serde_json::{Map, Value, json};
 use std::fs;
@@ -46,7 +46,7 @@ fn op_id(out: &Value) -> String {
 
 #[test]
 fn undo_is_neither_listed_nor_callable_unless_the_config_enables_it() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
     assert_eq!(names(&m), ["read_file", "write_file", "edit_file"]);
     // A call to it is answered as a call to an unknown tool.
@@ -73,7 +73,7 @@ fn undo_is_neither_listed_nor_callable_unless_the_config_enables_it() {
 
 #[test]
 fn a_write_undone_through_mcp_gets_back_its_exact_bytes_and_mode() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let file = t.ws.join("notes.txt");
     let old: &[u8] = b"caf\xc3\xa9 one\r\ntwo\r\n";
     fs::write(&file, old).unwrap();
@@ -130,7 +130,7 @@ fn a_write_undone_through_mcp_gets_back_its_exact_bytes_and_mode() {
 
 #[test]
 fn undo_refuses_unknown_and_foreign_operations_and_changed_files() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let file = t.ws.join("a.txt");
     fs::write(&file, "one\n").unwrap();
     let m = with_undo(&t, &PLAIN);
@@ -188,7 +188,7 @@ fn undo_refuses_unknown_and_foreign_operations_and_changed_files() {
 
 #[test]
 fn an_undo_on_a_held_path_asks_the_person_like_a_write() {
-    let t = Tree::new();
+    let t = Tree::new(BIN);
     let caps = Caps {
         elicitation: true,
         version: ProtocolVersion::V_2025_11_25,
