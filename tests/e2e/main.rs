@@ -25,6 +25,7 @@ mod environment;
 mod external;
 mod framing;
 mod handshake;
+mod history;
 mod mcp;
 mod mcp_2026;
 mod memory;
