@@ -283,3 +283,77 @@ fn usage_errors() {
     );
     assert!(snapshot(home.path()).is_empty());
 }
+
+#[test]
+fn regression_a_huge_settings_file_is_refused_without_being_loaded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let settings = home.join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    // 4 GiB that take no disk (sparse), under a 1 GiB address-space limit:
+    // a setup that loads the file dies instead of eating the machine.
+    let f = std::fs::File::create(&settings).unwrap();
+    f.set_len(4 << 30).unwrap();
+    drop(f);
+    let out = Command::new("prlimit")
+        .arg("--as=1073741824")
+        .arg(env!("CARGO_BIN_EXE_writegate"))
+        .args(["setup", "claude-code"])
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot change") && err.contains("larger than 16 MiB"),
+        "{err}"
+    );
+    assert_eq!(std::fs::metadata(&settings).unwrap().len(), 4 << 30);
+    let names: Vec<_> = std::fs::read_dir(settings.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["settings.json"], "a backup or temp file was left");
+}
+
+#[test]
+fn a_directory_or_fifo_in_place_of_a_settings_file_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let settings = home.join(".claude/settings.json");
+    std::fs::create_dir_all(&settings).unwrap();
+    let out = run(home, &["setup", "claude-code"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot change"), "{err}");
+    assert!(settings.is_dir());
+    std::fs::remove_dir(&settings).unwrap();
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &settings,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    let out = run(home, &["setup", "claude-code"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot change") && err.contains("fifo"),
+        "{err}"
+    );
+    // (`snapshot` would open the fifo.) Nothing beside it, and it is still one.
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&settings)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    let names: Vec<_> = std::fs::read_dir(settings.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["settings.json"]);
+}

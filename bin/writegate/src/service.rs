@@ -33,14 +33,22 @@ fn config_text(roots: &[PathBuf]) -> String {
          # `systemctl --user reload writegate` re-reads this file.\n",
     );
     for root in roots {
-        let root = root
-            .display()
-            .to_string()
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"");
-        let _ = writeln!(text, "\n[[workspace]]\nroot = \"{root}\"\ntrusted = true");
+        let _ = writeln!(
+            text,
+            "\n[[workspace]]\nroot = {}\ntrusted = true",
+            toml_string(root)
+        );
     }
     text
+}
+
+/// `path` as a TOML string: every character a basic string may not hold
+/// (newline, control characters) escaped, so a directory name cannot end
+/// the string or break the file.
+fn toml_string(path: &std::path::Path) -> String {
+    toml_edit::Value::from(path.display().to_string())
+        .decorated("", "")
+        .to_string()
 }
 
 /// `writegate service install`.
@@ -64,6 +72,15 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
     let mut roots = Vec::new();
     for w in &i.workspaces {
         match std::fs::canonicalize(absolutize(w)) {
+            Ok(p) if p.is_dir() && p.to_str().is_none() => {
+                return crate::usage_error(
+                    "service",
+                    &format!(
+                        "--workspace {}: the path is not UTF-8, which the config file cannot hold",
+                        w.display()
+                    ),
+                );
+            }
             Ok(p) if p.is_dir() => roots.push(p),
             _ => {
                 return crate::usage_error(
@@ -112,7 +129,7 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
         let _ = writeln!(text, "{}: {verb}", path.display());
     }
     let held = std::fs::read_to_string(&config).unwrap_or_default();
-    roots.retain(|r| !held.contains(&format!("root = \"{}\"", r.display())));
+    roots.retain(|r| !held.contains(&format!("root = {}", toml_string(r))));
     if config_exists && !roots.is_empty() {
         let _ = write!(
             text,
@@ -163,5 +180,15 @@ mod tests {
         assert_eq!(ws.len(), 2);
         assert_eq!(ws.get(1).unwrap()["root"].as_str(), Some("/srv/b \"q\""));
         assert_eq!(ws.get(0).unwrap()["trusted"].as_bool(), Some(true));
+    }
+
+    #[test]
+    fn a_root_with_a_newline_or_control_character_stays_one_string() {
+        let odd = "/srv/a\n[[workspace]]\nroot = \"/\"\u{1b}\\";
+        let text = config_text(&[PathBuf::from(odd)]);
+        let cfg: toml_edit::DocumentMut = text.parse().unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let ws = cfg["workspace"].as_array_of_tables().unwrap();
+        assert_eq!(ws.len(), 1, "{text}");
+        assert_eq!(ws.get(0).unwrap()["root"].as_str(), Some(odd));
     }
 }

@@ -9,6 +9,10 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use writegate_fs::{Dir, LeafStat, NewFileMode, PublishOptions};
 
+/// The largest settings file `writegate setup` reads (16 MiB): agents'
+/// settings are a few kilobytes; a larger file is refused, not loaded.
+const MAX_SETTINGS_BYTES: u64 = 16 * 1024 * 1024;
+
 /// A configuration file as read: where it really is and what it held.
 pub(crate) struct Current {
     /// The path as the agent names it (for messages).
@@ -60,17 +64,35 @@ pub(crate) fn read(path: &Path) -> Result<Current, String> {
         base.join(&rest)
     };
     let (parent, leaf) = leaf_of(&real)?;
-    let stat = if parent.is_dir() {
+    // Read through the directory handle, the leaf not followed and classified
+    // before it is opened (a fifo put there is refused, never opened), and
+    // at most `MAX_SETTINGS_BYTES` of it: the stat and the text are of one
+    // open file.
+    let existing = if parent.is_dir() {
         let dir = Dir::open_canonical(&parent).map_err(|e| e.to_string())?;
-        writegate_fs::stat_leaf(&dir, &leaf).map_err(|e| e.to_string())?
+        writegate_fs::read_existing(
+            &dir,
+            &leaf,
+            Some(MAX_SETTINGS_BYTES),
+            writegate_fs::Atime::Update,
+        )
+        .map_err(|e| e.to_string())?
     } else {
         None
     };
-    let text = if stat.is_some() {
-        let bytes = std::fs::read(&real).map_err(|e| format!("cannot read it: {e}"))?;
-        String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())?
-    } else {
-        String::new()
+    let (stat, text) = match existing {
+        None => (None, String::new()),
+        Some(e) => {
+            let writegate_fs::Content::Whole(bytes) = e.content else {
+                return Err(format!(
+                    "it is larger than {} MiB ({} bytes), which no settings file is",
+                    MAX_SETTINGS_BYTES >> 20,
+                    e.stat.len
+                ));
+            };
+            let text = String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())?;
+            (Some(e.stat), text)
+        }
     };
     Ok(Current {
         shown: path.to_path_buf(),

@@ -513,7 +513,7 @@ impl History {
             .filter(|n| n.hash_before.is_some() && n.hash_before == want)
             .and_then(|n| read(&n.op_id));
         let after = from_next.or_else(|| {
-            let now = std::fs::read(rec.canonical()).ok()?;
+            let now = read_result(&rec.canonical(), rec.bytes_after)?;
             (Some(crate::sha256_tagged(&now)) == want).then_some(now)
         });
         Ok((rec, before, after))
@@ -608,6 +608,23 @@ fn compact(root: &Path, st: &State) -> Result<(), FsError> {
         }
     }
     writegate_fs::replace_whole(root, INDEX, &body)
+}
+
+/// The file at `canonical` when it may still hold an operation's result
+/// of `len` bytes: a regular file of exactly that size, opened through its
+/// canonical directory without following a symlink anywhere (a fifo,
+/// device, symlink or directory put there since is not opened, and a file
+/// of another size is not read: nothing a same-UID process plants at the
+/// path can block the reader or make it load more than `len` bytes).
+fn read_result(canonical: &Path, len: u64) -> Option<Vec<u8>> {
+    let (parent, leaf) = (canonical.parent()?, canonical.file_name()?);
+    let dir = Dir::open_canonical(parent).ok()?;
+    let existing =
+        writegate_fs::read_existing(&dir, leaf, Some(len), writegate_fs::Atime::Keep).ok()??;
+    match existing.content {
+        writegate_fs::Content::Whole(b) if b.len() as u64 == len => Some(b),
+        _ => None,
+    }
 }
 
 /// A new record for an operation on `canonical` (the caller fills in the
