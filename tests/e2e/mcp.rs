@@ -1467,7 +1467,7 @@ fn acp_and_mcp_show_the_same_fields_for_the_same_outcome() {
     let t = Tree::new(BIN);
     let file = t.ws.join("same.py");
     fs::write(&file, "x = 1\nprint(x)\nx = 1\n").unwrap();
-    let mut d = t.stdio_daemon(&[]);
+    let mut d = t.stdio_daemon(&["--allow-read"]);
     let mut acp = d.stdio_client();
     let m = start(&t, &["--workspace", &ws_arg(&t)], &PLAIN, &[]);
     let acp_edit = |c: &mut crate::common::Client, args: &Value| {
@@ -1483,6 +1483,20 @@ fn acp_and_mcp_show_the_same_fields_for_the_same_outcome() {
     let (_, out) = m.ok("edit_file", args);
     assert_eq!(r["result"], out, "{r}");
     assert_eq!(out["dryRun"], true, "{out}");
+
+    // A read: the same lines and facts (MCP adds the path it read).
+    let r = acp.call(
+        "_writegate/read_lines",
+        json!({"sessionId": "s1", "path": file}),
+    );
+    let (_, mut out) = m.ok("read_file", json!({"path": file}));
+    out.as_object_mut().unwrap().remove("path");
+    assert_eq!(r["result"], out, "{r}");
+    assert_eq!(
+        out["lines"][1],
+        json!({"n": 2, "text": "print(x)"}),
+        "{out}"
+    );
 
     let missing = t.ws.join("missing.py");
     let refusals = [

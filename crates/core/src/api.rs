@@ -305,18 +305,25 @@ pub struct ReadParams {
 }
 
 /// A file's format as found: what reads report and what an edit keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Serialised (camelCase: `encoding`, `bom`, `lineEnding`) as every front
+/// end shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct FileFormat {
-    /// The encoding's name (`utf-8`, `utf-16le`, `windows-1252`, ...).
+    /// The file's encoding ("utf-8", "utf-16le", "windows-1252", ...).
     pub encoding: &'static str,
-    /// Whether the file starts with a BOM.
+    /// Whether the file starts with a byte order mark.
     pub bom: bool,
-    /// The dominant line ending (`\n` when the file has none).
+    /// The file's dominant line ending: "lf", "crlf" or "cr" ("lf" when
+    /// it has none).
     pub line_ending: LineEnding,
 }
 
-/// A line ending, by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A line ending, by name (`lf`, `crlf`, `cr` when serialised).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
 pub enum LineEnding {
     /// `\n`
     Lf,
@@ -414,16 +421,31 @@ pub struct EditReport {
     pub op_id: Option<String>,
 }
 
-/// Numbered lines for the edit tool (`_writegate/read_lines`, SPEC 3).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One numbered line of a [`LinesRead`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NumberedLine {
+    /// 1-based line number.
+    pub n: u64,
+    /// The line's text, without its line ending.
+    pub text: String,
+}
+
+/// Numbered lines for the edit tool (`_writegate/read_lines`, MCP
+/// `read_file`, SPEC 3). Serialised (camelCase: `lines`, `totalLines`,
+/// `hash`, `encoding`, `bom`, `lineEnding`) as every front end shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct LinesRead {
-    /// `(n, text)` of each line, text without its ending.
-    pub lines: Vec<(u64, String)>,
+    /// The lines asked for.
+    pub lines: Vec<NumberedLine>,
     /// Lines in the whole file (SPEC 8.1).
     pub total_lines: usize,
-    /// `sha256:<hex>` of the file's bytes.
+    /// "sha256:<hex>" of the file's bytes (an edit's `expectedHash`).
     pub hash: String,
     /// The file's format.
+    #[serde(flatten)]
     pub format: FileFormat,
 }
 

@@ -31,8 +31,8 @@ pub mod sessions;
 
 pub use api::{
     Allowances, ApprovalAnswer, ApprovalQuestion, Approver, EditParams, EditReport, FileFormat,
-    LineEnding, LinesRead, OpCtx, OpMode, ReadParams, Receipt, TextRead, WriteOutcome, WriteParams,
-    validate_edit,
+    LineEnding, LinesRead, NumberedLine, OpCtx, OpMode, ReadParams, Receipt, TextRead,
+    WriteOutcome, WriteParams, validate_edit,
 };
 pub use config::Config;
 pub use error::{Detail, ErrorKind, Failure, Refusal};

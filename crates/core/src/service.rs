@@ -12,8 +12,8 @@
 //! more immediately before the rename), then exactly one audit event.
 
 use crate::api::{
-    EditParams, EditReport, FileFormat, LinesRead, OpCtx, ReadParams, Receipt, TextRead,
-    WriteOutcome, WriteParams,
+    EditParams, EditReport, FileFormat, LinesRead, NumberedLine, OpCtx, ReadParams, Receipt,
+    TextRead, WriteOutcome, WriteParams,
 };
 use crate::audit::{AuditSink, Intent, now_rfc3339};
 use crate::config::Config;
@@ -268,7 +268,11 @@ impl Service {
             let bytes = op.read_for_reader(&target, &p.path)?;
             let n = writegate_text::numbered_lines(&bytes, p.line, p.limit)?;
             Ok(LinesRead {
-                lines: n.lines,
+                lines: n
+                    .lines
+                    .into_iter()
+                    .map(|(n, text)| NumberedLine { n, text })
+                    .collect(),
                 total_lines: n.total_lines,
                 hash: sha256_tagged(&bytes),
                 format: FileFormat::from(&n.format),

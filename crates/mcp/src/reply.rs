@@ -3,7 +3,7 @@
 //! and one or two sentences the model can act on. The only place a core
 //! [`Failure`] becomes MCP.
 
-use crate::tools::{EditOut, LineOut, ReadOut, WriteOut};
+use crate::tools::{EditOut, ReadOut, WriteOut};
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
@@ -61,13 +61,13 @@ pub(crate) fn invalid_arguments(tool: &str, why: &str) -> CallToolResult {
 /// `read_file`'s result: numbered lines, then one line of facts.
 pub(crate) fn read(path: &Path, r: LinesRead) -> CallToolResult {
     let mut text =
-        String::with_capacity(r.lines.iter().map(|(_, t)| t.len() + 8).sum::<usize>() + 160);
-    for (n, line) in &r.lines {
-        let _ = writeln!(text, "{n}\t{line}");
+        String::with_capacity(r.lines.iter().map(|l| l.text.len() + 8).sum::<usize>() + 160);
+    for l in &r.lines {
+        let _ = writeln!(text, "{}\t{}", l.n, l.text);
     }
-    let shown = match (r.lines.first(), r.lines.last()) {
-        (Some((a, _)), Some((b, _))) if r.lines.len() < r.total_lines => {
-            let more = if usize::try_from(*b).is_ok_and(|b| b < r.total_lines) {
+    let shown = match (r.lines.first().map(|l| l.n), r.lines.last().map(|l| l.n)) {
+        (Some(a), Some(b)) if r.lines.len() < r.total_lines => {
+            let more = if usize::try_from(b).is_ok_and(|b| b < r.total_lines) {
                 format!("; read on with line={}", b + 1)
             } else {
                 String::new()
@@ -92,16 +92,7 @@ pub(crate) fn read(path: &Path, r: LinesRead) -> CallToolResult {
     );
     let out = ReadOut {
         path: path.display().to_string(),
-        lines: r
-            .lines
-            .into_iter()
-            .map(|(n, text)| LineOut { n, text })
-            .collect(),
-        total_lines: r.total_lines,
-        hash: r.hash,
-        encoding: r.format.encoding,
-        bom: r.format.bom,
-        line_ending: r.format.line_ending.as_str(),
+        read: r,
     };
     success(text, &out)
 }

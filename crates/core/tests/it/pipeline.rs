@@ -42,7 +42,8 @@ fn write_keeps_crlf_and_read_reports_the_format() {
         .unwrap();
     assert_eq!(read.hash, out.hash);
     assert_eq!(read.format.line_ending.as_str(), "crlf");
-    assert_eq!(read.lines, vec![(1, "x".into()), (2, "y".into())]);
+    let lines: Vec<(u64, &str)> = read.lines.iter().map(|l| (l.n, l.text.as_str())).collect();
+    assert_eq!(lines, vec![(1, "x"), (2, "y")]);
     let events = w.events();
     assert_eq!(events.len(), 2);
     assert_eq!(events[0]["type"], "fs.access");

@@ -15,7 +15,7 @@ mod undo;
 mod write_file;
 
 pub(crate) use edit_file::EditOut;
-pub(crate) use read_file::{LineOut, ReadOut};
+pub(crate) use read_file::ReadOut;
 pub(crate) use write_file::WriteOut;
 
 use crate::reply;

@@ -6,7 +6,7 @@ use rmcp::model::{CallToolResult, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use writegate_core::{Failure, OpCtx, ReadParams, Service};
+use writegate_core::{Failure, LinesRead, OpCtx, ReadParams, Service};
 
 /// `read_file` arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -21,33 +21,15 @@ pub(crate) struct ReadArgs {
     pub(crate) limit: Option<u64>,
 }
 
-/// One numbered line of `read_file`.
+/// `read_file` result: the path and core's [`LinesRead`] as it serialises
+/// itself (the same members as ACP's `_writegate/read_lines` result).
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct LineOut {
-    /// 1-based line number.
-    pub(crate) n: u64,
-    /// The line's text, without its line ending.
-    pub(crate) text: String,
-}
-
-/// `read_file` result.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct ReadOut {
     /// The path read, as given (made absolute).
     pub(crate) path: String,
-    /// The lines asked for.
-    pub(crate) lines: Vec<LineOut>,
-    /// Lines in the whole file.
-    pub(crate) total_lines: usize,
-    /// "sha256:<hex>" of the file's bytes (`edit_file`'s `expectedHash`).
-    pub(crate) hash: String,
-    /// The file's encoding ("utf-8", "utf-16le", "windows-1252", ...).
-    pub(crate) encoding: &'static str,
-    /// Whether the file starts with a byte order mark.
-    pub(crate) bom: bool,
-    /// The file's dominant line ending: "lf", "crlf" or "cr".
-    pub(crate) line_ending: &'static str,
+    /// The lines and the file's facts.
+    #[serde(flatten)]
+    pub(crate) read: LinesRead,
 }
 
 /// `read_file`: a text file as numbered lines.
