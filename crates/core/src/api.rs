@@ -442,7 +442,7 @@ pub struct LinesRead {
     pub lines: Vec<NumberedLine>,
     /// Lines in the whole file (SPEC 8.1).
     pub total_lines: usize,
-    /// "sha256:<hex>" of the file's bytes (an edit's `expectedHash`).
+    /// `sha256:<hex>` of the file's bytes (an edit's `expectedHash`).
     pub hash: String,
     /// The file's format.
     #[serde(flatten)]
