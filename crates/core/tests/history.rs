@@ -74,19 +74,7 @@ impl World {
     }
 
     fn append(&self, path: &Path, content: &str) -> String {
-        let p = EditParams {
-            path: path.to_path_buf(),
-            mode: EditMode::Append,
-            content: Some(content.into()),
-            find: None,
-            line: None,
-            end_line: None,
-            expected_hash: None,
-            dry_run: false,
-            options: WriteOptions::default(),
-            marker: None,
-            convert_encoding: false,
-        };
+        let p = EditParams::new(path, EditMode::Append, content);
         self.svc.edit_text_file(&self.ctx(), &p).unwrap();
         self.last_op()
     }
