@@ -32,5 +32,5 @@ pub mod state;
 pub mod transport;
 mod wire;
 
-pub use outgoing::unpredictable_hex;
 pub use server::{ServeOptions, activated_listener, default_socket_path, serve};
+pub use writegate_core::unpredictable_hex;

@@ -34,7 +34,7 @@ impl Outgoing {
     /// An empty table.
     pub(crate) fn new() -> Outgoing {
         Outgoing {
-            prefix: format!("writegate-{}-", unpredictable_hex()),
+            prefix: format!("writegate-{}-", writegate_core::unpredictable_hex()),
             next: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
         }
@@ -104,22 +104,6 @@ impl Outgoing {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-/// 128 bits from the operating system's random source, as 32 hex digits:
-/// the part of an id or a name that another party must not guess. Without
-/// a random source (a kernel without `getrandom(2)` and no `/dev/urandom`)
-/// there is no safe id: the process stops rather than ask a question whose
-/// answer anyone could forge.
-pub fn unpredictable_hex() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    let mut hex = String::with_capacity(32);
-    for b in bytes {
-        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
-        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
-    }
-    hex
 }
 
 #[cfg(test)]

@@ -28,6 +28,18 @@ fn push_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
+/// 128 bits from the operating system's random source, as 32 hex digits:
+/// the part of an id, a name or a handle that another party must not
+/// guess (writegate's own request ids, approval tool-call ids, MCP
+/// `requestState` handles). Without a random source (a kernel without
+/// `getrandom(2)` and no `/dev/urandom`) there is no safe id: the process
+/// stops rather than ask a question whose answer anyone could forge.
+pub fn unpredictable_hex() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    hex(&bytes)
+}
+
 /// `sha256:<64 hex>` of `bytes` (the `hash` of SPEC 3 and 8).
 pub fn sha256_tagged(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(7 + 64);

@@ -36,7 +36,7 @@ pub use api::{
 };
 pub use config::Config;
 pub use error::{Detail, ErrorKind, Failure, Refusal};
-pub use hash::{hex, path_hash, path_text, sha256_tagged};
+pub use hash::{hex, path_hash, path_text, sha256_tagged, unpredictable_hex};
 pub use routing::MarkerSource;
 pub use runtime::{Registry, Runtime};
 pub use service::{DynamicWorkspaceError, Service};

@@ -74,7 +74,7 @@ impl Questions {
     /// The `input_required` result asking about `q` for a call of `tool`,
     /// with a new handle as its `requestState`.
     pub(crate) fn ask(&self, tool: &'static str, q: &ApprovalQuestion) -> InputRequiredResult {
-        let handle = random_handle();
+        let handle = writegate_core::unpredictable_hex();
         {
             let mut issued = self.lock();
             issued.retain(|_, i| i.at.elapsed() < STATE_TTL);
@@ -186,18 +186,6 @@ pub(crate) fn held_question(f: &Failure) -> Option<ApprovalQuestion> {
         level: *level,
         reason: reason.clone(),
     })
-}
-
-/// 128 random bits in hex.
-fn random_handle() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    let mut hex = String::with_capacity(32);
-    for b in bytes {
-        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
-        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
-    }
-    hex
 }
 
 #[cfg(test)]
