@@ -23,6 +23,7 @@ mod hash;
 pub mod history;
 mod op;
 pub mod policy;
+pub mod read_answer;
 pub mod receipts;
 pub mod routing;
 pub mod runtime;
@@ -37,6 +38,7 @@ pub use api::{
 pub use config::Config;
 pub use error::{Detail, ErrorKind, Failure, Refusal};
 pub use hash::{hex, path_hash, path_text, sha256_tagged, unpredictable_hex};
+pub use read_answer::{LinesView, ReadFacts};
 pub use routing::MarkerSource;
 pub use runtime::{Registry, Runtime};
 pub use service::{DynamicWorkspaceError, Service};

@@ -12,14 +12,15 @@
 //! more immediately before the rename), then exactly one audit event.
 
 use crate::api::{
-    EditParams, EditReport, FileFormat, LinesRead, NumberedLine, OpCtx, ReadParams, Receipt,
-    TextRead, WriteOutcome, WriteParams,
+    EditParams, EditReport, FileFormat, LinesRead, OpCtx, ReadParams, Receipt, TextRead,
+    WriteOutcome, WriteParams,
 };
 use crate::audit::{AuditSink, Intent, now_rfc3339};
 use crate::config::Config;
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use crate::op::{Committed, Loaded, Op, PARALLEL_HASH_MIN, ReadMode, Target};
 use crate::policy::{Approvals, Grant, GrantOutcome, Scope};
+use crate::read_answer::{LinesView, ReadFacts};
 use crate::receipts::Receipts;
 use crate::runtime::{Registry, Runtime};
 use crate::sha256_tagged;
@@ -262,21 +263,39 @@ impl Service {
 
     /// Numbered lines for the edit tool (`_writegate/read_lines`, SPEC 3).
     pub fn read_lines(&self, ctx: &OpCtx, p: &ReadParams) -> Result<LinesRead, Failure> {
+        // A closure: `LinesView::numbered` names one lifetime of the view,
+        // and `read_lines_with` hands over a view of any.
+        #[allow(clippy::redundant_closure_for_method_calls)]
+        self.read_lines_with(ctx, p, |view| view.numbered())
+            .map(|(lines, facts)| facts.with_lines(lines))
+    }
+
+    /// [`Service::read_lines`], with the lines handed to `answer` (which
+    /// writes them as JSON, say: [`LinesView::write_lines_member`]) while
+    /// the file's hash is taken, as [`Service::read_text_file_with`] does.
+    /// Returns what `answer` made and the facts the answer ends with.
+    pub fn read_lines_with<T>(
+        &self,
+        ctx: &OpCtx,
+        p: &ReadParams,
+        answer: impl FnOnce(&LinesView<'_>) -> T,
+    ) -> Result<(T, ReadFacts), Failure> {
         let mut op = Op::begin(self, ctx, Intent::Read, None, &p.path);
         let result = (|| {
             let target = op.resolve_read(&p.path)?;
             let bytes = op.read_for_reader(&target, &p.path)?;
-            let n = writegate_text::numbered_lines(&bytes, p.line, p.limit)?;
-            Ok(LinesRead {
-                lines: n
-                    .lines
-                    .into_iter()
-                    .map(|(n, text)| NumberedLine { n, text })
-                    .collect(),
-                total_lines: n.total_lines,
-                hash: sha256_tagged(&bytes),
-                format: FileFormat::from(&n.format),
-            })
+            let ((made, total_lines, format), hash) = hashed_beside(&bytes, || {
+                let view = LinesView::of(&bytes, p.line, p.limit)?;
+                Ok((answer(&view), view.total_lines(), view.format()))
+            })?;
+            Ok((
+                made,
+                ReadFacts {
+                    total_lines,
+                    hash,
+                    format,
+                },
+            ))
         })();
         op.finish(result)
     }
@@ -285,7 +304,7 @@ impl Service {
     /// SPEC 3), and the file's format and hash. The caller checks that reads
     /// are enabled.
     pub fn read_text_file(&self, ctx: &OpCtx, p: &ReadParams) -> Result<TextRead, Failure> {
-        self.read_text_file_with(ctx, p, |content| content)
+        self.read_text_file_with(ctx, p, str::to_string)
             .map(|(content, hash, format)| TextRead {
                 content,
                 hash,
@@ -304,29 +323,18 @@ impl Service {
         &self,
         ctx: &OpCtx,
         p: &ReadParams,
-        answer: impl FnOnce(String) -> T,
+        answer: impl FnOnce(&str) -> T,
     ) -> Result<(T, String, FileFormat), Failure> {
         let mut op = Op::begin(self, ctx, Intent::Read, None, &p.path);
         let result = (|| {
             let target = op.resolve_read(&p.path)?;
             let bytes = op.read_for_reader(&target, &p.path)?;
-            let text = || -> Result<_, Failure> {
-                let content = writegate_text::read_text(&bytes, p.line, p.limit)?;
-                let format = writegate_text::detect(&bytes)?;
-                Ok((answer(content), FileFormat::from(&format)))
-            };
-            if bytes.len() < PARALLEL_HASH_MIN {
-                let (made, format) = text()?;
-                return Ok((made, sha256_tagged(&bytes), format));
-            }
-            std::thread::scope(|s| {
-                let hash = s.spawn(|| sha256_tagged(&bytes));
-                let made = text();
-                let hash = hash
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                made.map(|(made, format)| (made, hash, format))
-            })
+            let ((made, format), hash) = hashed_beside(&bytes, || {
+                let (content, format) =
+                    writegate_text::read_text_borrowed(&bytes, p.line, p.limit)?;
+                Ok((answer(&content), FileFormat::from(&format)))
+            })?;
+            Ok((made, hash, format))
         })();
         op.finish(result)
     }
@@ -616,6 +624,28 @@ fn unknown_encoding() -> Failure {
          _meta[\"writegate/convertEncoding\"]: true",
     )
     .into()
+}
+
+/// `make()` and the tagged SHA-256 of `bytes`, the hash taken on a helper
+/// thread while `make` runs when `bytes` is 1 MiB or more (as a large
+/// write's hashes), so that the two share the two CPUs
+/// (docs/decisions/0022-large-reads-and-writes.md).
+fn hashed_beside<T>(
+    bytes: &[u8],
+    make: impl FnOnce() -> Result<T, Failure>,
+) -> Result<(T, String), Failure> {
+    if bytes.len() < PARALLEL_HASH_MIN {
+        let made = make()?;
+        return Ok((made, sha256_tagged(bytes)));
+    }
+    std::thread::scope(|s| {
+        let hash = s.spawn(|| sha256_tagged(bytes));
+        let made = make();
+        let hash = hash
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        made.map(|made| (made, hash))
+    })
 }
 
 /// The bytes to detect an existing file's format from: all of them, or for

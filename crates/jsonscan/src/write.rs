@@ -44,9 +44,18 @@ fn push_escape(out: &mut Vec<u8>, c: u8) {
 /// Appends `s` as a JSON string (quotes included), exactly the bytes
 /// `serde_json::to_writer(out, s)` appends.
 pub fn push_string(out: &mut Vec<u8>, s: &str) {
-    let b = s.as_bytes();
-    out.reserve(b.len() + 2);
+    out.reserve(s.len() + 2);
     out.push(b'"');
+    push_escaped(out, s);
+    out.push(b'"');
+}
+
+/// Appends `s` escaped as inside a JSON string, without the quotes: a
+/// string written in pieces (`"` + pieces + `"`) reads as their
+/// concatenation written with [`push_string`].
+pub fn push_escaped(out: &mut Vec<u8>, s: &str) {
+    let b = s.as_bytes();
+    out.reserve(b.len());
     // `b[start..]` is not written yet.
     let mut start = 0;
     let escape_from = |out: &mut Vec<u8>, at: usize, start: &mut usize| {
@@ -73,12 +82,11 @@ pub fn push_string(out: &mut Vec<u8>, s: &str) {
         }
     }
     out.extend_from_slice(&b[start..]);
-    out.push(b'"');
 }
 
 #[cfg(test)]
 mod tests {
-    use super::push_string;
+    use super::{push_escaped, push_string};
 
     fn written(s: &str) -> Vec<u8> {
         let mut out = b"x".to_vec();
@@ -106,6 +114,16 @@ mod tests {
             want.extend_from_slice(&serde_json::to_vec(s).unwrap());
             assert_eq!(written(s), want, "{s:?}");
         }
+    }
+
+    #[test]
+    fn pieces_read_as_the_whole() {
+        let (a, b) = ("line \"one\"\t", "and\ntwo\\");
+        let mut out = vec![b'"'];
+        push_escaped(&mut out, a);
+        push_escaped(&mut out, b);
+        out.push(b'"');
+        assert_eq!(out, serde_json::to_vec(&format!("{a}{b}")).unwrap());
     }
 
     proptest::proptest! {

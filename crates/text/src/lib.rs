@@ -36,4 +36,6 @@ pub use format::{
 };
 pub use keep::align_endings;
 pub use lines::{Ending, Line, convert_breaks, dominant, split_bytes, split_units};
-pub use read::{NumberedLines, numbered_lines, read_text};
+pub use read::{
+    NumberedLines, NumberedView, numbered_lines, numbered_view, read_text, read_text_borrowed,
+};

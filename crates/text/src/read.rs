@@ -52,6 +52,55 @@ fn decoded<'a>(bytes: &'a [u8], format: &Format) -> Cow<'a, str> {
     }
 }
 
+/// The numbered lines of `_writegate/read_lines` (SPEC 3) without a copy of each
+/// line: the decoded text (borrowed from the file's bytes when they are UTF-8) and
+/// the window asked for, walked by [`NumberedView::lines`]. What
+/// [`numbered_lines`] collects, for an answer written straight from the text.
+#[derive(Clone, Debug)]
+pub struct NumberedView<'a> {
+    text: Cow<'a, str>,
+    line: Option<u64>,
+    limit: Option<u64>,
+    /// Number of lines in the whole file (SPEC 8.1; an empty file has 0).
+    pub total_lines: usize,
+    /// The file's detected format.
+    pub format: Format,
+}
+
+impl NumberedView<'_> {
+    /// The lines asked for: the 1-based number and the decoded text without its
+    /// ending (undecodable units shown as U+FFFD), in order.
+    pub fn lines(&self) -> impl Iterator<Item = (u64, &str)> + '_ {
+        let (start, win) = window(&self.text, self.line, self.limit);
+        win.enumerate()
+            .map(move |(i, l)| ((start + i) as u64 + 1, &self.text[l.text()]))
+    }
+}
+
+/// [`numbered_lines`] as a [`NumberedView`]: the same checks and errors, nothing
+/// copied per line.
+pub fn numbered_view(
+    bytes: &[u8],
+    line: Option<u64>,
+    limit: Option<u64>,
+) -> Result<NumberedView<'_>, TextError> {
+    let format = detect(bytes)?;
+    if is_binary(bytes, &format) {
+        return Err(TextError::BinaryFile);
+    }
+    // Decoding never adds or removes a line break (bad sequences become U+FFFD, and
+    // CR / LF decode as themselves in every supported encoding), so the decoded text
+    // splits into exactly the lines of the raw units.
+    let text = decoded(bytes, &format);
+    Ok(NumberedView {
+        total_lines: count_lines(text.as_bytes()),
+        text,
+        line,
+        limit,
+        format,
+    })
+}
+
 /// Numbers a file's lines for `_writegate/read_lines` (SPEC 3) with the SPEC 8.1
 /// line model, the same one line edits use. `line` is 1-based (`None`/0 = 1), `limit`
 /// the most lines to return (`None` = all). A `line` past the end gives no lines.
@@ -63,22 +112,11 @@ pub fn numbered_lines(
     line: Option<u64>,
     limit: Option<u64>,
 ) -> Result<NumberedLines, TextError> {
-    let format = detect(bytes)?;
-    if is_binary(bytes, &format) {
-        return Err(TextError::BinaryFile);
-    }
-    // Decoding never adds or removes a line break (bad sequences become U+FFFD, and
-    // CR / LF decode as themselves in every supported encoding), so the decoded text
-    // splits into exactly the lines of the raw units.
-    let text = decoded(bytes, &format);
-    let (start, win) = window(&text, line, limit);
+    let view = numbered_view(bytes, line, limit)?;
     Ok(NumberedLines {
-        lines: win
-            .enumerate()
-            .map(|(i, l)| ((start + i) as u64 + 1, text[l.text()].to_string()))
-            .collect(),
-        total_lines: count_lines(text.as_bytes()),
-        format,
+        lines: view.lines().map(|(n, t)| (n, t.to_string())).collect(),
+        total_lines: view.total_lines,
+        format: view.format,
     })
 }
 
@@ -89,19 +127,31 @@ pub fn numbered_lines(
 ///
 /// Errors: `UnsupportedEncoding` (undetectable file, SPEC 9).
 pub fn read_text(bytes: &[u8], line: Option<u64>, limit: Option<u64>) -> Result<String, TextError> {
+    read_text_borrowed(bytes, line, limit).map(|(text, _)| text.into_owned())
+}
+
+/// [`read_text`] borrowed from `bytes` when it can be (UTF-8 without invalid
+/// sequences), with the format it was decoded from: the text of a large
+/// read is not copied before it is answered, nor the file detected twice.
+pub fn read_text_borrowed(
+    bytes: &[u8],
+    line: Option<u64>,
+    limit: Option<u64>,
+) -> Result<(Cow<'_, str>, Format), TextError> {
     let format = detect(bytes)?;
     let text = decoded(bytes, &format);
     if line.unwrap_or(1) <= 1 && limit.is_none() {
-        return Ok(text.into_owned());
+        return Ok((text, format));
     }
     let (_, mut win) = window(&text, line, limit);
-    Ok(match win.next() {
+    let text = Cow::Owned(match win.next() {
         Some(f) => {
             let end = win.last().map_or(f.end, |l| l.end);
             text[f.start..end].to_string()
         }
         None => String::new(),
-    })
+    });
+    Ok((text, format))
 }
 
 #[cfg(test)]

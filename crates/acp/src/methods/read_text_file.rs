@@ -78,7 +78,7 @@ impl Method for ReadTextFile {
                 line: p.line.map(u64::from),
                 limit: p.limit.map(u64::from),
             },
-            |text| JsonString::of(&text),
+            JsonString::of,
         )?;
         Ok(TextResult {
             content,

@@ -1,0 +1,163 @@
+//! A read's numbered lines written as JSON text, straight from the decoded
+//! file: the shape [`LinesRead`] serialises to (`lines`, `totalLines`,
+//! `hash`, `encoding`, `bom`, `lineEnding`), without a `String` per line or
+//! a `serde_json::Value` tree. A 5 MiB file has some 90,000 lines; the
+//! per-line objects cost more than the read (docs/decisions/0022-large-reads-and-writes.md).
+//! ACP's `_writegate/read_lines` and MCP's `read_file` write their answers
+//! with it; [`LinesRead`] stays the typed form of the same answer.
+
+use crate::api::{FileFormat, LinesRead, NumberedLine};
+use crate::error::Failure;
+use writegate_text::NumberedView;
+
+/// The lines a read asked for, borrowed from the decoded file
+/// ([`crate::Service::read_lines_with`] hands it to its caller while the
+/// file's hash is taken).
+pub struct LinesView<'a> {
+    view: NumberedView<'a>,
+}
+
+impl<'a> LinesView<'a> {
+    pub(crate) fn new(view: NumberedView<'a>) -> Self {
+        LinesView { view }
+    }
+
+    /// The lines `line` and `limit` ask for of a file holding `bytes`
+    /// (what [`crate::Service::read_lines_with`] hands over, without the
+    /// file): `unsupported_encoding` or `binary_file` as a read refuses them.
+    pub fn of(bytes: &'a [u8], line: Option<u64>, limit: Option<u64>) -> Result<Self, Failure> {
+        Ok(LinesView::new(writegate_text::numbered_view(
+            bytes, line, limit,
+        )?))
+    }
+
+    /// The lines asked for: 1-based number and text without its ending.
+    pub fn lines(&self) -> impl Iterator<Item = (u64, &str)> + '_ {
+        self.view.lines()
+    }
+
+    /// Lines in the whole file (SPEC 8.1).
+    pub fn total_lines(&self) -> usize {
+        self.view.total_lines
+    }
+
+    /// The file's format.
+    pub fn format(&self) -> FileFormat {
+        FileFormat::from(&self.view.format)
+    }
+
+    /// The lines asked for, each its own [`NumberedLine`].
+    pub fn numbered(&self) -> Vec<NumberedLine> {
+        self.lines()
+            .map(|(n, text)| NumberedLine {
+                n,
+                text: text.to_string(),
+            })
+            .collect()
+    }
+
+    /// Appends the `lines` member as [`LinesRead`] serialises it:
+    /// `"lines":[{"n":1,"text":"..."},...]`.
+    pub fn write_lines_member(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(br#""lines":["#);
+        let mut first = true;
+        for (n, text) in self.lines() {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            out.extend_from_slice(br#"{"n":"#);
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.extend_from_slice(br#","text":"#);
+            writegate_jsonscan::push_string(out, text);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+}
+
+/// What a numbered read reports beside its lines: [`LinesRead`] without
+/// `lines`. Serialised (camelCase: `totalLines`, `hash`, `encoding`, `bom`,
+/// `lineEnding`) as every front end shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadFacts {
+    /// Lines in the whole file (SPEC 8.1).
+    pub total_lines: usize,
+    /// `sha256:<hex>` of the file's bytes (an edit's `expectedHash`).
+    pub hash: String,
+    /// The file's format.
+    #[serde(flatten)]
+    pub format: FileFormat,
+}
+
+impl ReadFacts {
+    /// Appends the members as [`LinesRead`] serialises them after `lines`,
+    /// each preceded by a comma: `,"totalLines":N,"hash":...,"lineEnding":...`.
+    pub fn write_members(&self, out: &mut Vec<u8>) {
+        let object = serde_json::to_vec(self).unwrap_or_else(|_| b"{}".to_vec());
+        // `{...}` without its braces, after a comma.
+        out.push(b',');
+        out.extend_from_slice(&object[1..object.len() - 1]);
+    }
+
+    /// The whole [`LinesRead`] as JSON text: `{"lines":[...],...}`.
+    pub fn write_object(&self, view: &LinesView<'_>, out: &mut Vec<u8>) {
+        out.push(b'{');
+        view.write_lines_member(out);
+        self.write_members(out);
+        out.push(b'}');
+    }
+}
+
+impl ReadFacts {
+    /// The typed answer: `lines` and these facts.
+    pub fn with_lines(self, lines: Vec<NumberedLine>) -> LinesRead {
+        LinesRead {
+            lines,
+            total_lines: self.total_lines,
+            hash: self.hash,
+            format: self.format,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sha256_tagged;
+
+    /// Every shape of file: the written object is the serde form of the
+    /// typed answer, byte for byte.
+    #[test]
+    fn the_written_object_is_the_typed_answers_serde_bytes() {
+        let files: [&[u8]; 7] = [
+            b"",
+            b"one\n",
+            b"a \"quoted\"\tline\r\nb\\c\r\n\x01ctl",
+            b"\xEF\xBB\xBFbom\rcr\rlines",
+            b"\xFF\xFEa\x00\r\x00\n\x00b\x00",
+            b"caf\xe9 latin-1\n",
+            b"x\ny\nz\n",
+        ];
+        for bytes in files {
+            for (line, limit) in [(None, None), (Some(2), Some(1)), (Some(9), None)] {
+                let view =
+                    LinesView::new(writegate_text::numbered_view(bytes, line, limit).unwrap());
+                let facts = ReadFacts {
+                    total_lines: view.total_lines(),
+                    hash: sha256_tagged(bytes),
+                    format: view.format(),
+                };
+                let mut out = Vec::new();
+                facts.write_object(&view, &mut out);
+                let typed = facts.with_lines(view.numbered());
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    serde_json::to_string(&typed).unwrap(),
+                    "{bytes:?} {line:?} {limit:?}"
+                );
+            }
+        }
+    }
+}
