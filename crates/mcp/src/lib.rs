@@ -15,6 +15,7 @@
 
 mod approver;
 mod input;
+mod out;
 mod reply;
 mod roots;
 mod server;

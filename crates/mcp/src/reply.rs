@@ -3,13 +3,13 @@
 //! and one or two sentences the model can act on. The only place a core
 //! [`Failure`] becomes MCP.
 
-use crate::tools::{EditOut, ReadOut, WriteOut};
+use crate::tools::{EditOut, WriteOut};
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 use std::path::Path;
 use writegate_core::history::UndoOutcome;
-use writegate_core::{Detail, EditReport, ErrorKind, Failure, LinesRead, WriteOutcome};
+use writegate_core::{Detail, EditReport, ErrorKind, Failure, LinesView, ReadFacts, WriteOutcome};
 
 /// `_meta` key of an error result's facts: `{errorKind, status, ...}`.
 pub(crate) const ERROR_META_KEY: &str = "writegate/error";
@@ -58,43 +58,97 @@ pub(crate) fn invalid_arguments(tool: &str, why: &str) -> CallToolResult {
     )
 }
 
-/// `read_file`'s result: numbered lines, then one line of facts.
-pub(crate) fn read(path: &Path, r: LinesRead) -> CallToolResult {
-    let mut text =
-        String::with_capacity(r.lines.iter().map(|l| l.text.len() + 8).sum::<usize>() + 160);
-    for l in &r.lines {
-        let _ = writeln!(text, "{}\t{}", l.n, l.text);
+/// `read_file`'s lines written as JSON text while the file is hashed
+/// ([`lines_json`]); [`read`] finishes the result.
+pub(crate) struct ReadLinesJson {
+    /// `"content":[{"type":"text","text":"` and the numbered lines, escaped.
+    head: Vec<u8>,
+    /// `"lines":[...]`.
+    lines: Vec<u8>,
+    first: Option<u64>,
+    last: Option<u64>,
+    count: usize,
+}
+
+/// The numbered lines of `view` as `read_file` answers them: the text
+/// (`<n>\t<text>` lines) and the `lines` of the structured content.
+pub(crate) fn lines_json(view: &LinesView<'_>) -> ReadLinesJson {
+    let (count, bytes) = view
+        .lines()
+        .fold((0, 0), |(n, b), (_, t)| (n + 1, b + t.len()));
+    let mut head = Vec::with_capacity(bytes + bytes / 8 + count * 10 + 64);
+    head.extend_from_slice(br#""content":[{"type":"text","text":""#);
+    let (mut first, mut last) = (None, None);
+    let mut number = itoa::Buffer::new();
+    for (n, text) in view.lines() {
+        first.get_or_insert(n);
+        last = Some(n);
+        head.extend_from_slice(number.format(n).as_bytes());
+        head.extend_from_slice(br"\t");
+        writegate_jsonscan::push_escaped(&mut head, text);
+        head.extend_from_slice(br"\n");
     }
-    let shown = match (r.lines.first().map(|l| l.n), r.lines.last().map(|l| l.n)) {
-        (Some(a), Some(b)) if r.lines.len() < r.total_lines => {
-            let more = if usize::try_from(b).is_ok_and(|b| b < r.total_lines) {
+    let mut lines = Vec::with_capacity(bytes + bytes / 8 + count * 24 + 16);
+    view.write_lines_member(&mut lines);
+    ReadLinesJson {
+        head,
+        lines,
+        first,
+        last,
+        count,
+    }
+}
+
+/// `read_file`'s result: numbered lines, then one line of facts, and the
+/// structured content (`path` and core's `LinesRead` members), written as
+/// JSON text ([`crate::out::prebuilt`]).
+pub(crate) fn read(path: &Path, j: ReadLinesJson, facts: &ReadFacts) -> CallToolResult {
+    let summary = read_summary(path, j.first, j.last, j.count, facts);
+    let mut head = j.head;
+    head.reserve(summary.len() + path.as_os_str().len() + 64);
+    writegate_jsonscan::push_escaped(&mut head, &summary);
+    head.extend_from_slice(br#""}],"structuredContent":{"path":"#);
+    writegate_jsonscan::push_string(&mut head, &path.display().to_string());
+    head.push(b',');
+    let mut tail = Vec::with_capacity(256);
+    facts.write_members(&mut tail);
+    tail.extend_from_slice(br#"},"isError":false"#);
+    crate::out::prebuilt(vec![head, j.lines, tail])
+}
+
+/// The line of facts after the numbered lines: which lines these are, the
+/// format and the hash.
+fn read_summary(
+    path: &Path,
+    first: Option<u64>,
+    last: Option<u64>,
+    count: usize,
+    facts: &ReadFacts,
+) -> String {
+    let shown = match (first, last) {
+        (Some(a), Some(b)) if count < facts.total_lines => {
+            let more = if usize::try_from(b).is_ok_and(|b| b < facts.total_lines) {
                 format!("; read on with line={}", b + 1)
             } else {
                 String::new()
             };
-            format!("lines {a}-{b} of {}{more}", r.total_lines)
+            format!("lines {a}-{b} of {}{more}", facts.total_lines)
         }
-        (Some(_), Some(_)) => format!("{} lines", r.total_lines),
-        _ if r.total_lines == 0 => "empty file".to_string(),
+        (Some(_), Some(_)) => format!("{} lines", facts.total_lines),
+        _ if facts.total_lines == 0 => "empty file".to_string(),
         _ => format!(
             "no lines in that range; the file has {} lines",
-            r.total_lines
+            facts.total_lines
         ),
     };
-    let _ = write!(
-        text,
+    format!(
         "[{}: {shown}; {}{}, {} line endings; hash {}]",
         path.display(),
-        r.format.encoding,
-        if r.format.bom { " with BOM" } else { "" },
-        r.format.line_ending.as_str().to_uppercase(),
-        r.hash
-    );
-    let out = ReadOut {
-        path: path.display().to_string(),
-        read: r,
-    };
-    success(text, &out)
+        facts.format.encoding,
+        if facts.format.bom { " with BOM" } else { "" },
+        facts.format.line_ending.as_str().to_uppercase(),
+        facts.hash
+    )
 }
 
 /// `write_file`'s result.
@@ -283,7 +337,65 @@ pub(crate) fn failure(f: &Failure, s: &Situation<'_>) -> CallToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use writegate_core::Refusal;
+    use crate::tools::ReadOut;
+    use rmcp::model::{JsonRpcMessage, RequestId, ServerResult};
+    use writegate_core::{LinesRead, Refusal, sha256_tagged};
+
+    /// `read_file`'s result as rmcp's types hold it: the text and a
+    /// `Value` of the structured content.
+    fn typed_read(path: &Path, r: LinesRead) -> CallToolResult {
+        let mut text = String::new();
+        for l in &r.lines {
+            let _ = writeln!(text, "{}\t{}", l.n, l.text);
+        }
+        let facts = ReadFacts {
+            total_lines: r.total_lines,
+            hash: r.hash.clone(),
+            format: r.format,
+        };
+        text.push_str(&read_summary(
+            path,
+            r.lines.first().map(|l| l.n),
+            r.lines.last().map(|l| l.n),
+            r.lines.len(),
+            &facts,
+        ));
+        let out = ReadOut {
+            path: path.display().to_string(),
+            read: r,
+        };
+        success(text, &out)
+    }
+
+    fn wire(r: CallToolResult) -> Value {
+        let item = JsonRpcMessage::response(ServerResult::CallToolResult(r), RequestId::Number(1));
+        serde_json::from_slice(&crate::out::line_of(&item).unwrap().concat()).unwrap()
+    }
+
+    #[test]
+    fn the_written_read_result_is_the_typed_one() {
+        let path = Path::new("/w/a \"b\".txt");
+        let files: [&[u8]; 5] = [
+            b"",
+            b"one\n",
+            b"a\t\"q\"\r\nb\\c\r\n\x01\n",
+            b"\xFF\xFEa\x00\r\x00\n\x00b\x00",
+            b"x\ny\nz\n",
+        ];
+        for bytes in files {
+            for (line, limit) in [(None, None), (Some(2), Some(1)), (Some(9), None)] {
+                let view = LinesView::of(bytes, line, limit).unwrap();
+                let facts = ReadFacts {
+                    total_lines: view.total_lines(),
+                    hash: sha256_tagged(bytes),
+                    format: view.format(),
+                };
+                let typed = typed_read(path, facts.clone().with_lines(view.numbered()));
+                let written = read(path, lines_json(&view), &facts);
+                assert_eq!(wire(written), wire(typed), "{bytes:?} {line:?} {limit:?}");
+            }
+        }
+    }
 
     fn situation() -> Situation<'static> {
         Situation {

@@ -1,5 +1,5 @@
 //! The stdio transport: MCP messages are lines (SPEC of MCP's stdio
-//! transport). Outgoing messages go through `rmcp`'s own line writer.
+//! transport).
 //! Incoming lines are read here with the line reader every front end
 //! shares (`writegate_stdio::lines`), bounded by `max_frame_bytes` (a
 //! longer line is skipped and logged; the connection goes on), and parsed in one pass
@@ -10,8 +10,10 @@
 //! file, for `write_file` and `edit_file`) is read with the strict line scan
 //! of `writegate-jsonscan` and its `content` decoded in the line's own
 //! memory; the other members still go through serde. Every other line goes
-//! to `rmcp`'s parser as it is.
+//! to `rmcp`'s parser as it is. Outgoing messages are lines written by
+//! [`crate::out`].
 
+use crate::out::Out;
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientNotification,
     ClientRequest, ErrorData, GetMeta, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0,
@@ -19,14 +21,13 @@ use rmcp::model::{
 };
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::AsyncRead;
 use tokio::sync::Notify;
 use writegate_jsonscan::{Lookup, Member};
 use writegate_stdio::lines::{Frame, LineReader};
@@ -229,14 +230,12 @@ fn lone_surrogate_request(line: &[u8]) -> Option<RequestId> {
 
 /// A reader of one end of the connection.
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
-/// A writer of one end of the connection.
-type Writer = Box<dyn AsyncWrite + Unpin + Send>;
 
-/// stdin lines in, `rmcp`'s line writer out, both over the process's stdio
+/// stdin lines in, [`Out`]'s lines out, both over the process's stdio
 /// ends as `serve --stdio` has them (`writegate-stdio`).
 pub(crate) struct Stdio {
     lines: LineReader<Reader>,
-    out: AsyncRwTransport<RoleServer, tokio::io::Empty, Writer>,
+    out: Out,
     /// The descriptors' flags to put back when the server is done.
     restore: Option<Restore>,
     /// Requests read and not answered yet: at the end of input they are
@@ -284,7 +283,7 @@ impl Stdio {
     /// runtime, not through blocking threads, unless it is stderr's too,
     /// and a stdin pipe is enlarged to 1 MiB (`writegate_stdio::StdioEnds`,
     /// as for `serve --stdio`; its duplicate for direct writes is not used
-    /// here: `rmcp` writes the answers).
+    /// here: [`Out`] writes the answers).
     /// Measured with a 5 MiB `write_file` from a Python client over a pipe:
     /// 9.9 ms from the first byte sent to the whole line read with a
     /// 64 KiB pipe, 4.7 ms with the larger one.
@@ -296,7 +295,7 @@ impl Stdio {
         let ends = StdioEnds::open();
         Stdio {
             lines: LineReader::new(ends.reader, max_line),
-            out: AsyncRwTransport::new(tokio::io::empty(), ends.writer),
+            out: Out::new(ends.writer),
             restore: Some(ends.restore),
             unanswered: Arc::default(),
             grace,
@@ -325,7 +324,7 @@ impl Transport<RoleServer> for Stdio {
             _ => None,
         };
         let unanswered = self.unanswered.clone();
-        let send = self.out.send(item);
+        let send = self.out.send(&item);
         async move {
             let sent = send.await;
             if let Some(id) = answers {
@@ -395,7 +394,7 @@ impl Transport<RoleServer> for Stdio {
             // the answer after its line was consumed, or leave half
             // a line on stdout. The writer's lock keeps the answer
             // whole and in turn with the service's own sends.
-            let send = self.out.send(answer);
+            let send = self.out.send(&answer);
             tokio::spawn(async move {
                 if let Err(e) = send.await {
                     tracing::warn!(error = %e, "cannot answer an invalid request");
@@ -405,7 +404,8 @@ impl Transport<RoleServer> for Stdio {
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.out.close()
+        let out = self.out.clone();
+        async move { out.close().await }
     }
 }
 

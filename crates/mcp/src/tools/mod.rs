@@ -15,6 +15,7 @@ mod undo;
 mod write_file;
 
 pub(crate) use edit_file::EditOut;
+#[cfg(test)]
 pub(crate) use read_file::ReadOut;
 pub(crate) use write_file::WriteOut;
 

@@ -22,7 +22,9 @@ pub(crate) struct ReadArgs {
 }
 
 /// `read_file` result: the path and core's [`LinesRead`] as it serialises
-/// itself (the same members as ACP's `_writegate/read_lines` result).
+/// itself (the same members as ACP's `_writegate/read_lines` result). Its
+/// schema is the tool's `outputSchema`; the result itself is written as
+/// JSON text by [`reply::read`] (a test checks the two agree).
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct ReadOut {
     /// The path read, as given (made absolute).
@@ -82,8 +84,9 @@ impl Tool for ReadFile {
             line: args.line,
             limit: args.limit,
         };
+        // The lines are written as JSON while the file is hashed.
         service
-            .read_lines(ctx, &params)
-            .map(|r| reply::read(path, r))
+            .read_lines_with(ctx, &params, reply::lines_json)
+            .map(|(lines, facts)| reply::read(path, lines, &facts))
     }
 }
