@@ -1133,7 +1133,10 @@ fn print_targets(outcomes: &[Outcome], large: &[common::large_ops::Row], idle_rs
             verdict(off.on_off <= 1.05)
         );
     }
-    for r in large {
+    for r in large
+        .iter()
+        .filter(|r| !r.name.starts_with("(information)"))
+    {
         println!(
             "target: {} within 1.5x: per-round ratio, median {:.3} -> {}",
             r.name,
