@@ -325,3 +325,55 @@ fn undo_follows_no_symlink_put_on_the_path_since_the_operation() {
     assert_eq!(r["result"]["action"], "restored", "{r}");
     assert_eq!(fs::read_to_string(d.join("f.txt")).unwrap(), "old\n");
 }
+
+/// A forged index record whose `opId` reaches out of the store
+/// (`../../../../out/precious`), with that file's hash as its `hashBefore`
+/// and old enough to be evicted first: an undo of it does not copy that
+/// file into the workspace, and the eviction at the next commit removes
+/// nothing outside the store.
+#[test]
+fn a_forged_op_id_never_reaches_out_of_the_store() {
+    use sha2::{Digest, Sha256};
+    let t = Tree::new(BIN);
+    let f = t.ws.join("a.txt");
+    fs::write(&f, "a0\n").unwrap();
+    {
+        let (_d, mut c, _) = stdio_session(&t, &[]);
+        let r = c.call("fs/write_text_file", write_params(&f, "a1\n"));
+        assert!(r.get("error").is_none(), "{r}");
+    }
+    let precious = t.out.join("precious");
+    fs::write(&precious, "keep me\n").unwrap();
+    let forged = "../../../../out/precious";
+    let store = t.base.join("state/writegate/history");
+    assert_eq!(
+        fs::canonicalize(store.join("images").join(forged)).unwrap(),
+        precious,
+        "the forged name would reach it"
+    );
+    let index = store.join("index.jsonl");
+    let text = fs::read_to_string(&index).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    v["opId"] = json!(forged);
+    v["keptMs"] = json!(1);
+    let hash = Sha256::digest(b"keep me\n")
+        .iter()
+        .fold("sha256:".to_string(), |s, b| format!("{s}{b:02x}"));
+    v["hashBefore"] = json!(hash);
+    v["bytesBefore"] = json!(8);
+    fs::write(&index, format!("{v}\n{text}")).unwrap();
+
+    let (_d, mut c, _) = stdio_session(&t, &[]);
+    let r = c.call("_writegate/undo", json!({"opId": forged, "force": true}));
+    assert_eq!(r["error"]["data"]["errorKind"], "not_undoable", "{r}");
+    let hint = r["error"]["data"]["hint"].as_str().unwrap();
+    assert!(
+        hint.starts_with(&format!("no operation {forged} in the history")),
+        "{hint}"
+    );
+    assert_eq!(fs::read_to_string(&f).unwrap(), "a1\n");
+    // The next commit evicts the forged record (over max_age_days).
+    let r = c.call("fs/write_text_file", write_params(&f, "a2\n"));
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(fs::read_to_string(&precious).unwrap(), "keep me\n");
+}

@@ -61,6 +61,21 @@ pub struct ImageStore {
     dev: u64,
 }
 
+/// An image's name must be one plain file name of the store: the names
+/// come from the history index, which a same-UID process can rewrite, and
+/// a name holding `/` (or `..`) would reach out of the store when it is
+/// opened, kept or removed (an eviction of a forged `../x` would unlink a
+/// file elsewhere).
+fn check_name(store: &Path, name: &str) -> Result<(), FsError> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err(FsError::invalid(
+            store.join(name),
+            "is not a plain name in the history store",
+        ));
+    }
+    Ok(())
+}
+
 /// The modification time of a stat in nanoseconds.
 fn mtime_ns(st: &rustix::fs::Stat) -> i128 {
     i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec)
@@ -127,6 +142,7 @@ impl ImageStore {
         expect: &LeafStat,
         name: &str,
     ) -> Result<Kept, FsError> {
+        check_name(&self.path, name)?;
         let shown = || dir.path().join(leaf);
         if expect.dev == self.dev {
             match rustix::fs::linkat(dir.fd(), leaf, &self.fd, name, AtFlags::empty()) {
@@ -222,6 +238,7 @@ impl ImageStore {
     /// Opens the image `name` for reading: the file and its stat (`None`
     /// when there is no such image, e.g. evicted).
     pub fn open_image(&self, name: &str) -> Result<Option<(File, LeafStat, i128)>, FsError> {
+        check_name(&self.path, name)?;
         let path = || self.path.join(name);
         match rustix::fs::openat(
             &self.fd,
@@ -245,11 +262,15 @@ impl ImageStore {
 
     /// Whether the image `name` exists.
     pub fn has(&self, name: &str) -> bool {
+        if check_name(&self.path, name).is_err() {
+            return false;
+        }
         rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
     }
 
     /// Removes the image `name` (a missing one is fine).
     pub fn remove(&self, name: &str) -> Result<(), FsError> {
+        check_name(&self.path, name)?;
         match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => Err(FsError::errno(FsOp::Remove, &self.path.join(name), e)),
@@ -426,6 +447,29 @@ mod tests {
         let root = std::fs::canonicalize(d.path()).unwrap();
         let dir = Dir::open_canonical(&root).unwrap();
         (d, root, dir)
+    }
+
+    /// Names from a rewritten index never reach out of the store.
+    #[test]
+    fn an_image_name_is_one_plain_name_of_the_store() {
+        let (_d, root, dir) = root();
+        let store = ImageStore::open(&root.join("h/images")).unwrap();
+        std::fs::write(root.join("h/victim"), b"keep").unwrap();
+        std::fs::write(root.join("f"), b"x").unwrap();
+        let st = crate::stat_leaf(&dir, OsStr::new("f")).unwrap().unwrap();
+        for name in ["../victim", "..", ".", "", "a/b", "/etc/passwd", "a\0b"] {
+            assert!(store.remove(name).is_err(), "{name:?}");
+            assert!(store.open_image(name).is_err(), "{name:?}");
+            assert!(!store.has(name), "{name:?}");
+            assert!(
+                store.keep(&dir, OsStr::new("f"), &st, name).is_err(),
+                "{name:?}"
+            );
+        }
+        assert_eq!(std::fs::read(root.join("h/victim")).unwrap(), b"keep");
+        let kept = store.keep(&dir, OsStr::new("f"), &st, "0123-1").unwrap();
+        assert_eq!(kept.kind, ImageKind::Link);
+        assert!(store.has("0123-1") && store.remove("0123-1").is_ok());
     }
 
     #[test]

@@ -178,6 +178,13 @@ impl State {
         match line {
             Line::Keep(r) => {
                 let id = r.op_id.clone();
+                if !plain_op_id(&id) {
+                    // Not an id this store ever wrote: the image name would
+                    // reach out of the store (`../x`). Dropped (and by the
+                    // next compaction).
+                    self.dead += 1;
+                    return;
+                }
                 if self.records.contains_key(&id) {
                     return;
                 }
@@ -592,6 +599,14 @@ impl History {
         }
         Ok(out)
     }
+}
+
+/// Whether `id` has the shape of an `opId` (`<tag>-<n>`: ASCII letters,
+/// digits and `-`), so it is one plain name in the image directory. The
+/// index is a file a same-UID process can rewrite; a record with any other
+/// id is ignored.
+fn plain_op_id(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 /// The index's name in the store.
