@@ -2,7 +2,7 @@
 //! `_writegate/history`/`_writegate/undo` methods through the real binary,
 //! with a same-UID process that plants things at the paths they read.
 
-use crate::common::{BIN, TIMEOUT, Tree, stdio_session, write_params};
+use crate::common::{BIN, TIMEOUT, Tree, snapshot, stdio_session, write_params};
 use serde_json::json;
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -100,4 +100,280 @@ fn regression_diff_opens_no_fifo_and_follows_no_link_planted_at_the_path() {
     let (_, out) = diff(&t, &ops[1], &|| {});
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("+one"), "{text}");
+}
+
+/// The history index with the `keep` record of `op` changed by `change`
+/// (what a same-UID process that rewrites the 0600 index can do; done while
+/// no daemon has read it).
+fn tamper(t: &Tree, op: &str, change: impl Fn(&mut serde_json::Value)) {
+    let index = t.base.join("state/writegate/history/index.jsonl");
+    let text = fs::read_to_string(&index).unwrap();
+    let mut found = false;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v["t"] == "keep" && v["opId"] == op {
+                change(&mut v);
+                found = true;
+            }
+            v.to_string()
+        })
+        .collect();
+    assert!(found, "no keep record of {op} in {text}");
+    fs::write(&index, lines.join("\n") + "\n").unwrap();
+}
+
+/// Each `path` of an undo result's `skippedDirs`.
+fn skipped(r: &serde_json::Value) -> Vec<String> {
+    r["result"]["skippedDirs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no skippedDirs: {r}"))
+        .iter()
+        .map(|d| {
+            assert!(d["reason"].as_str().is_some_and(|s| !s.is_empty()), "{d}");
+            d["path"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// A same-UID process rewrites the `createdDirs` of a creation's record in
+/// the index: directories outside the workspace, a `..` path out of it, a
+/// relative name, an empty directory reached through a symlinked parent,
+/// and an empty directory of the workspace off the file's own way. Undo
+/// takes back the file and the two directories the write really made, and
+/// leaves every planted entry alone, reporting each in `skippedDirs`.
+#[test]
+fn a_tampered_index_cannot_make_undo_remove_other_directories() {
+    let t = Tree::new(BIN);
+    let f = t.ws.join("a/b/new.txt");
+    let op = {
+        let (_d, mut c, _) = stdio_session(&t, &[]);
+        let r = c.call("fs/write_text_file", write_params(&f, "new\n"));
+        assert!(r.get("error").is_none(), "{r}");
+        op_ids(&mut c, &f).remove(0)
+    };
+    let outside = t.out.join("victim");
+    let dotdot_target = t.out.join("dotdot");
+    let real = t.out.join("real");
+    let sibling = t.ws.join("sibling");
+    for d in [&outside, &dotdot_target, &real.join("linked"), &sibling] {
+        fs::create_dir_all(d).unwrap();
+    }
+    symlink(&real, t.ws.join("link")).unwrap();
+    let dotdot = format!("{}/a/b/../../../out/dotdot", t.ws.display());
+    let through_link = t.ws.join("link/linked");
+    let planted: Vec<String> = vec![
+        outside.display().to_string(),
+        dotdot.clone(),
+        "victim".to_string(),
+        through_link.display().to_string(),
+        sibling.display().to_string(),
+        t.out.display().to_string(),
+    ];
+    let mut all = planted.clone();
+    all.push(t.ws.join("a").display().to_string());
+    all.push(t.ws.join("a/b").display().to_string());
+    tamper(&t, &op, |v| v["createdDirs"] = json!(all));
+
+    let (_d, mut c, mut audit) = stdio_session(&t, &[]);
+    audit.new_events();
+    let r = c.call("_writegate/undo", json!({"opId": op}));
+    assert_eq!(r["result"]["action"], "removed", "{r}");
+    assert!(!f.exists());
+    assert_eq!(
+        r["result"]["removedDirs"],
+        json!([t.ws.join("a/b"), t.ws.join("a")]),
+        "only the directories on the file's way, innermost first: {r}"
+    );
+    let mut got = skipped(&r);
+    got.sort();
+    let mut want = planted.clone();
+    want.sort();
+    assert_eq!(got, want, "{r}");
+    for d in [
+        &outside,
+        &dotdot_target,
+        &real.join("linked"),
+        &sibling,
+        &t.out,
+    ] {
+        assert!(d.is_dir(), "{} was removed", d.display());
+    }
+    assert!(t.ws.join("link").is_symlink());
+    let ev = audit.one("fs.access");
+    assert_eq!(ev["intent"], "undo", "{ev}");
+}
+
+/// The external writer creates no directories, so `createdDirs` on the
+/// record of an external creation is a forgery: undo removes the file it
+/// created and no directory, even empty ones on the file's own way.
+#[test]
+fn a_tampered_external_record_removes_no_directory() {
+    let t = Tree::new(BIN);
+    let ext = t.out.join("ext");
+    fs::create_dir(&ext).unwrap();
+    let f = ext.join("made.conf");
+    let op = {
+        let (_d, mut c, _) = stdio_session(&t, &[]);
+        let r = c.call(
+            "fs/write_text_file",
+            crate::common::marked_write(&f, "k = 1\n", crate::common::marker("write_file")),
+        );
+        assert!(r.get("error").is_none(), "{r}");
+        op_ids(&mut c, &f).remove(0)
+    };
+    let planted = [ext.display().to_string(), t.out.display().to_string()];
+    tamper(&t, &op, |v| {
+        assert_eq!(v["writer"], "external", "{v}");
+        v["createdDirs"] = json!(planted);
+    });
+    let (_d, mut c, _) = stdio_session(&t, &[]);
+    let r = c.call("_writegate/undo", json!({"opId": op}));
+    assert_eq!(r["result"]["action"], "removed", "{r}");
+    assert!(!f.exists());
+    assert!(r["result"].get("removedDirs").is_none(), "{r}");
+    assert_eq!(skipped(&r), planted, "{r}");
+    assert!(ext.is_dir(), "the empty directory stays");
+}
+
+/// Undo resolves the operation's path again and refuses (`symlink_escape`,
+/// every file byte-identical) when a parent was swapped for a symlink since
+/// the write, wherever the link leads (inside the workspace, outside it)
+/// and even with `force`; for a restore, a removal, and an external
+/// operation. With the directory put back, the same undo works.
+#[test]
+fn undo_follows_no_symlink_put_on_the_path_since_the_operation() {
+    let t = Tree::new(BIN);
+    let (_d, mut c, _) = stdio_session(&t, &[]);
+    let write = |c: &mut crate::common::Client, p: serde_json::Value| {
+        let r = c.call("fs/write_text_file", p);
+        assert!(r.get("error").is_none(), "{r}");
+    };
+    // A restore: ws/d/f.txt, old -> new.
+    let d = t.ws.join("d");
+    fs::create_dir(&d).unwrap();
+    fs::write(d.join("f.txt"), "old\n").unwrap();
+    write(&mut c, write_params(&d.join("f.txt"), "new\n"));
+    let restore = op_ids(&mut c, &d.join("f.txt")).remove(0);
+    // A creation: ws/n/c.txt.
+    let n = t.ws.join("n");
+    write(&mut c, write_params(&n.join("c.txt"), "made\n"));
+    let creation = op_ids(&mut c, &n.join("c.txt")).remove(0);
+    // An external write: out/conf/s.conf, k = 1 -> k = 2.
+    let conf = t.out.join("conf");
+    fs::create_dir(&conf).unwrap();
+    fs::write(conf.join("s.conf"), "k = 1\n").unwrap();
+    write(
+        &mut c,
+        crate::common::marked_write(
+            &conf.join("s.conf"),
+            "k = 2\n",
+            crate::common::marker("write_file"),
+        ),
+    );
+    let external = op_ids(&mut c, &conf.join("s.conf")).remove(0);
+
+    // Each parent moved aside and replaced by a link to a directory
+    // holding a file with exactly what the operation left there (so only
+    // the path can tell them apart).
+    let swap = |dir: &Path, to: &Path, leaf: &str, bytes: &str| {
+        let aside = dir.with_extension("real");
+        if !aside.exists() {
+            fs::rename(dir, &aside).unwrap();
+        }
+        let _ = fs::remove_file(dir);
+        fs::create_dir_all(to).unwrap();
+        fs::write(to.join(leaf), bytes).unwrap();
+        symlink(to, dir).unwrap();
+    };
+    // A link out of the workspace is the resolver's own `symlink_escape`;
+    // one that stays inside, or an external path that now resolves
+    // elsewhere, is undo's ("now resolves to").
+    let cases = [
+        (&d, t.ws.join("inside"), "f.txt", "new\n", &restore, true),
+        (&d, t.out.join("evil"), "f.txt", "new\n", &restore, false),
+        (&n, t.ws.join("m"), "c.txt", "made\n", &creation, true),
+        (
+            &conf,
+            t.out.join("other"),
+            "s.conf",
+            "k = 2\n",
+            &external,
+            true,
+        ),
+    ];
+    for (dir, to, leaf, bytes, op, moved) in cases {
+        swap(dir, &to, leaf, bytes);
+        let before = (snapshot(&t.ws, &[]), snapshot(&t.out, &[]));
+        for force in [false, true] {
+            let r = c.call("_writegate/undo", json!({"opId": op, "force": force}));
+            crate::common::assert_refused(&r, "symlink_escape");
+            let hint = r["error"]["data"]["hint"].as_str().unwrap();
+            assert_eq!(hint.contains("now resolves to"), moved, "{hint}");
+        }
+        assert!(
+            before == (snapshot(&t.ws, &[]), snapshot(&t.out, &[])),
+            "a file changed"
+        );
+        assert_eq!(fs::read_to_string(to.join(leaf)).unwrap(), bytes);
+    }
+    // Put back, the undo goes through.
+    fs::remove_file(&d).unwrap();
+    fs::rename(d.with_extension("real"), &d).unwrap();
+    let r = c.call("_writegate/undo", json!({"opId": restore}));
+    assert_eq!(r["result"]["action"], "restored", "{r}");
+    assert_eq!(fs::read_to_string(d.join("f.txt")).unwrap(), "old\n");
+}
+
+/// A forged index record whose `opId` reaches out of the store
+/// (`../../../../out/precious`), with that file's hash as its `hashBefore`
+/// and old enough to be evicted first: an undo of it does not copy that
+/// file into the workspace, and the eviction at the next commit removes
+/// nothing outside the store.
+#[test]
+fn a_forged_op_id_never_reaches_out_of_the_store() {
+    use sha2::{Digest, Sha256};
+    let t = Tree::new(BIN);
+    let f = t.ws.join("a.txt");
+    fs::write(&f, "a0\n").unwrap();
+    {
+        let (_d, mut c, _) = stdio_session(&t, &[]);
+        let r = c.call("fs/write_text_file", write_params(&f, "a1\n"));
+        assert!(r.get("error").is_none(), "{r}");
+    }
+    let precious = t.out.join("precious");
+    fs::write(&precious, "keep me\n").unwrap();
+    let forged = "../../../../out/precious";
+    let store = t.base.join("state/writegate/history");
+    assert_eq!(
+        fs::canonicalize(store.join("images").join(forged)).unwrap(),
+        precious,
+        "the forged name would reach it"
+    );
+    let index = store.join("index.jsonl");
+    let text = fs::read_to_string(&index).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    v["opId"] = json!(forged);
+    v["keptMs"] = json!(1);
+    let hash = Sha256::digest(b"keep me\n")
+        .iter()
+        .fold("sha256:".to_string(), |s, b| format!("{s}{b:02x}"));
+    v["hashBefore"] = json!(hash);
+    v["bytesBefore"] = json!(8);
+    fs::write(&index, format!("{v}\n{text}")).unwrap();
+
+    let (_d, mut c, _) = stdio_session(&t, &[]);
+    let r = c.call("_writegate/undo", json!({"opId": forged, "force": true}));
+    assert_eq!(r["error"]["data"]["errorKind"], "not_undoable", "{r}");
+    let hint = r["error"]["data"]["hint"].as_str().unwrap();
+    assert!(
+        hint.starts_with(&format!("no operation {forged} in the history")),
+        "{hint}"
+    );
+    assert_eq!(fs::read_to_string(&f).unwrap(), "a1\n");
+    // The next commit evicts the forged record (over max_age_days).
+    let r = c.call("fs/write_text_file", write_params(&f, "a2\n"));
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(fs::read_to_string(&precious).unwrap(), "keep me\n");
 }

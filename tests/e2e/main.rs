@@ -28,6 +28,7 @@ mod external;
 mod framing;
 mod handshake;
 mod history;
+mod history_reach;
 mod history_store;
 mod mcp;
 mod mcp_2026;

@@ -174,7 +174,7 @@ pub(crate) enum Command {
     #[command(after_help = concat!(
         "Every committed write and edit keeps what it replaced (see `[history]` in the config).\n",
         "With --json: one object a line (opId, ts, path, sessionId, intent, created, bytesBefore,\n",
-        "bytesAfter, hashBefore, hashAfter, undoable, reason).\n",
+        "bytesAfter, hashBefore, hashAfter, undoable, reason), of every workspace the daemon serves.\n",
         "\n",
         "Examples:\n",
         "  writegate history src/a.py\n",
@@ -188,7 +188,8 @@ pub(crate) enum Command {
         "The undo goes through the daemon like a write (resolver, approval gate, lock, atomic publish)\n",
         "and is itself an operation in the history (undo it to redo). If the file changed since that\n",
         "operation it is refused (file_changed) unless --force. Undoing a creation removes the file\n",
-        "and the directories it created, if they are empty.\n",
+        "and the directories it created, if they are empty (any other is left and named).\n",
+        "The operation is looked for in every workspace the daemon serves (--workspace: only there).\n",
         "\n",
         "Examples:\n",
         "  writegate undo 2944fdb83859-17 --dry-run\n",

@@ -95,7 +95,63 @@ pub(crate) fn connect(c: &ClientArgs, target: Option<&Path>) -> Result<Session, 
     })
 }
 
+/// One connection on each workspace the daemon serves, primary first (only
+/// on `--workspace`'s when it is given): the daemon's history methods
+/// answer for the connection's own workspace only, and the person at the
+/// terminal reaches every workspace this way.
+pub(crate) fn connect_each(c: &ClientArgs) -> Result<Vec<Session>, Status> {
+    if c.workspace.is_some() {
+        return Ok(vec![connect(c, None)?]);
+    }
+    let socket = socket_of(c);
+    let fail = |e: CallError, served: &[Workspace]| match e {
+        CallError::Io(e) => unreachable(&e, &socket),
+        CallError::Rpc(r) => refused(&r, served, c),
+    };
+    let first = Conn::open(&socket, None).map_err(|e| fail(e, &[]))?;
+    let served = first.workspaces();
+    let current = first.workspace().map(|w| w.id);
+    let mut first = Some(first);
+    let mut all = Vec::new();
+    for w in &served {
+        let conn = match first.take_if(|_| current.as_deref() == Some(w.id.as_str())) {
+            Some(conn) => conn,
+            None => Conn::open(&socket, Some(&w.id)).map_err(|e| fail(e, &served))?,
+        };
+        all.push(Session {
+            conn,
+            socket: socket.clone(),
+            served: served.clone(),
+        });
+    }
+    if let Some(conn) = first {
+        // A daemon that lists no workspace: its connection's own.
+        all.insert(
+            0,
+            Session {
+                conn,
+                socket,
+                served,
+            },
+        );
+    }
+    Ok(all)
+}
+
 impl Session {
+    /// One call; a failure is returned as it is (see [`Session::report`]).
+    pub(crate) fn try_call(&mut self, method: &str, params: &Value) -> Result<Value, CallError> {
+        self.conn.call(method, params)
+    }
+
+    /// Prints a failure of [`Session::try_call`]; the exit status.
+    pub(crate) fn report(&self, e: CallError, c: &ClientArgs) -> Status {
+        match e {
+            CallError::Io(e) => unreachable(&e, &self.socket),
+            CallError::Rpc(r) => refused(&r, &self.served, c),
+        }
+    }
+
     /// One call; a failure is printed and becomes the exit status.
     pub(crate) fn call(
         &mut self,

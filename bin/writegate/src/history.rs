@@ -3,12 +3,19 @@
 //! running daemon (`_writegate/history`, `_writegate/undo`: an undo goes
 //! through the daemon's write pipeline); `diff` reads the history store
 //! directly, like `writegate audit` reads the log.
+//!
+//! The daemon answers those methods for the connection's own workspace
+//! only; the person at the terminal reaches every workspace it serves: the
+//! commands open one connection per workspace (`--workspace` limits them
+//! to one), list the operations of each, and undo each operation on the
+//! connection of its own workspace.
 
 // The doc comments of the argument structs are the `--help` text.
 #![allow(clippy::doc_markdown)]
 
 use crate::args::ClientArgs;
-use crate::commands::connect;
+use crate::client::CallError;
+use crate::commands::{Session, connect_each};
 use crate::{Status, absolutize, canonical_target, load_config_file, out};
 use clap::Args;
 use serde_json::{Value, json};
@@ -91,14 +98,17 @@ pub(crate) struct DiffArgs {
     pub(crate) config: Option<PathBuf>,
 }
 
-/// The history as the daemon lists it (`path`: canonical when it exists).
+/// The history as the daemon lists it on each of `conns` (`path`:
+/// canonical when it exists), merged newest first: each workspace's list
+/// keeps its order, and the lists are interleaved by `ts`. Each operation
+/// comes with the index of its connection in `conns`.
 fn list(
+    conns: &mut [Session],
     c: &ClientArgs,
     path: Option<&std::path::Path>,
     session: Option<&str>,
-) -> Result<Vec<Value>, Status> {
+) -> Result<Vec<(usize, Value)>, Status> {
     let target = path.map(absolutize);
-    let mut s = connect(c, None)?;
     let mut params = json!({});
     if let Some(p) = &target {
         params["path"] = json!(canonical_target(p));
@@ -106,8 +116,26 @@ fn list(
     if let Some(id) = session {
         params["sessionId"] = json!(id);
     }
-    let r = s.call("_writegate/history", &params, c)?;
-    Ok(r["operations"].as_array().cloned().unwrap_or_default())
+    let mut lists = Vec::new();
+    for s in conns.iter_mut() {
+        let r = s.call("_writegate/history", &params, c)?;
+        let ops = r["operations"].as_array().cloned().unwrap_or_default();
+        lists.push(std::collections::VecDeque::from(ops));
+    }
+    let mut merged = Vec::new();
+    loop {
+        // The list whose next operation is the newest (the first on a tie).
+        let next = lists
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.front().map(|op| (i, text(op, "ts").to_string())))
+            .reduce(|a, b| if b.1 > a.1 { b } else { a });
+        let Some((i, _)) = next else { break };
+        if let Some(op) = lists[i].pop_front() {
+            merged.push((i, op));
+        }
+    }
+    Ok(merged)
 }
 
 fn text<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -116,16 +144,20 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
 
 /// `writegate history`.
 pub(crate) fn history(a: &HistoryArgs) -> Status {
-    let ops = match list(
-        &a.daemon.client(),
-        a.path.as_deref(),
-        a.only_session.as_deref(),
-    ) {
+    let client = a.daemon.client();
+    let ops = match connect_each(&client).and_then(|mut conns| {
+        list(
+            &mut conns,
+            &client,
+            a.path.as_deref(),
+            a.only_session.as_deref(),
+        )
+    }) {
         Ok(o) => o,
         Err(st) => return st,
     };
     let mut s = String::new();
-    for op in &ops {
+    for (_, op) in &ops {
         if a.json {
             s.push_str(&op.to_string());
             s.push('\n');
@@ -162,11 +194,37 @@ pub(crate) fn history(a: &HistoryArgs) -> Status {
     Status::Ok
 }
 
-/// One `_writegate/undo` call.
-fn undo_one(c: &ClientArgs, op_id: &str, force: bool, dry_run: bool) -> Result<Value, Status> {
-    let mut s = connect(c, None)?;
-    let params = json!({"opId": op_id, "force": force, "dryRun": dry_run, "sessionId": c.session});
-    s.call("_writegate/undo", &params, c)
+/// The `_writegate/undo` params.
+fn undo_params(c: &ClientArgs, op_id: &str, force: bool, dry_run: bool) -> Value {
+    json!({"opId": op_id, "force": force, "dryRun": dry_run, "sessionId": c.session})
+}
+
+/// Whether the daemon answered as it does for an `opId` it does not know
+/// (or that is of another workspace than the connection's): core's
+/// `unknown_op` words.
+fn unknown_op(e: &CallError, op_id: &str) -> bool {
+    matches!(e, CallError::Rpc(r) if r.kind() == "not_undoable"
+        && r.hint().starts_with(&format!("no operation {op_id} in the history")))
+}
+
+/// `writegate undo`: `_writegate/undo` on each workspace's connection in
+/// turn until one knows the operation (an unknown `opId` changes nothing
+/// and writes no audit event); when none does, that refusal.
+fn undo_anywhere(c: &ClientArgs, op_id: &str, force: bool, dry_run: bool) -> Result<Value, Status> {
+    let mut conns = connect_each(c)?;
+    let params = undo_params(c, op_id, force, dry_run);
+    let mut last = None;
+    for s in &mut conns {
+        match s.try_call("_writegate/undo", &params) {
+            Ok(r) => return Ok(r),
+            Err(e) if unknown_op(&e, op_id) => last = Some(e),
+            Err(e) => return Err(s.report(e, c)),
+        }
+    }
+    match (last, conns.first()) {
+        (Some(e), Some(s)) => Err(s.report(e, c)),
+        _ => Err(Status::Refused),
+    }
 }
 
 fn describe(r: &Value) -> String {
@@ -184,6 +242,14 @@ fn describe(r: &Value) -> String {
         let dirs: Vec<&str> = dirs.iter().filter_map(Value::as_str).collect();
         let _ = write!(line, ", with the directories {}", dirs.join(", "));
     }
+    for d in r["skippedDirs"].as_array().into_iter().flatten() {
+        let _ = write!(
+            line,
+            "; directory {} left: {}",
+            text(d, "path"),
+            text(d, "reason")
+        );
+    }
     if r["forced"] == json!(true) {
         line.push_str(" (forced over later changes)");
     }
@@ -196,7 +262,7 @@ fn describe(r: &Value) -> String {
 
 /// `writegate undo`.
 pub(crate) fn undo(a: &UndoArgs) -> Status {
-    match undo_one(&a.client, &a.op_id, a.force, a.dry_run) {
+    match undo_anywhere(&a.client, &a.op_id, a.force, a.dry_run) {
         Ok(r) => {
             out(&describe(&r));
             Status::Ok
@@ -209,7 +275,11 @@ pub(crate) fn undo(a: &UndoArgs) -> Status {
 /// each undone in turn; the first refusal stops it with a report.
 pub(crate) fn rewind(a: &RewindArgs) -> Status {
     let client = a.daemon.client();
-    let ops = match list(&client, None, Some(&a.of_session)) {
+    let mut conns = match connect_each(&client) {
+        Ok(c) => c,
+        Err(st) => return st,
+    };
+    let ops = match list(&mut conns, &client, None, Some(&a.of_session)) {
         Ok(o) => o,
         Err(st) => return st,
     };
@@ -217,21 +287,21 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
     // already); an operation already taken back is skipped.
     let undone: Vec<&str> = ops
         .iter()
-        .filter(|o| text(o, "intent") == "undo")
-        .map(|o| text(o, "undoes"))
+        .filter(|(_, o)| text(o, "intent") == "undo")
+        .map(|(_, o)| text(o, "undoes"))
         .collect();
     let mut plan = Vec::new();
-    for op in &ops {
+    for (conn, op) in &ops {
         if text(op, "intent") == "undo" || undone.contains(&text(op, "opId")) {
             continue;
         }
-        plan.push(op);
+        plan.push((*conn, op));
         if a.to.as_deref() == Some(text(op, "opId")) {
             break;
         }
     }
     if let Some(to) = &a.to
-        && !plan.iter().any(|o| text(o, "opId") == to)
+        && !plan.iter().any(|(_, o)| text(o, "opId") == to)
     {
         eprintln!(
             "writegate: refused: not_undoable: {to} is not an operation of session {} that can still be undone (see `writegate history --session {}`)",
@@ -245,7 +315,7 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
             a.of_session,
             plan.len()
         );
-        for op in &plan {
+        for (_, op) in &plan {
             let note = if op["undoable"] == json!(true) {
                 String::new()
             } else {
@@ -263,14 +333,16 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
         return Status::Ok;
     }
     let mut done = 0;
-    for op in &plan {
-        match undo_one(&client, text(op, "opId"), false, false) {
+    for (conn, op) in &plan {
+        let params = undo_params(&client, text(op, "opId"), false, false);
+        // On the connection of the workspace that listed it.
+        match conns[*conn].call("_writegate/undo", &params, &client) {
             Ok(r) => {
                 out(&describe(&r));
                 done += 1;
             }
             Err(st) => {
-                let left: Vec<&str> = plan[done..].iter().map(|o| text(o, "opId")).collect();
+                let left: Vec<&str> = plan[done..].iter().map(|(_, o)| text(o, "opId")).collect();
                 eprintln!(
                     "writegate: rewind stopped: {done} of {} operations undone; not undone: {}",
                     plan.len(),

@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use writegate_core::history::UndoParams;
+use writegate_core::history::{Reach, UndoParams};
 use writegate_core::{
     Allowances, Config, EditMode, EditParams, ErrorKind, Failure, OpCtx, Registry, Runtime,
     Service, WriteOptions, WriteParams,
@@ -80,7 +80,7 @@ impl World {
     }
 
     fn last_op(&self) -> String {
-        self.svc.history_entries(None, None).unwrap()[0]
+        self.svc.history_entries(None, Reach::default()).unwrap()[0]
             .record
             .op_id
             .clone()
@@ -94,6 +94,7 @@ impl World {
                 force,
                 dry_run: false,
                 session: None,
+                own_workspace: false,
             },
         )
     }
@@ -148,7 +149,7 @@ fn undo_of_an_undo_and_later_operations_first() {
     let a = w.write(&f, "v1\n");
     let b = w.append(&f, "v2\n");
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "v1\nv2\n");
-    let entries = w.svc.history_entries(Some(&f), None).unwrap();
+    let entries = w.svc.history_entries(Some(&f), Reach::default()).unwrap();
     let ea = entries.iter().find(|e| e.record.op_id == a).unwrap();
     assert!(
         !ea.undoable && ea.reason.as_deref().unwrap().contains(&b),
@@ -234,7 +235,12 @@ fn history_off_keeps_nothing() {
         convert_encoding: false,
     };
     w.svc.write_text_file(&w.ctx(), &p).unwrap();
-    assert!(w.svc.history_entries(None, None).unwrap().is_empty());
+    assert!(
+        w.svc
+            .history_entries(None, Reach::default())
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         std::fs::read_dir(w.store.join("images")).unwrap().count(),
         0
@@ -336,6 +342,7 @@ fn history_survives_a_restart() {
             force: false,
             dry_run: false,
             session: None,
+            own_workspace: false,
         },
     )
     .unwrap();
@@ -392,7 +399,7 @@ fn the_index_is_compacted_once_most_of_it_is_dead() {
     }
     // The other service, opened on the first index, sees the live
     // operation and appends its own to the new index.
-    let listed = other.history_entries(None, None).unwrap();
+    let listed = other.history_entries(None, Reach::default()).unwrap();
     assert_eq!(listed[0].record.op_id, last);
     w.undo(&last, false).unwrap();
     assert_eq!(std::fs::read(&f).unwrap(), b"version 298\n");
@@ -410,7 +417,7 @@ fn the_index_is_compacted_once_most_of_it_is_dead() {
         convert_encoding: false,
     };
     other.write_text_file(&ctx, &p).unwrap();
-    let mine = w.svc.history_entries(Some(&g), None).unwrap();
+    let mine = w.svc.history_entries(Some(&g), Reach::default()).unwrap();
     assert_eq!(mine.len(), 1, "written through the other service");
     w.undo(&mine[0].record.op_id, false).unwrap();
     assert_eq!(std::fs::read(&g).unwrap(), b"d0\n");
@@ -443,6 +450,7 @@ fn an_undo_limited_to_a_session_sees_only_that_session() {
                 force: false,
                 dry_run: false,
                 session: Some(session.into()),
+                own_workspace: false,
             },
         )
     };

@@ -61,6 +61,21 @@ pub struct ImageStore {
     dev: u64,
 }
 
+/// An image's name must be one plain file name of the store: the names
+/// come from the history index, which a same-UID process can rewrite, and
+/// a name holding `/` (or `..`) would reach out of the store when it is
+/// opened, kept or removed (an eviction of a forged `../x` would unlink a
+/// file elsewhere).
+fn check_name(store: &Path, name: &str) -> Result<(), FsError> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err(FsError::invalid(
+            store.join(name),
+            "is not a plain name in the history store",
+        ));
+    }
+    Ok(())
+}
+
 /// The modification time of a stat in nanoseconds.
 fn mtime_ns(st: &rustix::fs::Stat) -> i128 {
     i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec)
@@ -127,6 +142,7 @@ impl ImageStore {
         expect: &LeafStat,
         name: &str,
     ) -> Result<Kept, FsError> {
+        check_name(&self.path, name)?;
         let shown = || dir.path().join(leaf);
         if expect.dev == self.dev {
             match rustix::fs::linkat(dir.fd(), leaf, &self.fd, name, AtFlags::empty()) {
@@ -222,6 +238,7 @@ impl ImageStore {
     /// Opens the image `name` for reading: the file and its stat (`None`
     /// when there is no such image, e.g. evicted).
     pub fn open_image(&self, name: &str) -> Result<Option<(File, LeafStat, i128)>, FsError> {
+        check_name(&self.path, name)?;
         let path = || self.path.join(name);
         match rustix::fs::openat(
             &self.fd,
@@ -245,11 +262,15 @@ impl ImageStore {
 
     /// Whether the image `name` exists.
     pub fn has(&self, name: &str) -> bool {
+        if check_name(&self.path, name).is_err() {
+            return false;
+        }
         rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
     }
 
     /// Removes the image `name` (a missing one is fine).
     pub fn remove(&self, name: &str) -> Result<(), FsError> {
+        check_name(&self.path, name)?;
         match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => Err(FsError::errno(FsOp::Remove, &self.path.join(name), e)),
@@ -305,25 +326,80 @@ pub fn unlink_leaf(dir: &Dir, leaf: &OsStr, expect: &LeafStat) -> Result<(), FsE
     Ok(())
 }
 
-/// Removes the canonical directory `path` if it is empty (undoing a
-/// creation takes back the directories it made). Never follows a symlink.
-/// Returns whether it was removed.
-pub fn remove_empty_dir(path: &Path) -> bool {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return false;
+/// What [`remove_empty_dir_below`] found at the directory it was asked to
+/// remove.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirRemoval {
+    /// It was an empty directory and is gone.
+    Removed,
+    /// It holds something (put there since it was created): left alone.
+    NotEmpty,
+    /// Nothing is there any more.
+    Gone,
+    /// Something else than a directory is there (a file, a symlink): left
+    /// alone.
+    NotADirectory,
+}
+
+/// Removes the directory `rel` below the open directory `root` if it is
+/// empty (an undo taking back the directories a creation made), never
+/// following a symlink: each component above it is opened from `root` with
+/// `O_DIRECTORY | O_NOFOLLOW`, and the last one is removed with
+/// `unlinkat(AT_REMOVEDIR)` relative to its parent's handle, which removes
+/// only an empty directory and never follows the name it removes. The
+/// parent is fsynced after a removal.
+///
+/// Errors: `rel` not made of plain names only (`..`, `.`, absolute, empty)
+/// -> [`FsError::InvalidInput`]; a component above it that is a symlink, or
+/// is swapped for one meanwhile -> [`FsError::SymlinkEscape`]; one that is
+/// another kind of file -> [`FsError::NotAFile`]; the operating system's
+/// other failures, naming the path.
+pub fn remove_empty_dir_below(root: &Dir, rel: &Path) -> Result<DirRemoval, FsError> {
+    let full = root.path().join(rel);
+    let mut names = Vec::new();
+    for c in rel.components() {
+        match c {
+            std::path::Component::Normal(n) => names.push(n),
+            _ => {
+                return Err(FsError::invalid(
+                    &full,
+                    "is not a plain path below the root",
+                ));
+            }
+        }
+    }
+    let Some((last, above)) = names.split_last() else {
+        return Err(FsError::invalid(&full, "names no directory below the root"));
     };
-    let Ok(dir) = Dir::open_canonical(parent) else {
-        return false;
-    };
-    match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+    let mut cur: OwnedFd = rustix::fs::openat(root.fd(), ".", DIR_FLAGS, Mode::empty())
+        .map_err(|e| FsError::errno(FsOp::OpenDir, root.path(), e))?;
+    let mut walked = root.path().to_path_buf();
+    for name in above {
+        walked.push(name);
+        cur = match rustix::fs::openat(&cur, *name, DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(DirRemoval::Gone),
+            Err(e) => return Err(crate::dir::classify_component_error(&cur, name, e, &walked)),
+        };
+    }
+    match rustix::fs::statat(&cur, *last, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
-        _ => return false,
+        Ok(_) => return Ok(DirRemoval::NotADirectory),
+        Err(Errno::NOENT) => return Ok(DirRemoval::Gone),
+        Err(e) => return Err(FsError::errno(FsOp::Stat, &full, e)),
     }
-    let removed = rustix::fs::unlinkat(dir.fd(), name, AtFlags::REMOVEDIR).is_ok();
-    if removed {
-        let _ = rustix::fs::fsync(dir.fd().as_fd());
+    match rustix::fs::unlinkat(&cur, *last, AtFlags::REMOVEDIR) {
+        Ok(()) => {
+            let _ = rustix::fs::fsync(&cur);
+            Ok(DirRemoval::Removed)
+        }
+        Err(Errno::NOTEMPTY | Errno::EXIST) => Ok(DirRemoval::NotEmpty),
+        Err(Errno::NOENT) => Ok(DirRemoval::Gone),
+        // Swapped for a file or a symlink since the look above: rmdir
+        // does not follow it, and it stays.
+        Err(Errno::NOTDIR) => Ok(DirRemoval::NotADirectory),
+        Err(e) => Err(FsError::errno(FsOp::Remove, &full, e)),
     }
-    removed
 }
 
 /// Replaces the file `name` in the directory `dir` with `bytes`, whole or
@@ -359,4 +435,81 @@ pub fn replace_whole(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), FsError
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn root() -> (tempfile::TempDir, PathBuf, Dir) {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let dir = Dir::open_canonical(&root).unwrap();
+        (d, root, dir)
+    }
+
+    /// Names from a rewritten index never reach out of the store.
+    #[test]
+    fn an_image_name_is_one_plain_name_of_the_store() {
+        let (_d, root, dir) = root();
+        let store = ImageStore::open(&root.join("h/images")).unwrap();
+        std::fs::write(root.join("h/victim"), b"keep").unwrap();
+        std::fs::write(root.join("f"), b"x").unwrap();
+        let st = crate::stat_leaf(&dir, OsStr::new("f")).unwrap().unwrap();
+        for name in ["../victim", "..", ".", "", "a/b", "/etc/passwd", "a\0b"] {
+            assert!(store.remove(name).is_err(), "{name:?}");
+            assert!(store.open_image(name).is_err(), "{name:?}");
+            assert!(!store.has(name), "{name:?}");
+            assert!(
+                store.keep(&dir, OsStr::new("f"), &st, name).is_err(),
+                "{name:?}"
+            );
+        }
+        assert_eq!(std::fs::read(root.join("h/victim")).unwrap(), b"keep");
+        let kept = store.keep(&dir, OsStr::new("f"), &st, "0123-1").unwrap();
+        assert_eq!(kept.kind, ImageKind::Link);
+        assert!(store.has("0123-1") && store.remove("0123-1").is_ok());
+    }
+
+    #[test]
+    fn an_empty_directory_goes_and_a_full_one_stays() {
+        let (_d, root, dir) = root();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::create_dir_all(root.join("c")).unwrap();
+        std::fs::write(root.join("c/keep"), b"x").unwrap();
+        let r = remove_empty_dir_below(&dir, Path::new("a/b")).unwrap();
+        assert_eq!(r, DirRemoval::Removed);
+        assert!(!root.join("a/b").exists() && root.join("a").is_dir());
+        let r = remove_empty_dir_below(&dir, Path::new("c")).unwrap();
+        assert_eq!(r, DirRemoval::NotEmpty);
+        assert!(root.join("c/keep").exists());
+        let r = remove_empty_dir_below(&dir, Path::new("a/b")).unwrap();
+        assert_eq!(r, DirRemoval::Gone);
+        let r = remove_empty_dir_below(&dir, Path::new("x/y")).unwrap();
+        assert_eq!(r, DirRemoval::Gone);
+    }
+
+    #[test]
+    fn no_symlink_is_followed_on_the_way_or_at_the_end() {
+        let (_d, root, dir) = root();
+        let (_o, outside, _) = super::tests::root();
+        std::fs::create_dir_all(outside.join("victim")).unwrap();
+        // A symlinked parent: refused, the directory it leads to stays.
+        symlink(&outside, root.join("link")).unwrap();
+        let e = remove_empty_dir_below(&dir, Path::new("link/victim")).unwrap_err();
+        assert!(matches!(e, FsError::SymlinkEscape { .. }), "{e:?}");
+        assert!(outside.join("victim").is_dir());
+        // A symlink at the name itself: not a directory, left alone.
+        symlink(outside.join("victim"), root.join("leaf")).unwrap();
+        let r = remove_empty_dir_below(&dir, Path::new("leaf")).unwrap();
+        assert_eq!(r, DirRemoval::NotADirectory);
+        assert!(outside.join("victim").is_dir() && root.join("leaf").is_symlink());
+        // Anything but plain names is a caller bug.
+        for rel in ["../victim", "", "/victim", "./victim", "a/../victim"] {
+            let e = remove_empty_dir_below(&dir, Path::new(rel)).unwrap_err();
+            assert!(matches!(e, FsError::InvalidInput { .. }), "{rel}: {e:?}");
+        }
+        assert!(outside.join("victim").is_dir());
+    }
 }

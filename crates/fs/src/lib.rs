@@ -39,7 +39,8 @@ pub use cleanup::remove_stale_temps;
 pub use dir::{Atime, Content, Dir, Existing, LeafStat, read_existing, read_prefix, stat_leaf};
 pub use error::{FsError, FsOp, PrivateDirProblem, Swap};
 pub use history::{
-    ImageKind, ImageStore, Kept, is_image_temp, remove_empty_dir, replace_whole, unlink_leaf,
+    DirRemoval, ImageKind, ImageStore, Kept, is_image_temp, remove_empty_dir_below, replace_whole,
+    unlink_leaf,
 };
 pub use journal::{JOURNAL_SUFFIX, Journal, Orphan, orphan_journals};
 pub use lock::{LockKey, PathGuard, PathLocks};

@@ -230,6 +230,9 @@ pub(crate) fn undone(o: &UndoOutcome) -> CallToolResult {
             o.removed_dirs.join(", ")
         );
     }
+    for d in &o.skipped_dirs {
+        let _ = write!(text, "; directory {} left: {}", d.path, d.reason);
+    }
     if o.dry_run {
         text.push_str(". Dry run: nothing was written.");
     } else {

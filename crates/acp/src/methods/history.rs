@@ -1,11 +1,14 @@
 //! `_writegate/history {path?, sessionId?}` (issue 27): the operations the
 //! daemon can take back, newest first. Served where approvals are granted
-//! (the person's side: stdio, the socket), never to a proxied agent.
+//! (the person's side: stdio, the socket), never to a proxied agent. Only
+//! the operations recorded in the connection's own workspace are listed
+//! (`_writegate/undo` takes back no other).
 
 use super::{Call, Method, MethodError};
 use crate::state::ConnState;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use writegate_core::history::Reach;
 
 /// The method.
 pub(crate) struct History;
@@ -69,10 +72,12 @@ impl Method for History {
 
     fn handle(call: &Call<'_>, p: Params) -> Result<HistoryResult, MethodError> {
         let path = p.path.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
-        let entries = call
-            .conn
-            .service
-            .history_entries(path.as_deref(), p.session_id.as_deref())?;
+        let runtime = call.conn.runtime();
+        let reach = Reach {
+            session: p.session_id.as_deref(),
+            workspace: Some(&runtime.id),
+        };
+        let entries = call.conn.service.history_entries(path.as_deref(), reach)?;
         Ok(HistoryResult {
             operations: entries.into_iter().map(entry).collect(),
         })

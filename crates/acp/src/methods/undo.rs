@@ -1,6 +1,14 @@
 //! `_writegate/undo {opId, force?, dryRun?}` (issue 27): puts an
 //! operation's before-image back through the write pipeline. Served where
 //! approvals are granted (the person's side), never to a proxied agent.
+//!
+//! Only an operation recorded in the connection's own workspace (the one
+//! its `initialize` chose, or the daemon's primary) can be taken back: any
+//! other `opId` is answered exactly as an unknown one, so a connection
+//! neither changes nor learns of another workspace's files through it. An
+//! operation of the external writer recorded in this workspace is undone
+//! through this connection's external checks, as its write was. The CLI
+//! reaches every workspace by opening a connection on each.
 
 use super::{Call, Method, MethodError};
 use crate::state::ConnState;
@@ -51,6 +59,7 @@ impl Method for Undo {
                 force: p.force,
                 dry_run: p.dry_run,
                 session: None,
+                own_workspace: true,
             },
         )?)
     }

@@ -21,8 +21,10 @@
 //! copy renamed into place after its fsync), and the index holds whole
 //! lines only (`writegate_fs::AppendLog`).
 
+mod dirs;
 mod undo;
 
+pub use dirs::SkippedDir;
 pub use undo::{UndoOutcome, UndoParams};
 /// `writegate diff`: two versions of a file as a unified diff of their text.
 pub use writegate_text::diff_versions;
@@ -176,6 +178,13 @@ impl State {
         match line {
             Line::Keep(r) => {
                 let id = r.op_id.clone();
+                if !plain_op_id(&id) {
+                    // Not an id this store ever wrote: the image name would
+                    // reach out of the store (`../x`). Dropped (and by the
+                    // next compaction).
+                    self.dead += 1;
+                    return;
+                }
                 if self.records.contains_key(&id) {
                     return;
                 }
@@ -210,6 +219,27 @@ impl State {
                 self.bytes = self.bytes.saturating_sub(r.image_len);
             }
         }
+    }
+}
+
+/// Which operations a caller may see and take back: all of them (the
+/// default), or only those of one session, of one workspace (a runtime
+/// id), or both. An operation out of reach is answered as an unknown one,
+/// and no answer names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reach<'a> {
+    /// Only this session's operations.
+    pub session: Option<&'a str>,
+    /// Only the operations recorded in this workspace (runtime id).
+    pub workspace: Option<&'a str>,
+}
+
+impl Reach<'_> {
+    /// Whether `r` is within reach.
+    pub fn sees(&self, r: &Record) -> bool {
+        self.session
+            .is_none_or(|s| r.session_id.as_deref() == Some(s))
+            && self.workspace.is_none_or(|w| r.workspace == w)
     }
 }
 
@@ -519,13 +549,14 @@ impl History {
         Ok((rec, before, after))
     }
 
-    /// Every operation of the store, newest first, with whether it can be
-    /// undone now: not when its image was evicted, nor when a later
-    /// operation left the file in another state than this one did (undo
-    /// that one first, or `--force`).
+    /// Every operation of the store within `reach`, newest first, with
+    /// whether it can be undone now: not when its image was evicted, nor
+    /// when a later operation left the file in another state than this one
+    /// did (undo that one first, or `--force`; named only when it is
+    /// within `reach` too).
     ///
     /// Errors: the index cannot be read.
-    pub fn entries(&self, enabled: bool) -> Result<Vec<HistoryEntry>, FsError> {
+    pub fn entries(&self, enabled: bool, reach: Reach<'_>) -> Result<Vec<HistoryEntry>, FsError> {
         let st = self.refresh()?;
         // The state each file was left in by its newest operation.
         let mut latest: HashMap<&str, &Record> = HashMap::new();
@@ -539,15 +570,24 @@ impl History {
             let Some((r, status)) = st.records.get(id) else {
                 continue;
             };
+            if !reach.sees(r) {
+                continue;
+            }
             let reason = match status {
                 Status::Void => continue,
                 Status::Evicted => Some("evicted: its before-image is no longer kept (history.max_bytes, history.max_age_days)".to_string()),
                 Status::Live if !enabled => Some("history is off (history.enabled = false)".to_string()),
                 Status::Live => match latest.get(r.target.as_str()) {
-                    Some(l) if l.op_id != r.op_id && l.after() != r.after() => Some(format!(
-                        "a later operation ({}) changed the file since: undo it first, or use --force",
-                        l.op_id
-                    )),
+                    Some(l) if l.op_id != r.op_id && l.after() != r.after() && reach.sees(l) => {
+                        Some(format!(
+                            "a later operation ({}) changed the file since: undo it first, or use --force",
+                            l.op_id
+                        ))
+                    }
+                    Some(l) if l.op_id != r.op_id && l.after() != r.after() => Some(
+                        "a later operation changed the file since: use --force to put the before-image back anyway"
+                            .to_string(),
+                    ),
                     _ => None,
                 },
             };
@@ -559,6 +599,14 @@ impl History {
         }
         Ok(out)
     }
+}
+
+/// Whether `id` has the shape of an `opId` (`<tag>-<n>`: ASCII letters,
+/// digits and `-`), so it is one plain name in the image directory. The
+/// index is a file a same-UID process can rewrite; a record with any other
+/// id is ignored.
+fn plain_op_id(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 /// The index's name in the store.

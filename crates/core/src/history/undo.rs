@@ -2,7 +2,8 @@
 //! (resolver, approval gate, path lock, atomic durable publish, one audit
 //! event with intent `undo`), and the history a front end lists.
 
-use super::{HistoryEntry, Record, Status};
+use super::dirs::{self, SkippedDir};
+use super::{HistoryEntry, Reach, Record, Status};
 use crate::api::OpCtx;
 use crate::audit::{Intent, Writer};
 use crate::error::{ErrorKind, Failure, Refusal};
@@ -10,7 +11,7 @@ use crate::op::{Op, ReadMode};
 use crate::service::Service;
 use crate::sha256_tagged;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use writegate_fs::Content;
 
 /// What to undo.
@@ -26,8 +27,17 @@ pub struct UndoParams {
     /// Only an operation of this session may be taken back: any other is
     /// answered as an unknown `opId` (`not_undoable`, the same words), so
     /// the caller learns nothing of other sessions' operations. `None`:
-    /// any operation (the person's side: the CLI, ACP's `_writegate/undo`).
+    /// any session (ACP's `_writegate/undo`, limited by workspace instead).
     pub session: Option<String>,
+    /// Only an operation recorded in the context's own workspace
+    /// (`ctx.runtime`) may be taken back, any other answered as an unknown
+    /// `opId`, and the undo runs in that workspace: its file must resolve
+    /// inside that root, or, for an operation of the external writer, pass
+    /// the external checks of that connection. ACP's `_writegate/undo`
+    /// (the CLI reaches each workspace through a connection of its own).
+    /// `false`: any workspace, the undo running in the one that holds the
+    /// file (in-process callers; MCP's `undo`, limited by session).
+    pub own_workspace: bool,
 }
 
 /// What an undo did (or, for a dry run, would do). Serialised (camelCase,
@@ -54,6 +64,11 @@ pub struct UndoOutcome {
     /// Directories the operation had created that were removed (empty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed_dirs: Vec<String>,
+    /// Directories the operation is recorded to have created that were
+    /// left alone, each with the reason: not empty, or failing the checks
+    /// an entry of the history index must pass (see `history::dirs`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped_dirs: Vec<SkippedDir>,
     /// The file had changed since the operation and `force` put the image
     /// back anyway.
     pub forced: bool,
@@ -67,23 +82,23 @@ fn not_undoable(hint: impl Into<String>) -> Failure {
 }
 
 impl Service {
-    /// The history, newest first, optionally only of `path` (canonical) or
-    /// of `session`.
+    /// The history, newest first, optionally only of `path` (canonical),
+    /// and only what `reach` sees (a session, a workspace by runtime id):
+    /// a reason never names an operation outside it.
     ///
     /// Errors: no store (`not_undoable`), or it cannot be read (`io_error`).
     pub fn history_entries(
         &self,
         path: Option<&Path>,
-        session: Option<&str>,
+        reach: Reach<'_>,
     ) -> Result<Vec<HistoryEntry>, Failure> {
         let h = self.history().ok_or_else(no_store)?;
         let all = h
-            .entries(self.config().history.enabled)
+            .entries(self.config().history.enabled, reach)
             .map_err(Refusal::from)?;
         Ok(all
             .into_iter()
             .filter(|e| path.is_none_or(|p| e.record.canonical() == p))
-            .filter(|e| session.is_none_or(|s| e.record.session_id.as_deref() == Some(s)))
             .collect())
     }
 
@@ -95,14 +110,16 @@ impl Service {
     /// it created if they are empty.
     pub fn undo(&self, ctx: &OpCtx, p: &UndoParams) -> Result<UndoOutcome, Failure> {
         let h = self.history().ok_or_else(no_store)?;
+        let reach = Reach {
+            session: p.session.as_deref(),
+            workspace: p.own_workspace.then_some(ctx.runtime.id.as_str()),
+        };
+        // Before anything else: an operation out of reach is answered
+        // exactly as an unknown one (no status, no path).
         let (rec, status) = h
             .find(&p.op_id)
             .map_err(Refusal::from)?
-            .filter(|(rec, _)| {
-                p.session
-                    .as_deref()
-                    .is_none_or(|s| rec.session_id.as_deref() == Some(s))
-            })
+            .filter(|(rec, _)| reach.sees(rec))
             .ok_or_else(|| not_undoable(unknown_op(&p.op_id)))?;
         match status {
             Status::Live => {}
@@ -120,13 +137,17 @@ impl Service {
             }
         }
         let canonical = rec.canonical();
-        // The workspace that holds the file, else the connection's own.
-        let runtime = self
-            .registry()
-            .all()
-            .into_iter()
-            .find(|r| writegate_paths::is_within(&canonical, &r.root))
-            .unwrap_or_else(|| ctx.runtime.clone());
+        // The connection's own workspace when the undo is limited to it;
+        // else the workspace that holds the file, else the connection's.
+        let runtime = if p.own_workspace {
+            ctx.runtime.clone()
+        } else {
+            self.registry()
+                .all()
+                .into_iter()
+                .find(|r| writegate_paths::is_within(&canonical, &r.root))
+                .unwrap_or_else(|| ctx.runtime.clone())
+        };
         let ctx = OpCtx {
             runtime,
             session_id: ctx.session_id.clone(),
@@ -154,7 +175,7 @@ impl Service {
             };
             let changed = now.as_deref() != rec.after();
             if changed && !p.force {
-                return Err(file_changed(h, &rec, now.as_deref()));
+                return Err(file_changed(h, &rec, now.as_deref(), reach));
             }
             let mut out = UndoOutcome {
                 op_id: own_id.clone(),
@@ -168,6 +189,7 @@ impl Service {
                     rec.hash_before.clone()
                 },
                 removed_dirs: Vec::new(),
+                skipped_dirs: Vec::new(),
                 forced: changed,
                 dry_run: p.dry_run,
             };
@@ -179,16 +201,15 @@ impl Service {
                     )
                     .into());
                 }
+                let (dirs, skipped) = dirs::removable(&rec, &target.canonical, &ctx.runtime);
+                out.skipped_dirs = skipped;
                 if p.dry_run {
                     return Ok(out);
                 }
-                let dirs: Vec<PathBuf> = rec.created_dirs.iter().map(PathBuf::from).collect();
-                op.remove(&target, loaded, &dirs)?;
-                out.removed_dirs = dirs
-                    .iter()
-                    .filter(|d| !d.exists())
-                    .map(|d| crate::path_text(d))
-                    .collect();
+                op.remove(&target, loaded)?;
+                // The file is gone (committed): a directory that fails its
+                // checks now is reported, not an error.
+                out.removed_dirs = dirs::remove(&ctx.runtime.root, &dirs, &mut out.skipped_dirs);
                 return Ok(out);
             }
             let bytes = image_bytes(h, &rec, max)?;
@@ -221,15 +242,17 @@ fn no_store() -> Failure {
     )
 }
 
-/// `file_changed` for an undo of `rec` whose file now holds `now`.
-fn file_changed(h: &super::History, rec: &Record, now: Option<&str>) -> Failure {
+/// `file_changed` for an undo of `rec` whose file now holds `now`; a later
+/// operation out of `reach` is not named.
+fn file_changed(h: &super::History, rec: &Record, now: Option<&str>, reach: Reach<'_>) -> Failure {
     let now = now.unwrap_or("no file");
     let left = rec.after().unwrap_or("no file");
     let later = match h.later_on(rec) {
-        Some(l) => format!(
+        Some(l) if reach.sees(&l) => format!(
             "; a later operation ({}) changed it: undo that one first",
             l.op_id
         ),
+        Some(_) => "; a later operation changed it".to_string(),
         None => "; it was changed outside writegate".to_string(),
     };
     Refusal::new(

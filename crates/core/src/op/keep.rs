@@ -1,7 +1,7 @@
 //! The history step of a commit (issue 27): the replaced file kept as the
 //! operation's before-image and recorded, just before the rename; and the
-//! commit of an undo that takes back a creation (the file removed, with the
-//! directories the operation made).
+//! commit of an undo that takes back a creation (the file removed; the
+//! directories the operation made are the undo's, `history::dirs`).
 
 use super::{Committed, Loaded, Op, Target};
 use crate::config::HistoryConfig;
@@ -42,14 +42,12 @@ impl Op<'_> {
 
     /// The commit of an undo that takes back a creation: keeps the file as
     /// this operation's before-image (so the undo can be undone), records
-    /// it, journals the intent, removes the file (which must still be the
-    /// one read inside the lock) and then each directory in `dirs`
-    /// (outermost first, removed innermost first) that is empty.
+    /// it, journals the intent and removes the file (which must still be
+    /// the one read inside the lock).
     pub(crate) fn remove(
         &mut self,
         target: &Target,
         mut loaded: Loaded,
-        dirs: &[std::path::PathBuf],
     ) -> Result<Committed, Failure> {
         let (_, leaf) = target.split()?;
         let dir = loaded.dir.take();
@@ -90,9 +88,6 @@ impl Op<'_> {
             }
         }
         removed?;
-        for d in dirs.iter().rev() {
-            writegate_fs::remove_empty_dir(d);
-        }
         let e = self.event();
         e.created = Some(false);
         e.bytes_after = Some(0);
@@ -185,7 +180,10 @@ impl Op<'_> {
     /// workspace resolver of the operation's runtime, or, for a path
     /// outside it that an external write changed, through the external
     /// checks (when the connection and the config still allow external
-    /// writes).
+    /// writes). The path must resolve to itself: a symlink put on its way
+    /// since the operation (a parent swapped for a link, whether it leads
+    /// inside the workspace or out) is `symlink_escape`, never followed,
+    /// so an undo writes or removes only the file the operation wrote.
     pub(crate) fn resolve_undo(
         &mut self,
         canonical: &std::path::Path,
@@ -208,6 +206,17 @@ impl Op<'_> {
             }
             Err(e) => return Err(super::gate::resolve_refusal(e, root, "write").into()),
         };
+        if target.canonical != canonical {
+            return Err(Refusal::new(
+                ErrorKind::SymlinkEscape,
+                format!(
+                    "{} now resolves to {} (a symlink was put on its way since the operation); an undo puts back only the file the operation wrote, so nothing was changed: remove the symlink and undo again",
+                    crate::path_text(canonical),
+                    crate::path_text(&target.canonical)
+                ),
+            )
+            .into());
+        }
         self.hash_canonical(&target.canonical);
         self.check_open()?;
         Ok(target)

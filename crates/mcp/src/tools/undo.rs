@@ -96,6 +96,7 @@ impl Tool for Undo {
             dry_run: args.dry_run,
             // This connection's own operations only (see the module doc).
             session: Some(ctx.session_id.clone().unwrap_or_default()),
+            own_workspace: false,
         };
         service
             .undo(ctx, &params)
