@@ -964,7 +964,13 @@ fn main() {
 
     // Issue 27's cost: the same build with history off, for the one
     // connection socket cases.
-    let off_sock = t.base.join("run/off.sock");
+    // A socket's directory must be the user's own, mode 0700.
+    let off_dir = t.base.join("run/off");
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        fs::DirBuilder::new().mode(0o700).create(&off_dir).unwrap();
+    }
+    let off_sock = off_dir.join("off.sock");
     let off_sock = if off_sock.as_os_str().len() > 100 {
         std::env::temp_dir().join(format!("wg-bench-off-{}.sock", std::process::id()))
     } else {
