@@ -4,26 +4,41 @@
 //! JSON text (a [`prebuilt`] result: a large read's lines, written straight
 //! from the file by `writegate_core::read_answer`) is copied into its line
 //! as it is. Through `rmcp`'s types the same answer is a `Value` tree of one
-//! object per line, built and serialised again: 150 ms for a 5 MiB file
-//! against a few for the copy (docs/decisions/0022-large-reads-and-writes.md).
+//! object per line, built and serialised again: 272-308 ms for a 5 MiB
+//! file against 23-24 ms this way
+//! (docs/decisions/0023-large-answers-and-kept-buffers.md).
 
-use rmcp::model::{CallToolResult, JsonRpcMessage, MetaObject, ServerResult};
+use rmcp::model::{CallToolResult, ContentBlock, JsonRpcMessage, MetaObject, ServerResult};
 use rmcp::service::{RoleServer, TxJsonRpcMessage};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// `_meta` key of a [`prebuilt`] result: the handle of its members' text.
 /// Never on the wire: the line is written from the text it stands for.
 const PREBUILT_KEY: &str = "writegate/prebuilt";
 
-/// The members' text of the prebuilt results not sent yet, by handle: its
-/// pieces, written one after the other.
-static PREBUILT: Mutex<BTreeMap<u64, Vec<Vec<u8>>>> = Mutex::new(BTreeMap::new());
+/// How long a prebuilt text waits to be sent before it is dropped. `rmcp`
+/// hands a result to [`Out::send`] as soon as its call returns, unless it
+/// drops the answer (the call was cancelled, its id reused, or the server
+/// is stopping): then nothing takes the text, and the next result made
+/// drops it.
+const PREBUILT_TTL: Duration = Duration::from_secs(60);
+
+/// A prebuilt result's pieces, written one after the other, and when they
+/// were made.
+struct Pieces {
+    made: Instant,
+    pieces: Vec<Vec<u8>>,
+}
+
+/// The prebuilt results not sent yet, by handle.
+static PREBUILT: Mutex<BTreeMap<u64, Pieces>> = Mutex::new(BTreeMap::new());
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
-fn prebuilt_texts() -> std::sync::MutexGuard<'static, BTreeMap<u64, Vec<Vec<u8>>>> {
+fn prebuilt_texts() -> std::sync::MutexGuard<'static, BTreeMap<u64, Pieces>> {
     PREBUILT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -37,24 +52,60 @@ fn prebuilt_texts() -> std::sync::MutexGuard<'static, BTreeMap<u64, Vec<Vec<u8>>
 /// send it empty).
 pub(crate) fn prebuilt(members: Vec<Vec<u8>>) -> CallToolResult {
     let handle = NEXT.fetch_add(1, Ordering::Relaxed);
-    prebuilt_texts().insert(handle, members);
+    let mut texts = prebuilt_texts();
+    texts.retain(|_, p| p.made.elapsed() < PREBUILT_TTL);
+    texts.insert(
+        handle,
+        Pieces {
+            made: Instant::now(),
+            pieces: members,
+        },
+    );
+    drop(texts);
     let mut meta = MetaObject::new();
     meta.0.insert(PREBUILT_KEY.to_string(), handle.into());
     CallToolResult::success(Vec::new()).with_meta(Some(meta))
 }
 
-/// The prebuilt members `result` stands for, taken out of the table.
-fn take_prebuilt(result: &CallToolResult) -> Option<Vec<Vec<u8>>> {
-    let handle = result.meta.as_ref()?.0.get(PREBUILT_KEY)?.as_u64()?;
-    prebuilt_texts().remove(&handle)
+/// The handle of a [`prebuilt`] result.
+fn handle_of(result: &CallToolResult) -> Option<u64> {
+    result.meta.as_ref()?.0.get(PREBUILT_KEY)?.as_u64()
+}
+
+/// Drops the text of a [`prebuilt`] result that will not be sent (its call
+/// was cancelled: `rmcp` drops the answer).
+pub(crate) fn discard(result: &CallToolResult) {
+    if let Some(handle) = handle_of(result) {
+        prebuilt_texts().remove(&handle);
+    }
 }
 
 /// `item` as one `\n`-terminated line, in pieces to be written in order.
 pub(crate) fn line_of(item: &TxJsonRpcMessage<RoleServer>) -> std::io::Result<Vec<Vec<u8>>> {
     if let JsonRpcMessage::Response(r) = item
         && let ServerResult::CallToolResult(c) = &r.result
-        && let Some(members) = take_prebuilt(c)
+        && let Some(handle) = handle_of(c)
     {
+        let Some(Pieces {
+            pieces: members, ..
+        }) = prebuilt_texts().remove(&handle)
+        else {
+            // Never an empty success: the model would take it for an
+            // empty file.
+            tracing::error!(
+                handle,
+                "a prebuilt tool result was dropped before it was sent"
+            );
+            let mut lost = CallToolResult::error(vec![ContentBlock::text(
+                "internal_error: writegate lost this answer before sending it; call the tool again",
+            )]);
+            lost.result_type.clone_from(&c.result_type);
+            let answer: TxJsonRpcMessage<RoleServer> =
+                JsonRpcMessage::response(ServerResult::CallToolResult(lost), r.id.clone());
+            let mut line = serde_json::to_vec(&answer)?;
+            line.push(b'\n');
+            return Ok(vec![line]);
+        };
         let mut head = br#"{"jsonrpc":"2.0","id":"#.to_vec();
         head.extend_from_slice(&serde_json::to_vec(&r.id)?);
         head.extend_from_slice(br#","result":{"#);
@@ -161,8 +212,11 @@ mod tests {
         }
     }
 
+    /// The defect pinned: a result whose text is gone (sent already,
+    /// discarded, or dropped after `PREBUILT_TTL`) must not go out as an
+    /// empty successful read.
     #[test]
-    fn a_prebuilt_text_is_sent_once_and_then_forgotten() {
+    fn a_prebuilt_text_is_sent_once_and_a_lost_one_is_an_error() {
         let fast = prebuilt(vec![br#""content":[],"isError":false"#.to_vec()]);
         let item = response(fast);
         let first = wire(&item);
@@ -170,8 +224,14 @@ mod tests {
             first["result"],
             json!({"resultType": "complete", "content": [], "isError": false})
         );
-        // The same message again (never done) would not find its text.
         let again = wire(&item);
-        assert!(again["result"]["_meta"][PREBUILT_KEY].is_u64());
+        assert_eq!(again["result"]["isError"], json!(true), "{again}");
+        assert!(again["result"].get("_meta").is_none(), "{again}");
+        let text = again["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("internal_error:"), "{text}");
+
+        let cancelled = prebuilt(vec![b"x".to_vec()]);
+        discard(&cancelled);
+        assert_eq!(wire(&response(cancelled))["result"]["isError"], json!(true));
     }
 }
