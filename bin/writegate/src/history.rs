@@ -27,7 +27,7 @@ use std::path::PathBuf;
 pub(crate) struct HistoryArgs {
     /// Only the operations on this file.
     pub(crate) path: Option<PathBuf>,
-    /// Only the operations of this session (e.g. `cli`, an ACP session id, `mcp-<pid>`).
+    /// Only the operations of this session (e.g. `cli`, an ACP session id, `mcp-<pid>-<8 random hex digits>`).
     #[arg(long = "session", value_name = "ID")]
     pub(crate) only_session: Option<String>,
     /// One JSON object a line instead of a table.

@@ -30,7 +30,7 @@ use writegate_core::{Approver, ErrorKind, Failure, OpCtx, Refusal, Service};
 #[derive(Debug, Clone)]
 pub struct McpOptions {
     /// The session every tool call of this connection runs in (audit
-    /// events, receipts, "allow for this session"). Default `mcp-<pid>`.
+    /// events, receipts, "allow for this session"). Default `mcp-<pid>-<8 random hex digits>`.
     pub session_id: String,
     /// The config file, named in how-to-approve messages (`None`: "the
     /// writegate config").
@@ -40,7 +40,14 @@ pub struct McpOptions {
 impl Default for McpOptions {
     fn default() -> Self {
         McpOptions {
-            session_id: format!("mcp-{}", std::process::id()),
+            // The pid alone is reused: a later process would reach the
+            // session's history (the `undo` tool takes back only its own
+            // session's operations).
+            session_id: format!(
+                "mcp-{}-{}",
+                std::process::id(),
+                &writegate_core::unpredictable_hex()[..8]
+            ),
             config_file: None,
         }
     }
@@ -430,7 +437,13 @@ impl ServerHandler for McpServer {
             Err(r) => return Ok((*r).into()),
         };
         match self.run(&call, &context, parsed).await {
-            Ok(r) => Ok(r.into()),
+            Ok(r) => {
+                if context.ct.is_cancelled() {
+                    // `rmcp` drops a cancelled call's answer unsent.
+                    crate::out::discard(&r);
+                }
+                Ok(r.into())
+            }
             Err(f) => {
                 if asking == Asking::InputRequired
                     && let Some(q) = input::held_question(&f)

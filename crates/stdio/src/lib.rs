@@ -23,19 +23,10 @@ mod ends;
 pub mod lines;
 pub use ends::{NonBlockingFd, ReadEnd, WriteEnd};
 
-/// Size the stdin and stdout pipes are enlarged to (the unprivileged
-/// maximum by default): a 5 MiB request, or the answer to a 5 MiB read,
-/// then crosses in a few pipe-fulls instead of 80 (each one a wake-up of
-/// the reader and of the writer on the other side).
-pub const PIPE_BYTES: usize = 1024 * 1024;
-
-/// Enlarges pipe `fd` to [`PIPE_BYTES`] when it is smaller (a socket, or a
-/// pipe the kernel will not enlarge, stays as it is).
-fn enlarge(fd: &NonBlockingFd) {
-    if !fd.is_socket() && rustix::pipe::fcntl_getpipe_size(fd).is_ok_and(|n| n < PIPE_BYTES) {
-        let _ = rustix::pipe::fcntl_setpipe_size(fd, PIPE_BYTES);
-    }
-}
+/// Size the stdin pipe is enlarged to (the unprivileged maximum by
+/// default): a 5 MiB request then crosses in a few pipe-fulls instead of
+/// 80 (each one a wake-up of the reader and of the writing host).
+pub const STDIN_PIPE_BYTES: usize = 1024 * 1024;
 
 /// The stdio connection's ends. A pipe or socket on stdin/stdout is read
 /// and written through descriptors registered with the runtime, not
@@ -116,7 +107,11 @@ impl StdioEnds {
         let mut restore = Vec::new();
         let reader = match nonblocking_end(rustix::stdio::stdin(), Side::Read, &mut restore) {
             Ok(Some(fd)) => {
-                enlarge(&fd);
+                if !fd.is_socket()
+                    && rustix::pipe::fcntl_getpipe_size(&fd).is_ok_and(|n| n < STDIN_PIPE_BYTES)
+                {
+                    let _ = rustix::pipe::fcntl_setpipe_size(&fd, STDIN_PIPE_BYTES);
+                }
                 ReadEnd::new(fd)
                     .map_err(|e| {
                         // tokio's blocking stdin needs the flags it had.
@@ -138,7 +133,6 @@ impl StdioEnds {
         let (writer, direct) =
             match nonblocking_end(rustix::stdio::stdout(), Side::Write, &mut restore) {
                 Ok(Some(fd)) => {
-                    enlarge(&fd);
                     let direct = Some(fd.share());
                     let writer: Box<dyn AsyncWrite + Unpin + Send> = Box::new(WriteEnd::new(fd));
                     (writer, direct)
