@@ -13,6 +13,7 @@ mod client;
 mod commands;
 mod history;
 mod mcp;
+mod memory;
 mod proxy;
 mod serve;
 mod service;
@@ -48,62 +49,23 @@ impl From<Status> for ExitCode {
     }
 }
 
-/// Limits glibc's allocator to two arenas, unless the environment already
-/// chose (`MALLOC_ARENA_MAX`, or an arena tunable in `GLIBC_TUNABLES`),
-/// and keeps buffers of up to 32 MiB in those arenas, unless it chose
-/// those thresholds (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, or
-/// a threshold tunable).
-///
-/// glibc gives each thread that allocates an arena of its own (up to 8 per
-/// CPU) and keeps a large request's freed buffers in it, so after
-/// concurrent connections a run of sequential 5 MiB writes stayed at 65-70
-/// MiB, over issue 12's bound (3x the payload plus 16 MiB); with two arenas
-/// it stays at about 25 MiB, and small writes on 8 connections got no
-/// slower (docs/decisions/0008-request-memory.md).
-///
-/// A 5 MiB read or write needs a few buffers of its size. By default glibc
-/// maps each one afresh or gives the freed top of its arena back to the
-/// kernel, and every 4 KiB page of a fresh buffer is a page fault on first
-/// touch: about 3 µs each on the project's VM, 4 ms per 5 MiB buffer, most
-/// of a 5 MiB `fs/read_text_file`'s 20 ms of CPU. Kept in the arena (an mmap
-/// threshold and a trim threshold of 32 MiB), the same read takes 7.6 ms
-/// (docs/decisions/0022-large-reads-and-writes.md).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn tune_malloc() {
-    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
-    let arenas_chosen =
-        std::env::var_os("MALLOC_ARENA_MAX").is_some() || tunables.contains("arena");
-    let thresholds_chosen = std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
-        || std::env::var_os("MALLOC_TRIM_THRESHOLD_").is_some()
-        || tunables.contains("threshold");
-    /// Largest buffer kept in an arena, and the free top an arena keeps.
-    const KEPT: libc::c_int = 32 << 20;
-    // SAFETY: mallopt(3) only sets an allocator parameter; it is called
-    // first thing in `main`, before any other thread exists, and its
-    // result (1 on success) needs no handling: on failure glibc keeps
-    // its default.
-    unsafe {
-        if !arenas_chosen {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
-        if !thresholds_chosen {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, KEPT);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, KEPT);
-        }
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn tune_malloc() {}
-
 fn main() -> ExitCode {
-    tune_malloc();
+    memory::tune_malloc();
     let cli = Cli::parse();
     let status = match cli.command {
         // The proxy ends with its agent's exit status, whatever it is.
-        Command::Proxy(a) => return proxy::proxy(a),
-        Command::Serve(a) => serve::serve(&a),
-        Command::Mcp(a) => mcp::mcp(a),
+        Command::Proxy(a) => {
+            memory::trim_when_idle();
+            return proxy::proxy(a);
+        }
+        Command::Serve(a) => {
+            memory::trim_when_idle();
+            serve::serve(&a)
+        }
+        Command::Mcp(a) => {
+            memory::trim_when_idle();
+            mcp::mcp(a)
+        }
         Command::Write(a) => commands::write(&a),
         Command::Edit(a) => commands::edit(&a),
         Command::Read(a) => commands::read(&a),
