@@ -140,7 +140,8 @@ fn skipped(r: &serde_json::Value) -> Vec<String> {
 /// A same-UID process rewrites the `createdDirs` of a creation's record in
 /// the index: directories outside the workspace, a `..` path out of it, a
 /// relative name, an empty directory reached through a symlinked parent,
-/// and an empty directory of the workspace off the file's own way. Undo
+/// an empty directory of the workspace off the file's own way, and the
+/// file's own directories written other than canonically. Undo
 /// takes back the file and the two directories the write really made, and
 /// leaves every planted entry alone, reporting each in `skippedDirs`.
 #[test]
@@ -170,6 +171,10 @@ fn a_tampered_index_cannot_make_undo_remove_other_directories() {
         through_link.display().to_string(),
         sibling.display().to_string(),
         t.out.display().to_string(),
+        // The file's own directories, written other than canonically.
+        format!("{}//a", t.ws.display()),
+        format!("{}/./a/b", t.ws.display()),
+        format!("{}/a/", t.ws.display()),
     ];
     let mut all = planted.clone();
     all.push(t.ws.join("a").display().to_string());

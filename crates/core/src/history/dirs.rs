@@ -94,7 +94,9 @@ fn check(
         && path
             .components()
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
-        && path.components().collect::<PathBuf>() == path;
+        // Byte for byte: `Path`'s `==` compares components, which reads
+        // `/ws//a`, `/ws/./a` and `/ws/a/` as `/ws/a`.
+        && path.components().collect::<PathBuf>().as_os_str() == path.as_os_str();
     if !plain {
         return Err(
             "not an absolute canonical path (it holds `.`, `..`, an empty name or a trailing `/`); left alone"
