@@ -2,7 +2,8 @@
 //! file: the shape [`LinesRead`] serialises to (`lines`, `totalLines`,
 //! `hash`, `encoding`, `bom`, `lineEnding`), without a `String` per line or
 //! a `serde_json::Value` tree. A 5 MiB file has some 90,000 lines; the
-//! per-line objects cost more than the read (docs/decisions/0022-large-reads-and-writes.md).
+//! per-line objects cost more than the read
+//! (docs/decisions/0023-large-answers-and-kept-buffers.md).
 //! ACP's `_writegate/read_lines` and MCP's `read_file` write their answers
 //! with it; [`LinesRead`] stays the typed form of the same answer.
 
@@ -95,10 +96,17 @@ impl ReadFacts {
     /// Appends the members as [`LinesRead`] serialises them after `lines`,
     /// each preceded by a comma: `,"totalLines":N,"hash":...,"lineEnding":...`.
     pub fn write_members(&self, out: &mut Vec<u8>) {
-        let object = serde_json::to_vec(self).unwrap_or_else(|_| b"{}".to_vec());
-        // `{...}` without its braces, after a comma.
-        out.push(b',');
-        out.extend_from_slice(&object[1..object.len() - 1]);
+        use writegate_jsonscan::push_string;
+        out.extend_from_slice(br#","totalLines":"#);
+        out.extend_from_slice(itoa::Buffer::new().format(self.total_lines).as_bytes());
+        out.extend_from_slice(br#","hash":"#);
+        push_string(out, &self.hash);
+        out.extend_from_slice(br#","encoding":"#);
+        push_string(out, self.format.encoding);
+        out.extend_from_slice(br#","bom":"#);
+        out.extend_from_slice(if self.format.bom { b"true" } else { b"false" });
+        out.extend_from_slice(br#","lineEnding":"#);
+        push_string(out, self.format.line_ending.as_str());
     }
 
     /// The whole [`LinesRead`] as JSON text: `{"lines":[...],...}`.

@@ -9,7 +9,7 @@ use crate::state::ConnState;
 use agent_client_protocol::v1::schema::RequestId;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use writegate_core::{Failure, ReadParams};
+use writegate_core::{Failure, LinesView, ReadFacts, ReadParams};
 
 /// The method.
 pub(crate) struct ReadLines;
@@ -44,23 +44,16 @@ impl Method for ReadLines {
     fn handle(call: &Call<'_>, p: Params) -> Result<LinesAnswer, MethodError> {
         let ctx = call.ctx(&p.session_id, "read_lines");
         // The lines are written as JSON while the file is hashed.
-        let (mut object, facts) = call.conn.service.read_lines_with(
+        let (object, facts) = call.conn.service.read_lines_with(
             &ctx,
             &ReadParams {
                 path: p.path,
                 line: p.line,
                 limit: p.limit,
             },
-            |view| {
-                let mut out = Vec::with_capacity(view_size_hint(view));
-                out.push(b'{');
-                view.write_lines_member(&mut out);
-                out
-            },
+            object_head,
         )?;
-        facts.write_members(&mut object);
-        object.push(b'}');
-        Ok(LinesAnswer(object))
+        Ok(finish(object, &facts))
     }
 
     /// The bytes of [`crate::message::ok_line`] with the object copied as
@@ -77,9 +70,24 @@ impl Method for ReadLines {
     }
 }
 
+/// `{"lines":[...]`: the answer's object up to its facts.
+fn object_head(view: &LinesView<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(view_size_hint(view));
+    out.push(b'{');
+    view.write_lines_member(&mut out);
+    out
+}
+
+/// The answer: `head` and the facts that end it.
+fn finish(mut head: Vec<u8>, facts: &ReadFacts) -> LinesAnswer {
+    facts.write_members(&mut head);
+    head.push(b'}');
+    LinesAnswer(head)
+}
+
 /// Room for the lines' JSON before the buffer grows: the text plus about
 /// 20 bytes of `{"n":…,"text":""}` a line.
-fn view_size_hint(view: &writegate_core::LinesView<'_>) -> usize {
+fn view_size_hint(view: &LinesView<'_>) -> usize {
     let (lines, bytes) = view
         .lines()
         .fold((0, 0), |(n, b), (_, t)| (n + 1, b + t.len()));
@@ -91,11 +99,53 @@ fn view_size_hint(view: &writegate_core::LinesView<'_>) -> usize {
 pub(crate) struct LinesAnswer(Vec<u8>);
 
 impl Serialize for LinesAnswer {
-    /// The object it holds (not the way a response is written: see
-    /// [`ReadLines::result_line`]).
+    /// The object it holds, members in their order (`serde_json` keeps the
+    /// order of a `Value`'s members here; a test holds this to the typed
+    /// answer's bytes). Not the way a response is written: see
+    /// [`ReadLines::result_line`].
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let v: serde_json::Value =
             serde_json::from_slice(&self.0).map_err(serde::ser::Error::custom)?;
         v.serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ok_line;
+    use writegate_core::sha256_tagged;
+
+    /// The line written from the prebuilt object is serde's line for the
+    /// typed answer (`core::LinesRead`), byte for byte, and so is the
+    /// answer's own `Serialize`.
+    #[test]
+    fn result_line_is_serdes_line_of_the_typed_answer() {
+        let files: [&[u8]; 4] = [
+            b"",
+            b"a \"q\"\tb\r\nc\\d\r\n\x01",
+            b"\xFF\xFEa\x00\r\x00\n\x00b\x00",
+            b"x\ny\nz\n",
+        ];
+        for bytes in files {
+            for (line, limit) in [(None, None), (Some(2), Some(1))] {
+                let view = LinesView::of(bytes, line, limit).unwrap();
+                let facts = ReadFacts {
+                    total_lines: view.total_lines(),
+                    hash: sha256_tagged(bytes),
+                    format: view.format(),
+                };
+                let answer = finish(object_head(&view), &facts);
+                let typed = facts.clone().with_lines(view.numbered());
+                for id in [RequestId::Number(3), RequestId::Str("a \"b\"".into())] {
+                    let want = ok_line(&id, &typed);
+                    assert_eq!(
+                        String::from_utf8(ReadLines::result_line(&id, &answer)).unwrap(),
+                        String::from_utf8(want.clone()).unwrap()
+                    );
+                    assert_eq!(ok_line(&id, &answer), want);
+                }
+            }
+        }
     }
 }
