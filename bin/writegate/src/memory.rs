@@ -50,38 +50,53 @@ pub(crate) fn tune_malloc() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub(crate) fn tune_malloc() {}
 
-/// Every [`IDLE_CHECK`], when the allocator's bytes in use have not moved
-/// since the last check and it holds more than [`TRIM_ABOVE`] free, gives
-/// the free memory back to the kernel (`malloc_trim`), once per idle
-/// spell: the buffers [`tune_malloc`] keeps serve a burst of large
-/// requests, and an idle daemon does not sit on them. Runs on a thread of
-/// its own for the life of the process.
+/// Every [`IDLE_CHECK`], when the process used less than [`IDLE_CPU`] of
+/// CPU since the last check, was busy at some check since the last trim,
+/// and its allocator holds more than [`TRIM_ABOVE`] free, gives the free
+/// memory back to the kernel (`malloc_trim`): the buffers [`tune_malloc`]
+/// keeps serve a busy spell of large requests, and an idle daemon does not
+/// sit on them. The process's CPU time is the sign of work: the
+/// allocator's bytes in use come back to the same count after every
+/// request, busy or not. Runs on a thread of its own for the life of the
+/// process.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub(crate) fn trim_when_idle() {
+    let cpu = || rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     let spawned = std::thread::Builder::new()
         .name("writegate-trim".to_string())
-        .spawn(|| {
-            let mut last_in_use = usize::MAX;
-            // Allocations moved since the last trim. Not "the bytes in use
-            // differ from the last trim's": an idle daemon comes back to
-            // the same count after a burst.
-            let mut moved = true;
+        .spawn(move || {
+            let mut last = cpu();
+            let mut busy_since_trim = true;
             loop {
                 std::thread::sleep(IDLE_CHECK);
+                let now = cpu();
+                let used = std::time::Duration::new(
+                    u64::try_from(now.tv_sec).unwrap_or(0),
+                    u32::try_from(now.tv_nsec).unwrap_or(0),
+                )
+                .saturating_sub(std::time::Duration::new(
+                    u64::try_from(last.tv_sec).unwrap_or(0),
+                    u32::try_from(last.tv_nsec).unwrap_or(0),
+                ));
+                last = now;
+                if used >= IDLE_CPU {
+                    busy_since_trim = true;
+                    continue;
+                }
+                if !busy_since_trim {
+                    continue;
+                }
                 // SAFETY: mallinfo2(3) only reads the allocator's counters
                 // (under its arena locks); it takes no pointer.
-                let info = unsafe { libc::mallinfo2() };
-                if info.uordblks != last_in_use {
-                    last_in_use = info.uordblks;
-                    moved = true;
-                } else if moved && info.fordblks > TRIM_ABOVE {
+                let free = unsafe { libc::mallinfo2() }.fordblks;
+                if free > TRIM_ABOVE {
                     // SAFETY: malloc_trim(3) returns free memory to the
                     // kernel; it takes no pointer and is thread-safe.
                     unsafe {
                         libc::malloc_trim(0);
                     }
-                    moved = false;
                 }
+                busy_since_trim = false;
             }
         });
     if let Err(e) = spawned {
@@ -95,6 +110,11 @@ pub(crate) fn trim_when_idle() {}
 /// How often [`trim_when_idle`] looks.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// CPU used in one [`IDLE_CHECK`] below which the process is idle (its
+/// timers and this thread use a few microseconds).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const IDLE_CPU: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Free bytes below which nothing is trimmed.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+use writegate_stdio::NonBlockingFd;
 
 /// `_meta` key of a [`prebuilt`] result: the handle of its members' text.
 /// Never on the wire: the line is written from the text it stands for.
@@ -125,16 +126,28 @@ pub(crate) fn line_of(item: &TxJsonRpcMessage<RoleServer>) -> std::io::Result<Ve
     Ok(vec![line])
 }
 
+/// A line this long is a large answer: before the first, a stdout pipe
+/// is enlarged (a 5 MiB read's answer, 12.8 MB, then crosses in 13
+/// pipe-fulls instead of 200: 23 ms instead of 40, ADR 0023).
+const LARGE_LINE: usize = 256 * 1024;
+
 /// The writer every message goes out through; `None` once closed.
 #[derive(Clone)]
 pub(crate) struct Out {
     writer: Arc<tokio::sync::Mutex<Option<Box<dyn AsyncWrite + Unpin + Send>>>>,
+    /// The writer's descriptor, to enlarge before the first large answer
+    /// (taken then: `None` after, or when stdout is no pipe or socket).
+    grow: Arc<Mutex<Option<NonBlockingFd>>>,
 }
 
 impl Out {
-    pub(crate) fn new(writer: Box<dyn AsyncWrite + Unpin + Send>) -> Out {
+    pub(crate) fn new(
+        writer: Box<dyn AsyncWrite + Unpin + Send>,
+        fd: Option<NonBlockingFd>,
+    ) -> Out {
         Out {
             writer: Arc::new(tokio::sync::Mutex::new(Some(writer))),
+            grow: Arc::new(Mutex::new(fd)),
         }
     }
 
@@ -146,6 +159,17 @@ impl Out {
         item: &TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = std::io::Result<()>> + Send + use<> {
         let line = line_of(item);
+        if line
+            .as_ref()
+            .is_ok_and(|p| p.iter().map(Vec::len).sum::<usize>() >= LARGE_LINE)
+            && let Some(fd) = self
+                .grow
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+        {
+            writegate_stdio::enlarge_pipe(&fd);
+        }
         let writer = self.writer.clone();
         async move {
             let pieces = line?;

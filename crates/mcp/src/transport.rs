@@ -282,8 +282,8 @@ impl Stdio {
     /// with) is read and written through descriptors registered with the
     /// runtime, not through blocking threads, unless it is stderr's too,
     /// and a stdin pipe is enlarged to 1 MiB (`writegate_stdio::StdioEnds`,
-    /// as for `serve --stdio`; its duplicate for direct writes is not used
-    /// here: [`Out`] writes the answers).
+    /// as for `serve --stdio`), a stdout pipe before the first large answer
+    /// ([`Out`] writes the answers).
     /// Measured with a 5 MiB `write_file` from a Python client over a pipe:
     /// 9.9 ms from the first byte sent to the whole line read with a
     /// 64 KiB pipe, 4.7 ms with the larger one.
@@ -295,7 +295,7 @@ impl Stdio {
         let ends = StdioEnds::open();
         Stdio {
             lines: LineReader::new(ends.reader, max_line),
-            out: Out::new(ends.writer),
+            out: Out::new(ends.writer, ends.direct),
             restore: Some(ends.restore),
             unanswered: Arc::default(),
             grace,

@@ -28,6 +28,18 @@ pub use ends::{NonBlockingFd, ReadEnd, WriteEnd};
 /// 80 (each one a wake-up of the reader and of the writing host).
 pub const STDIN_PIPE_BYTES: usize = 1024 * 1024;
 
+/// Enlarges the pipe `fd` to [`STDIN_PIPE_BYTES`] when it is smaller (a
+/// socket, or a pipe the kernel will not enlarge, stays as it is). For
+/// stdout, a front end calls it before its first large answer, not at
+/// start: each enlarged pipe takes its size from the user's pipe quota
+/// (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB by default), past which
+/// every new pipe of the user's is small.
+pub fn enlarge_pipe(fd: &NonBlockingFd) {
+    if !fd.is_socket() && rustix::pipe::fcntl_getpipe_size(fd).is_ok_and(|n| n < STDIN_PIPE_BYTES) {
+        let _ = rustix::pipe::fcntl_setpipe_size(fd, STDIN_PIPE_BYTES);
+    }
+}
+
 /// The stdio connection's ends. A pipe or socket on stdin/stdout is read
 /// and written through descriptors registered with the runtime, not
 /// through tokio's `stdin()`/`stdout()`, which hand every read and write
@@ -107,11 +119,7 @@ impl StdioEnds {
         let mut restore = Vec::new();
         let reader = match nonblocking_end(rustix::stdio::stdin(), Side::Read, &mut restore) {
             Ok(Some(fd)) => {
-                if !fd.is_socket()
-                    && rustix::pipe::fcntl_getpipe_size(&fd).is_ok_and(|n| n < STDIN_PIPE_BYTES)
-                {
-                    let _ = rustix::pipe::fcntl_setpipe_size(&fd, STDIN_PIPE_BYTES);
-                }
+                enlarge_pipe(&fd);
                 ReadEnd::new(fd)
                     .map_err(|e| {
                         // tokio's blocking stdin needs the flags it had.
