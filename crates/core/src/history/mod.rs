@@ -35,6 +35,7 @@ use crate::{hex, path_text};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -432,9 +433,13 @@ impl History {
     }
 
     /// Evicts the oldest images while the store is over `cfg`'s bounds
-    /// (never `spare`, the operation in progress).
-    pub(crate) fn evict(&self, cfg: &HistoryConfig, spare: &str) {
-        let Ok(mut st) = self.refresh() else { return };
+    /// (never `spare`, the operation in progress). Returns a descriptor of
+    /// each image unlinked: its blocks are freed when it closes, off the
+    /// request's path when the caller hands it to the releaser.
+    pub(crate) fn evict(&self, cfg: &HistoryConfig, spare: &str) -> Vec<OwnedFd> {
+        let Ok(mut st) = self.refresh() else {
+            return Vec::new();
+        };
         let max_age = std::time::Duration::from_secs(cfg.max_age_days.saturating_mul(86_400));
         let now = std::time::SystemTime::now();
         let mut gone = Vec::new();
@@ -463,13 +468,17 @@ impl History {
         }
         drop(st);
         let evicted = !gone.is_empty();
+        let mut held = Vec::new();
         for id in gone {
             let _ = self.append(&Line::Evict { op_id: id.clone() });
-            let _ = self.images.remove(&id);
+            if let Ok(Some(fd)) = self.images.remove_held(&id) {
+                held.push(fd);
+            }
         }
         if evicted {
             self.compact_if_due();
         }
+        held
     }
 
     /// A record by `opId` and its status.

@@ -103,7 +103,14 @@ impl Op<'_> {
                     .as_ref()
                     .map(|e| e.op_id.clone())
                     .unwrap_or_default();
-                super::keep::settle(h, &op_id, pending, slot.as_ref(), &self.cfg.history);
+                super::keep::settle(
+                    h,
+                    &op_id,
+                    pending,
+                    slot.as_ref(),
+                    &self.cfg.history,
+                    self.svc.releaser(),
+                );
             }
             (hash, published?)
         };

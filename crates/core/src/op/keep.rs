@@ -84,7 +84,14 @@ impl Op<'_> {
         if let (Some(rec), Some(h)) = (rec.as_ref(), self.svc.history()) {
             after_publish(h, rec, removed.is_ok());
             if removed.is_ok() {
-                settle(h, &rec.op_id, false, None, &self.cfg.history);
+                settle(
+                    h,
+                    &rec.op_id,
+                    false,
+                    None,
+                    &self.cfg.history,
+                    self.svc.releaser(),
+                );
             }
         }
         removed?;
@@ -148,18 +155,22 @@ pub(super) fn after_publish(h: &History, rec: &Record, committed: bool) -> bool 
 
 /// Once the commit is over: the old file's hash (when it was left for
 /// later) goes into the store, then the store is brought back within its
-/// bounds.
+/// bounds; the evicted images' blocks are freed by `releaser`, off the
+/// request's path (as a replaced file's are).
 pub(super) fn settle(
     h: &History,
     op_id: &str,
     pending: bool,
     slot: Option<&Arc<OnceLock<String>>>,
     cfg: &HistoryConfig,
+    releaser: &writegate_fs::Releaser,
 ) {
     if pending && let Some(hash) = slot.and_then(|s| s.get()) {
         h.done(op_id, Some(hash.clone()));
     }
-    h.evict(cfg, op_id);
+    for fd in h.evict(cfg, op_id) {
+        releaser.release(fd);
+    }
 }
 
 impl Op<'_> {
