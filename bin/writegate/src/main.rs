@@ -54,18 +54,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let status = match cli.command {
         // The proxy ends with its agent's exit status, whatever it is.
-        Command::Proxy(a) => {
-            memory::trim_when_idle();
-            return proxy::proxy(a);
-        }
-        Command::Serve(a) => {
-            memory::trim_when_idle();
-            serve::serve(&a)
-        }
-        Command::Mcp(a) => {
-            memory::trim_when_idle();
-            mcp::mcp(a)
-        }
+        Command::Proxy(a) => return proxy::proxy(a),
+        Command::Serve(a) => serve::serve(&a),
+        Command::Mcp(a) => mcp::mcp(a),
         Command::Write(a) => commands::write(&a),
         Command::Edit(a) => commands::edit(&a),
         Command::Read(a) => commands::read(&a),
