@@ -621,6 +621,22 @@ pub fn ok_line<T: Serialize>(id: &RequestId, result: &T) -> Vec<u8> {
     })
 }
 
+/// [`ok_line`] for a result already written as JSON text, in pieces
+/// copied one after the other (a large read's text is not escaped twice).
+pub fn ok_line_raw(id: &RequestId, result: &[&[u8]]) -> Vec<u8> {
+    let id = serde_json::to_vec(id).unwrap_or_default();
+    let len = result.iter().map(|p| p.len()).sum::<usize>();
+    let mut line = Vec::with_capacity(len + id.len() + 32);
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    line.extend_from_slice(&id);
+    line.extend_from_slice(br#","result":"#);
+    for piece in result {
+        line.extend_from_slice(piece);
+    }
+    line.extend_from_slice(b"}\n");
+    line
+}
+
 /// An error response line, `\n`-terminated.
 pub fn error_line(id: &RequestId, error: &ErrorObject) -> Vec<u8> {
     line_of(&ErrLine {

@@ -38,7 +38,7 @@ pub use api::{
 pub use config::Config;
 pub use error::{Detail, ErrorKind, Failure, Refusal};
 pub use hash::{hex, path_hash, path_text, sha256_tagged, unpredictable_hex};
-pub use read_answer::{LinesView, ReadFacts};
+pub use read_answer::{Extent, LinesView, ReadFacts};
 pub use routing::MarkerSource;
 pub use runtime::{Registry, Runtime};
 pub use service::{DynamicWorkspaceError, Service};

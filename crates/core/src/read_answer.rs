@@ -47,6 +47,15 @@ impl<'a> LinesView<'a> {
         FileFormat::from(&self.view.format)
     }
 
+    /// How many lines were asked for and the bytes of their text (one walk
+    /// over them), to size the buffers an answer is written into.
+    pub fn extent(&self) -> Extent {
+        let (lines, bytes) = self
+            .lines()
+            .fold((0, 0), |(n, b), (_, t)| (n + 1, b + t.len()));
+        Extent { lines, bytes }
+    }
+
     /// The lines asked for, each its own [`NumberedLine`].
     pub fn numbered(&self) -> Vec<NumberedLine> {
         self.lines()
@@ -74,6 +83,25 @@ impl<'a> LinesView<'a> {
             out.push(b'}');
         }
         out.push(b']');
+    }
+}
+
+/// The size of a [`LinesView`]'s lines: how many, and the bytes of their
+/// text (endings not counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// Lines.
+    pub lines: usize,
+    /// Bytes of their text.
+    pub bytes: usize,
+}
+
+impl Extent {
+    /// Room for [`LinesView::write_lines_member`]'s output before its
+    /// buffer grows: the text with an escape every 8 bytes, and about 24
+    /// bytes of `{"n":…,"text":""},` a line.
+    pub fn lines_member_room(self) -> usize {
+        self.bytes + self.bytes / 8 + self.lines * 24 + 16
     }
 }
 

@@ -5,7 +5,7 @@
 //! from the file by `writegate_core::read_answer`) is copied into its line
 //! as it is. Through `rmcp`'s types the same answer is a `Value` tree of one
 //! object per line, built and serialised again: 272-308 ms for a 5 MiB
-//! file against 23-24 ms this way
+//! file against 28-39 ms this way, in the throughput bench
 //! (docs/decisions/0023-large-answers-and-kept-buffers.md).
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonRpcMessage, MetaObject, ServerResult};
@@ -128,7 +128,7 @@ pub(crate) fn line_of(item: &TxJsonRpcMessage<RoleServer>) -> std::io::Result<Ve
 
 /// A line this long is a large answer: before the first, a stdout pipe
 /// is enlarged (a 5 MiB read's answer, 12.8 MB, then crosses in 13
-/// pipe-fulls instead of 200: 23 ms instead of 40, ADR 0023).
+/// pipe-fulls instead of 200; ADR 0023 has the bench's figures).
 const LARGE_LINE: usize = 256 * 1024;
 
 /// The writer every message goes out through; `None` once closed.

@@ -73,10 +73,9 @@ pub(crate) struct ReadLinesJson {
 /// The numbered lines of `view` as `read_file` answers them: the text
 /// (`<n>\t<text>` lines) and the `lines` of the structured content.
 pub(crate) fn lines_json(view: &LinesView<'_>) -> ReadLinesJson {
-    let (count, bytes) = view
-        .lines()
-        .fold((0, 0), |(n, b), (_, t)| (n + 1, b + t.len()));
-    let mut head = Vec::with_capacity(bytes + bytes / 8 + count * 10 + 64);
+    let extent = view.extent();
+    // The text with an escape every 8 bytes, and `<n>\t`, `\n` a line.
+    let mut head = Vec::with_capacity(extent.bytes + extent.bytes / 8 + extent.lines * 10 + 64);
     head.extend_from_slice(br#""content":[{"type":"text","text":""#);
     let (mut first, mut last) = (None, None);
     let mut number = itoa::Buffer::new();
@@ -88,14 +87,14 @@ pub(crate) fn lines_json(view: &LinesView<'_>) -> ReadLinesJson {
         writegate_jsonscan::push_escaped(&mut head, text);
         head.extend_from_slice(br"\n");
     }
-    let mut lines = Vec::with_capacity(bytes + bytes / 8 + count * 24 + 16);
+    let mut lines = Vec::with_capacity(extent.lines_member_room());
     view.write_lines_member(&mut lines);
     ReadLinesJson {
         head,
         lines,
         first,
         last,
-        count,
+        count: extent.lines,
     }
 }
 

@@ -59,20 +59,13 @@ impl Method for ReadLines {
     /// The bytes of [`crate::message::ok_line`] with the object copied as
     /// written.
     fn result_line(id: &RequestId, r: &LinesAnswer) -> Vec<u8> {
-        let id = serde_json::to_vec(id).unwrap_or_default();
-        let mut line = Vec::with_capacity(r.0.len() + id.len() + 40);
-        line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-        line.extend_from_slice(&id);
-        line.extend_from_slice(br#","result":"#);
-        line.extend_from_slice(&r.0);
-        line.extend_from_slice(b"}\n");
-        line
+        crate::message::ok_line_raw(id, &[&r.0])
     }
 }
 
 /// `{"lines":[...]`: the answer's object up to its facts.
 fn object_head(view: &LinesView<'_>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(view_size_hint(view));
+    let mut out = Vec::with_capacity(view.extent().lines_member_room() + 160);
     out.push(b'{');
     view.write_lines_member(&mut out);
     out
@@ -83,15 +76,6 @@ fn finish(mut head: Vec<u8>, facts: &ReadFacts) -> LinesAnswer {
     facts.write_members(&mut head);
     head.push(b'}');
     LinesAnswer(head)
-}
-
-/// Room for the lines' JSON before the buffer grows: the text plus about
-/// 20 bytes of `{"n":…,"text":""}` a line.
-fn view_size_hint(view: &LinesView<'_>) -> usize {
-    let (lines, bytes) = view
-        .lines()
-        .fold((0, 0), |(n, b), (_, t)| (n + 1, b + t.len()));
-    bytes + bytes / 8 + lines * 24 + 160
 }
 
 /// `core::LinesRead` as JSON text (`{lines, totalLines, hash, encoding,

@@ -89,17 +89,17 @@ impl Method for ReadTextFile {
     /// The bytes of [`crate::message::ok_line`], with the content copied
     /// as escaped (serde would escape it again, byte by byte).
     fn result_line(id: &RequestId, r: &TextResult) -> Vec<u8> {
-        let id = serde_json::to_vec(id).unwrap_or_default();
         let meta = serde_json::to_vec(&r.meta).unwrap_or_default();
-        let mut line = Vec::with_capacity(r.content.0.len() + id.len() + meta.len() + 64);
-        line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-        line.extend_from_slice(&id);
-        line.extend_from_slice(br#","result":{"content":"#);
-        line.extend_from_slice(&r.content.0);
-        line.extend_from_slice(br#","_meta":"#);
-        line.extend_from_slice(&meta);
-        line.extend_from_slice(b"}}\n");
-        line
+        crate::message::ok_line_raw(
+            id,
+            &[
+                br#"{"content":"#,
+                &r.content.0,
+                br#","_meta":"#,
+                &meta,
+                b"}",
+            ],
+        )
     }
 }
 
