@@ -414,6 +414,7 @@ pub(crate) fn code_of(kind: &str) -> i64 {
         "untrusted_workspace" => -32020,
         "permission_denied" => -32021,
         "approval_required" => -32022,
+        "writegate_file" => -32023,
         "hash_mismatch" => -32030,
         "file_already_exists" => -32031,
         "generation_closed" => -32032,
@@ -439,7 +440,7 @@ fn status_of(kind: &str) -> u16 {
         | "parse_error"
         | "not_a_file"
         | "reserved_name" => 400,
-        "untrusted_workspace" | "permission_denied" | "approval_required" => 403,
+        "untrusted_workspace" | "permission_denied" | "approval_required" | "writegate_file" => 403,
         "path_not_found" => 404,
         "hash_mismatch" | "file_already_exists" | "file_changed" => 409,
         "file_too_large" => 413,

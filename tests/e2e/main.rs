@@ -33,6 +33,7 @@ mod history_store;
 mod mcp;
 mod mcp_2026;
 mod memory;
+mod own_files;
 mod permissions;
 mod protocol_doc;
 mod proxy;

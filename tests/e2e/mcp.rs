@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
+mod own_files;
 mod undo;
 
 /// What the test person answers when asked.

@@ -1029,3 +1029,35 @@ fn an_outside_file_is_read_then_edited_as_qwen_code_does_but_credentials_are_ask
     assert_eq!(err(&r[0])["data"]["errorKind"], "path_outside_workspace");
     e.finish();
 }
+
+/// An agent behind the proxy that writes writegate's own config (a rule
+/// that rates every edit `safe`) or approvals file with a marked write,
+/// or reads its audit log, is refused `writegate_file`: the gate cannot be
+/// turned off through itself.
+#[test]
+fn an_agent_cannot_rewrite_writegates_config_or_approvals_through_the_proxy() {
+    let t = Tree::new(BIN);
+    let config = t.base.join("config/writegate/config.toml");
+    let approvals = t.base.join("state/writegate/approvals.json");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "# the user's config\n").unwrap();
+    let script = format!(
+        "external {} \"[policy]\\nrules = [{{pattern = \\\"edit_file *\\\", level = \\\"safe\\\"}}]\\n\"\n\
+         external {} \"{{\\\"v\\\":2,\\\"patterns\\\":[\\\"edit_file *\\\"]}}\\n\"\n\
+         read {}",
+        config.display(),
+        approvals.display(),
+        t.audit_log.display()
+    );
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let reports = e.run(&s, &script);
+    assert_eq!(reports.len(), 3, "{reports:?}");
+    for r in &reports {
+        assert_eq!(err(r)["data"]["errorKind"], "writegate_file", "{r}");
+    }
+    assert_eq!(std::fs::read(&config).unwrap(), b"# the user's config\n");
+    assert!(!approvals.exists());
+    e.finish();
+}

@@ -5,6 +5,7 @@ use crate::args::ServeArgs;
 use crate::{Status, absolutize, default_config_path, env_var};
 use std::path::PathBuf;
 use std::sync::Arc;
+use writegate_core::policy::{OwnFiles, OwnKind};
 use writegate_core::{Config, Registry, Service, config::state_dir};
 
 /// The log filter: `-v`/`-q` when given, else `WRITEGATE_LOG`, else
@@ -246,7 +247,9 @@ pub(crate) fn build_service(start: &Startup, need_workspace: bool) -> Result<Arc
     let approvals = state_dir(&env_var).join("approvals.json");
     let history = cfg.history_path(&env_var);
     let keep_history = cfg.history.enabled;
+    let own = own_files(start, &audit_path, &history);
     let mut service = Service::new(cfg, registry, &audit_path, approvals);
+    service.protect_own_files(own);
     // Issue 27: the before-image store. Opened when history is on (or a
     // store is already there, so that its operations can still be undone).
     if (keep_history || history.exists())
@@ -273,6 +276,44 @@ pub(crate) fn build_service(start: &Startup, need_workspace: bool) -> Result<Arc
             "audit.required = false: writes go on even while the audit log cannot be written");
     }
     Ok(service)
+}
+
+/// writegate's own files, which no agent may read or change (see
+/// `writegate_core::policy::OwnFiles`): the config file in use and the
+/// default config directory, the state directory, the audit log and the
+/// history store where the config puts them, the runtime directory, the
+/// systemd user units `writegate service install` writes, and this binary.
+fn own_files(start: &Startup, audit_path: &std::path::Path, history: &std::path::Path) -> OwnFiles {
+    let mut own = OwnFiles::default();
+    if let Some(dir) = default_config_path()
+        .as_deref()
+        .and_then(std::path::Path::parent)
+    {
+        own.add(dir, OwnKind::Config);
+    }
+    if let Some(file) = &start.config {
+        own.add(&absolutize(file), OwnKind::Config);
+    }
+    own.add(&state_dir(&env_var), OwnKind::State);
+    let audit_path = absolutize(audit_path);
+    own.add(&audit_path, OwnKind::AuditLog);
+    own.add(
+        &writegate_core::audit::journal_dir(&audit_path),
+        OwnKind::AuditLog,
+    );
+    own.add(&absolutize(history), OwnKind::History);
+    if let Some(runtime) = writegate_acp::default_socket_path(&env_var).parent() {
+        own.add(runtime, OwnKind::Runtime);
+    }
+    if let Some(units) = crate::service::units_dir() {
+        for unit in crate::service::UNIT_NAMES {
+            own.add(&units.join(unit), OwnKind::ServiceUnit);
+        }
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        own.add(&exe, OwnKind::Binary);
+    }
+    own
 }
 
 /// The soft descriptor limit the daemon asks for, at most (never above the

@@ -51,6 +51,23 @@ fn toml_string(path: &std::path::Path) -> String {
         .to_string()
 }
 
+/// `$XDG_CONFIG_HOME`, else `$HOME/.config`.
+fn config_home(home: &str) -> PathBuf {
+    env_var("XDG_CONFIG_HOME")
+        .filter(|h| h.starts_with('/'))
+        .map_or_else(|| PathBuf::from(home).join(".config"), PathBuf::from)
+}
+
+/// The names of the units `writegate service install` writes.
+pub(crate) const UNIT_NAMES: [&str; 2] = ["writegate.service", "writegate.socket"];
+
+/// Where `writegate service install` writes its units:
+/// `$XDG_CONFIG_HOME/systemd/user` (`None` without an absolute `$HOME`).
+pub(crate) fn units_dir() -> Option<PathBuf> {
+    let home = env_var("HOME").filter(|h| h.starts_with('/'))?;
+    Some(config_home(&home).join("systemd/user"))
+}
+
 /// `writegate service install`.
 pub(crate) fn run(a: &ServiceArgs) -> Status {
     let ServiceCommand::Install(i) = &a.command;
@@ -58,9 +75,7 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
         eprintln!("writegate: service install: $HOME is not set (or not absolute)");
         return Status::Usage;
     };
-    let config_home = env_var("XDG_CONFIG_HOME")
-        .filter(|h| h.starts_with('/'))
-        .map_or_else(|| PathBuf::from(&home).join(".config"), PathBuf::from);
+    let config_home = config_home(&home);
     let units = config_home.join("systemd/user");
     let exe = match std::env::current_exe().and_then(std::fs::canonicalize) {
         Ok(p) => p.display().to_string(),
@@ -92,8 +107,8 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
     }
     let config = default_config_path().unwrap_or_else(|| config_home.join("writegate/config.toml"));
     let mut files = vec![
-        (units.join("writegate.service"), service_unit(&exe)),
-        (units.join("writegate.socket"), SOCKET_UNIT.to_string()),
+        (units.join(UNIT_NAMES[0]), service_unit(&exe)),
+        (units.join(UNIT_NAMES[1]), SOCKET_UNIT.to_string()),
     ];
     let config_exists = config.exists();
     if !config_exists && !roots.is_empty() {

@@ -120,6 +120,7 @@ pub(crate) fn refusal_code(kind: ErrorKind) -> i64 {
         ErrorKind::UntrustedWorkspace => -32020,
         ErrorKind::PermissionDenied => -32021,
         ErrorKind::ApprovalRequired => -32022,
+        ErrorKind::WritegateFile => -32023,
         ErrorKind::HashMismatch => -32030,
         ErrorKind::FileAlreadyExists => -32031,
         ErrorKind::GenerationClosed => -32032,

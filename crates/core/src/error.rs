@@ -63,11 +63,15 @@ pub enum ErrorKind {
     /// An undo that cannot be done: no such operation in the history, its
     /// before-image evicted, or no history kept (issue 27).
     NotUndoable,
+    /// The path is one of writegate's own files (its config, approvals,
+    /// state, history store, runtime directory, service units or binary):
+    /// refused on every route of an agent, approval or not.
+    WritegateFile,
 }
 
 impl ErrorKind {
     /// Every kind, in SPEC 11 table order (used by tests and docs).
-    pub const ALL: [ErrorKind; 25] = [
+    pub const ALL: [ErrorKind; 26] = [
         Self::PathOutsideWorkspace,
         Self::SymlinkEscape,
         Self::ParseError,
@@ -93,6 +97,7 @@ impl ErrorKind {
         Self::UnmappableCharacter,
         Self::FileChanged,
         Self::NotUndoable,
+        Self::WritegateFile,
     ];
 
     /// The wire string, e.g. `"path_outside_workspace"`.
@@ -123,6 +128,7 @@ impl ErrorKind {
             Self::UnmappableCharacter => "unmappable_character",
             Self::FileChanged => "file_changed",
             Self::NotUndoable => "not_undoable",
+            Self::WritegateFile => "writegate_file",
         }
     }
 
@@ -134,7 +140,10 @@ impl ErrorKind {
             | Self::ParseError
             | Self::NotAFile
             | Self::ReservedName => 400,
-            Self::UntrustedWorkspace | Self::PermissionDenied | Self::ApprovalRequired => 403,
+            Self::UntrustedWorkspace
+            | Self::PermissionDenied
+            | Self::ApprovalRequired
+            | Self::WritegateFile => 403,
             Self::PathNotFound => 404,
             Self::HashMismatch
             | Self::FileAlreadyExists

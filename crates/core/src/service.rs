@@ -46,6 +46,8 @@ pub struct Service {
     releaser: Releaser,
     /// The before-image store (issue 27), when opened.
     history: Option<crate::history::History>,
+    /// writegate's own files: refused to every agent (`writegate_file`).
+    own: crate::policy::OwnFiles,
 }
 
 /// Why a client-named workspace cannot be registered (SPEC 2).
@@ -91,7 +93,20 @@ impl Service {
             dynamic: Mutex::new(Vec::new()),
             releaser: Releaser::new(),
             history: None,
+            own: crate::policy::OwnFiles::default(),
         }
+    }
+
+    /// Sets writegate's own files (its config, state, runtime directory,
+    /// service units, binary): every agent's read, write, edit and undo
+    /// of one is refused `writegate_file`, approval or not.
+    pub fn protect_own_files(&mut self, own: crate::policy::OwnFiles) {
+        self.own = own;
+    }
+
+    /// writegate's own files ([`Service::protect_own_files`]).
+    pub fn own_files(&self) -> &crate::policy::OwnFiles {
+        &self.own
     }
 
     /// Opens the history store at `root` (issue 27) and voids the records

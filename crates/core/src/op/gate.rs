@@ -65,6 +65,7 @@ impl Op<'_> {
                 Err(e) => return Err(resolve_refusal(e, root, "read").into()),
             };
         self.hash_canonical(&target.canonical);
+        self.refuse_own_file(&target.canonical, "read")?;
         if outside || self.ctx.client_root {
             let held = self.svc.approvals().check_read(
                 &self.cfg.policy,
@@ -106,12 +107,31 @@ impl Op<'_> {
         mode: impl Into<OpMode>,
     ) -> Result<(), Failure> {
         let mode = mode.into();
+        self.refuse_own_file(&target.canonical, "change")?;
         self.gated = (Some(mode), target.mode.is_some_and(is_read_only));
         let held = self.svc.approvals().check(
             &self.cfg.policy,
             &self.gate_request(mode, &target.canonical, target.mode),
         );
         self.ask_if_held(held, target, mode)
+    }
+
+    /// Refuses `canonical` when it is one of writegate's own files
+    /// ([`crate::policy::OwnFiles`]): before the gate, so no approval, rule
+    /// or question can let an agent `verb` (`read`, `change`) it.
+    fn refuse_own_file(&self, canonical: &Path, verb: &str) -> Result<(), Failure> {
+        let Some(kind) = self.svc.own_files().reason(canonical) else {
+            return Ok(());
+        };
+        Err(Refusal::new(
+            ErrorKind::WritegateFile,
+            format!(
+                "{} is {}; no agent may {verb} writegate's own files, and no approval changes that. Do not retry: tell the user what you wanted to change, and they change it themselves (the writegate command or their editor)",
+                canonical.display(),
+                kind.describe()
+            ),
+        )
+        .into())
     }
 
     /// What the gate judges: `mode` on `canonical` (whose existing file

@@ -28,6 +28,7 @@
 
 mod approvals;
 mod glob;
+mod own;
 mod protected;
 mod rating;
 
@@ -37,6 +38,7 @@ pub use approvals::{
     MAX_REMEMBERED_REFUSALS, ONCE_TTL, SESSION_TTL, Scope,
 };
 pub use glob::{Glob, escape_glob, glob_match};
+pub use own::{OwnFiles, OwnKind};
 pub use protected::{protected_reason, read_protected_reason};
 pub use rating::{
     Verdict, is_read_only, judge, rate, read_only_reason, synthetic_command, system_reason,

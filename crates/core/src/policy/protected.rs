@@ -39,6 +39,7 @@ const GIT: &str = "git repository state: its config and hooks can run commands";
 const CRON: &str = "crontab: runs commands on a schedule";
 const LAUNCHD: &str = "launchd unit: runs commands at login or boot";
 const TOKENS: &str = "file holding login tokens or passwords";
+const AGENT_SETTINGS: &str = "coding agent's settings: a change can turn the agent's own write tools back on or stop it using writegate";
 
 /// The built-in protected-path rules, rated `dangerous` (SPEC 12 plus issue
 /// 13). Order only decides which reason is shown.
@@ -145,6 +146,23 @@ const PROTECTED: &[Protected] = &[
     ),
     rule(Match::Seq(&["library", "launchagents"]), LAUNCHD),
     rule(Match::Seq(&["library", "launchdaemons"]), LAUNCHD),
+    // The coding agents' settings `writegate setup` writes: an agent that
+    // rewrites them can turn its own write tools back on or drop writegate.
+    rule(Match::Seq(&[".qwen", "settings.json"]), AGENT_SETTINGS),
+    rule(Match::Seq(&[".gemini", "settings.json"]), AGENT_SETTINGS),
+    rule(Match::Seq(&[".gemini", "policies"]), AGENT_SETTINGS),
+    rule(Match::Leaf(".claude.json"), AGENT_SETTINGS),
+    rule(Match::Seq(&[".claude", "settings.json"]), AGENT_SETTINGS),
+    rule(
+        Match::Seq(&[".claude", "settings.local.json"]),
+        AGENT_SETTINGS,
+    ),
+    rule(Match::Seq(&[".codex", "config.toml"]), AGENT_SETTINGS),
+    rule(
+        Match::Seq(&[".config", "zed", "settings.json"]),
+        AGENT_SETTINGS,
+    ),
+    rule(Match::Seq(&[".zed", "settings.json"]), AGENT_SETTINGS),
 ];
 
 /// `name` case-folded for comparison with the rules: ASCII lowercase for
@@ -537,6 +555,16 @@ mod tests {
             "/Users/me/Library/LaunchAgents/x.plist",
             "/Users/me/library/launchagents/x.plist",
             "/Library/LaunchDaemons/x.plist",
+            // The coding agents' settings `writegate setup` writes.
+            "/h/.qwen/settings.json",
+            "/h/.gemini/settings.json",
+            "/h/.gemini/policies/writegate.toml",
+            "/h/.claude.json",
+            "/h/.claude/settings.json",
+            "/h/proj/.claude/settings.local.json",
+            "/h/.codex/config.toml",
+            "/h/.config/zed/settings.json",
+            "/h/proj/.zed/settings.json",
             // Case folding beyond ASCII (long s, Kelvin sign).
             "/h/.ſſh/config",
             "/h/.\u{212a}ube/config",
@@ -574,6 +602,9 @@ mod tests {
             "/r/.config/nvim/init.lua",
             "/r/library/x.rs",
             "/r/src/cron.rs",
+            "/r/settings.json",
+            "/r/.claude/commands/review.md",
+            "/r/.gemini/GEMINI.md",
         ];
         for p in ordinary {
             assert_eq!(protected_reason(Path::new(p)), None, "{p} is ordinary");
