@@ -204,8 +204,13 @@ fn regression_stalled_long_lines_lose_their_reservation_and_connection() {
         );
     }
     let log = d.stderr_text();
+    // A peer that sends nothing falls behind `line_min_bytes_per_sec` too,
+    // and that one-second grace may end before the stall timeout.
     assert_eq!(
-        log.matches("its long line made no progress").count(),
+        log.matches("its long line made no progress").count()
+            + log
+                .matches("its long line arrives slower than line_min_bytes_per_sec")
+                .count(),
         3,
         "one warning per stalled peer:\n{log}"
     );
@@ -244,4 +249,76 @@ fn a_slow_but_steady_long_line_is_not_a_stall() {
     assert_eq!(a["result"], json!({}), "{a}");
     assert_eq!(fs::read(&path).unwrap().len(), sent);
     assert!(!d.stderr_text().contains("made no progress"));
+}
+
+/// Peers that send 70 KB of a line and then one byte every 2 s never went
+/// quiet for `line_stall_timeout_ms`, so each kept its reservation for as
+/// long as it liked: two of them blocked every other client's write over
+/// 64 KiB indefinitely. With the defaults (no setting changed here) each
+/// now loses its reservation and connection once its line falls behind
+/// `line_min_bytes_per_sec` (after a one-second grace), so eight of them
+/// leave a 1 MiB write from another client answered within 10 s.
+#[test]
+fn regression_peers_trickling_a_byte_every_two_seconds_do_not_hold_up_a_1_mib_write() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let t = Tree::new(BIN);
+    let d = t.daemon(Opts {
+        socket: true,
+        ..Opts::default()
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut trickles = Vec::new();
+    for id in 1..=8u64 {
+        let mut s = connect(&t);
+        let mut line = prefix(id, &t.ws.join(format!("trickle-{id}.txt")));
+        line.extend(std::iter::repeat_n(b'x', HALF));
+        s.write_all(&line).unwrap();
+        let stop = stop.clone();
+        trickles.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_secs(2));
+                if s.write_all(b"x").is_err() {
+                    return true; // closed by the daemon
+                }
+            }
+            closed_by_daemon(&mut s)
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let path = t.ws.join("big.txt");
+    let start = Instant::now();
+    let (answer, content) = write_1_mib(&t, &path);
+    let took = start.elapsed();
+    eprintln!("the 1 MiB write behind eight trickling peers took {took:?}");
+    assert_eq!(
+        answer["result"],
+        json!({}),
+        "{}",
+        truncate(&answer.to_string())
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "the 1 MiB write waited {took:?} behind the trickling peers:\n{}",
+        d.stderr_text()
+    );
+    assert!(fs::read_to_string(&path).unwrap() == content);
+    stop.store(true, Ordering::Relaxed);
+    for (i, h) in trickles.into_iter().enumerate() {
+        assert!(
+            h.join().unwrap(),
+            "trickling peer {} was never closed:\n{}",
+            i + 1,
+            d.stderr_text()
+        );
+    }
+    assert!(
+        d.stderr_text()
+            .contains("arrives slower than line_min_bytes_per_sec"),
+        "{}",
+        d.stderr_text()
+    );
+    for id in 1..=8 {
+        assert!(!t.ws.join(format!("trickle-{id}.txt")).exists());
+    }
 }

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use writegate_core::Service;
@@ -31,6 +32,10 @@ use writegate_stdio::lines::{Frame, LineReader, READ_CHUNK, READ_MAX};
 /// its `\r\n` up to this): a larger limit still works, its buffer doubling
 /// past this size as before.
 const PRESIZE_MAX: usize = 64 * 1024 * 1024;
+
+/// How long a line under a fresh reservation may go before the
+/// [`Shared::line_min_rate`] floor applies.
+pub const LINE_RATE_GRACE: Duration = Duration::from_secs(1);
 
 /// State every connection shares: the service, the daemon-wide shutdown
 /// token, the in-flight byte budget and the worker slots.
@@ -48,6 +53,13 @@ pub struct Shared {
     /// long lines waiting. `None`: no limit (the proxy, whose two sides
     /// each have a budget of their own, shared with no one).
     pub line_stall: Option<Duration>,
+    /// The slowest a long line may arrive under a reservation, in bytes a
+    /// second (`line_min_bytes_per_sec`), after [`LINE_RATE_GRACE`]: a
+    /// line whose bytes since the reservation fall behind it loses the
+    /// reservation and its connection, as a stalled one does, so peers
+    /// that trickle a byte every few seconds cannot hold the budget's room
+    /// either. `None`: no floor (with `line_stall` `None`, the proxy).
+    pub line_min_rate: Option<u64>,
     /// How many requests may run on the runtime's own workers at once (see
     /// [`crate::serve::WORKER_LINE_MAX`]); the server gives it one less
     /// than the number of workers, so one worker always stays free for
@@ -266,6 +278,9 @@ pub async fn run_connection<H, R, W>(
     let mut input = LineReader::new(reader, max);
     // Budget held for the long line being read (see `Budget`).
     let mut reserved: Option<OwnedSemaphorePermit> = None;
+    // When the reservation was taken and how much of the line was buffered
+    // then (the rate floor counts the bytes since).
+    let mut reserved_at: Option<(Instant, usize)> = None;
     let permits = Arc::new(Semaphore::new(MAX_OUTSTANDING));
     // The peer stopped sending a long line (see `Shared::line_stall`).
     let mut stalled_out = false;
@@ -302,6 +317,7 @@ pub async fn run_connection<H, R, W>(
                 // Room for the longest line, `\r\n` included: no copies
                 // while it grows (see `LineReader::presize`).
                 if reserved.is_some() {
+                    reserved_at = Some((Instant::now(), input.partial()));
                     input.presize(max.saturating_add(2).min(PRESIZE_MAX));
                 }
             }
@@ -313,16 +329,32 @@ pub async fn run_connection<H, R, W>(
             // Under a reservation, a read that brings nothing for
             // `line_stall` ends the connection (the time spent waiting for
             // the reservation is not counted: the clock starts at each read).
-            let stall = reserved.as_ref().and(shared.line_stall);
+            // And a line that falls behind `line_min_rate` ends it too.
+            let pace = reserved.as_ref().and(shared.line_stall).map(|stall| {
+                pace_deadline(stall, shared.line_min_rate, reserved_at, input.partial())
+            });
+            // `biased`: bytes already waiting are read before the deadline
+            // is looked at, so the daemon's own scheduling delays never
+            // count against a peer.
             let read = tokio::select! {
+                biased;
                 () = shared.shutdown.cancelled() => break 'lines,
                 r = input.fill(limit) => r,
-                () = stalled(stall) => {
-                    tracing::warn!(
-                        buffered = input.partial(),
-                        stall_ms = stall.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-                        "closing a connection: its long line made no progress (line_stall_timeout_ms); its budget reservation is released"
-                    );
+                () = until(pace.map(|p| p.0)) => {
+                    let too_slow = pace.is_some_and(|p| p.1);
+                    if too_slow {
+                        tracing::warn!(
+                            buffered = input.partial(),
+                            min_bytes_per_sec = shared.line_min_rate.unwrap_or(0),
+                            "closing a connection: its long line arrives slower than line_min_bytes_per_sec; its budget reservation is released"
+                        );
+                    } else {
+                        tracing::warn!(
+                            buffered = input.partial(),
+                            stall_ms = shared.line_stall.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                            "closing a connection: its long line made no progress (line_stall_timeout_ms); its budget reservation is released"
+                        );
+                    }
                     stalled_out = true;
                     break 'lines;
                 }
@@ -335,6 +367,7 @@ pub async fn run_connection<H, R, W>(
         match frame {
             Frame::TooLong => {
                 reserved = None;
+                reserved_at = None;
                 let error = ErrorObject::invalid_request(
                     "frame too long",
                     format!("a line may hold at most {max} bytes (max_frame_bytes)"),
@@ -344,6 +377,7 @@ pub async fn run_connection<H, R, W>(
             }
             Frame::Line(line) => {
                 let cost = shared.budget.cost(line.len()) as usize;
+                reserved_at = None;
                 let held = match reserved.take() {
                     // The line was read under a reservation: keep its cost,
                     // give back the rest.
@@ -393,10 +427,36 @@ pub async fn run_connection<H, R, W>(
     let _ = writer_task.await;
 }
 
-/// Sleeps for `stall`; never ends without one.
-async fn stalled(stall: Option<Duration>) {
-    match stall {
-        Some(d) => tokio::time::sleep(d).await,
+/// When a line under a reservation has taken too long, and whether that
+/// is the rate floor (`true`) rather than a stall: `stall` from now (no
+/// byte arrives meanwhile), or, with a floor of `rate` bytes a second, the
+/// moment the bytes since the reservation (`at`: when it was taken and
+/// what was buffered then; `partial` now) fall behind it, after
+/// [`LINE_RATE_GRACE`], whichever comes first.
+fn pace_deadline(
+    stall: Duration,
+    rate: Option<u64>,
+    at: Option<(Instant, usize)>,
+    partial: usize,
+) -> (Instant, bool) {
+    let by_stall = Instant::now() + stall;
+    let (Some(rate), Some((start, before))) = (rate, at) else {
+        return (by_stall, false);
+    };
+    let arrived = partial.saturating_sub(before) as u64;
+    let earned = Duration::from_millis(arrived.saturating_mul(1000) / rate.max(1));
+    let by_rate = start + LINE_RATE_GRACE + earned;
+    if by_rate < by_stall {
+        (by_rate, true)
+    } else {
+        (by_stall, false)
+    }
+}
+
+/// Sleeps until `deadline`; never ends without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
 }

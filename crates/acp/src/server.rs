@@ -222,6 +222,7 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
         line_stall: Some(Duration::from_millis(
             service.config().line_stall_timeout_ms,
         )),
+        line_min_rate: Some(service.config().line_min_bytes_per_sec),
         worker_slots: Arc::new(Semaphore::new(
             tokio::runtime::Handle::current()
                 .metrics()

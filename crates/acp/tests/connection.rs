@@ -67,6 +67,7 @@ impl Fixture {
             shutdown: CancellationToken::new(),
             budget: Budget::new(budget),
             line_stall: None,
+            line_min_rate: None,
             worker_slots: Arc::new(Semaphore::new(slots)),
         });
         Fixture {

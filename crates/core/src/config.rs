@@ -313,6 +313,14 @@ pub struct Config {
     /// connection closed. Default 5 000. Read at start-up only. Not a SPEC
     /// 13 key (docs/behaviour.md).
     pub line_stall_timeout_ms: u64,
+    /// The slowest a long line may arrive, in bytes a second, once it holds
+    /// room in the in-flight budget: after a one-second grace, a line
+    /// whose bytes since it got the room fall behind this rate loses the
+    /// room and its connection, so peers trickling a byte at a time cannot
+    /// keep other clients' long writes waiting. Default 8 192 (a local
+    /// client sends megabytes a second). Read at start-up only. Not a SPEC
+    /// 13 key (docs/behaviour.md).
+    pub line_min_bytes_per_sec: u64,
     /// Mode of files the daemon creates.
     pub new_file_mode: NewFileMode,
     /// Permission bits of the missing parent directories a workspace write
@@ -345,6 +353,7 @@ impl Default for Config {
             max_frame_bytes: 16 * 1024 * 1024,
             max_inflight_bytes: 32 * 1024 * 1024,
             line_stall_timeout_ms: 5_000,
+            line_min_bytes_per_sec: 8_192,
             new_file_mode: NewFileMode::Owner,
             new_dir_mode: 0o755,
             shutdown_grace_ms: 10_000,
@@ -409,6 +418,7 @@ pub const ENV_KEYS: &[&str] = &[
     "max_frame_bytes",
     "max_inflight_bytes",
     "line_stall_timeout_ms",
+    "line_min_bytes_per_sec",
     "new_file_mode",
     "new_dir_mode",
     "shutdown_grace_ms",
@@ -549,6 +559,9 @@ impl Config {
         }
         if self.line_stall_timeout_ms == 0 {
             return Err(bad("line_stall_timeout_ms", "must be greater than 0"));
+        }
+        if self.line_min_bytes_per_sec == 0 {
+            return Err(bad("line_min_bytes_per_sec", "must be greater than 0"));
         }
         for (i, r) in self.proxy.roots.iter().enumerate() {
             if !r.is_absolute() {

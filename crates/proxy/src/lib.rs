@@ -206,6 +206,7 @@ fn shared(service: &Arc<Service>) -> Arc<Shared> {
         shutdown: CancellationToken::new(),
         budget: Budget::new(service.config().max_inflight_bytes),
         line_stall: None,
+        line_min_rate: None,
         worker_slots: Arc::new(Semaphore::new(0)),
     })
 }
