@@ -71,8 +71,10 @@ pub(crate) fn read(path: &Path) -> Result<Current, String> {
     if let Ok(m) = std::fs::symlink_metadata(&real)
         && m.file_type().is_symlink()
     {
-        let to = std::fs::read_link(&real)
-            .map_or_else(|_| "somewhere unreadable".to_string(), |t| t.display().to_string());
+        let to = std::fs::read_link(&real).map_or_else(
+            |_| "somewhere unreadable".to_string(),
+            |t| t.display().to_string(),
+        );
         return Err(format!(
             "it is a symbolic link (to {to}), and writegate setup never writes or removes through one: a link can point at any file"
         ));

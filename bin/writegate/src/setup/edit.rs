@@ -430,7 +430,9 @@ mod tests {
     #[test]
     fn toml_keeps_comments_and_other_servers() {
         let text = "# mine\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\" # keep\n";
-        let added = edit_codex_toml(text, "writegate", "wg", &["mcp"], false).unwrap().text;
+        let added = edit_codex_toml(text, "writegate", "wg", &["mcp"], false)
+            .unwrap()
+            .text;
         assert!(added.starts_with("# mine\nmodel = \"o3\""), "{added}");
         assert!(added.contains("command = \"x\" # keep"), "{added}");
         assert!(
@@ -438,11 +440,15 @@ mod tests {
             "{added}"
         );
         assert_eq!(
-            edit_codex_toml(&added, "writegate", "wg", &["mcp"], false).unwrap().text,
+            edit_codex_toml(&added, "writegate", "wg", &["mcp"], false)
+                .unwrap()
+                .text,
             added
         );
         assert_eq!(
-            edit_codex_toml(&added, "writegate", "wg", &["mcp"], true).unwrap().text,
+            edit_codex_toml(&added, "writegate", "wg", &["mcp"], true)
+                .unwrap()
+                .text,
             text
         );
         assert!(

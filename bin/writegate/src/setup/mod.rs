@@ -163,7 +163,17 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
                 );
                 continue;
             }
-            Err(e) => return cannot(agent, &target.path, &e),
+            Err(e) => {
+                let advice = match std::fs::read_link(&target.path) {
+                    Ok(to) => format!(
+                        "; to have writegate setup change it, put the file itself in its place (`cp --remove-destination '{}' '{}'`), then run this again",
+                        to.display(),
+                        target.path.display()
+                    ),
+                    Err(_) => String::new(),
+                };
+                return cannot(agent, &target.path, &format!("{e}{advice}"));
+            }
         };
         match plan(&target, &cur, &env, a.remove) {
             Ok(Plan { new, left }) => planned.push(Planned { cur, new, left }),
