@@ -164,7 +164,9 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
                 continue;
             }
             Err(e) => {
-                let advice = match std::fs::read_link(&target.path) {
+                let advice = match std::fs::read_link(&target.path)
+                    .map(|to| std::fs::canonicalize(&target.path).unwrap_or(to))
+                {
                     Ok(to) => format!(
                         "; to have writegate setup change it, put the file itself in its place (`cp --remove-destination '{}' '{}'`), then run this again",
                         to.display(),
