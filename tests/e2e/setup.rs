@@ -419,6 +419,16 @@ fn remove_never_deletes_a_file_through_a_symlinked_policy_file() {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["writegate.toml"], "{what}");
+        // A set-up does not write through the link either.
+        let start = snapshot(home);
+        let o = run(home, &["setup", "gemini-cli"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: {o:?}");
+        assert!(
+            err.contains("symbolic link") && err.contains("nothing was changed"),
+            "{what}: {err}"
+        );
+        assert_eq!(snapshot(home), start, "{what}");
     }
     // A dangling link is left too.
     let tmp = tempfile::tempdir().unwrap();
