@@ -29,6 +29,10 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
             let m = std::fs::symlink_metadata(&p).unwrap();
             if m.is_dir() {
                 stack.push(p);
+            } else if m.file_type().is_symlink() {
+                // A link as where it points, not as what it points at.
+                let to = std::fs::read_link(&p).unwrap();
+                out.insert(p, (to.into_os_string().into_encoded_bytes(), 0));
             } else {
                 out.insert(
                     p.clone(),
@@ -356,4 +360,318 @@ fn a_directory_or_fifo_in_place_of_a_settings_file_is_refused() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["settings.json"]);
+}
+
+/// The policy file `writegate setup gemini-cli` writes, as a fresh set-up
+/// in a scratch home writes it.
+fn gemini_policy() -> Vec<u8> {
+    let home = tempfile::tempdir().unwrap();
+    assert!(run(home.path(), &["setup", "gemini-cli"]).status.success());
+    std::fs::read(home.path().join(".gemini/policies/writegate.toml")).unwrap()
+}
+
+/// `--remove` deleted the file a symlinked `~/.gemini/policies/writegate.toml`
+/// pointed to (the person's dotfiles), with no backup. A link there is
+/// left as it is, and so is what it points to, even when that holds
+/// exactly what setup writes; the settings entry still goes, and the
+/// output names what stayed.
+#[test]
+fn remove_never_deletes_a_file_through_a_symlinked_policy_file() {
+    let policy = gemini_policy();
+    for (what, dotfile) in [
+        (
+            "the person's own policy",
+            b"[[rule]]\ntoolName = \"x\"\n".to_vec(),
+        ),
+        ("a copy of setup's policy", policy.clone()),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        assert!(run(home, &["setup", "gemini-cli"]).status.success());
+        let link = home.join(".gemini/policies/writegate.toml");
+        let target = home.join("dotfiles/gemini/writegate.toml");
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::write(&target, &dotfile).unwrap();
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+
+        let o = run(home, &["setup", "gemini-cli", "--remove"]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{what}: {o:?}");
+        assert_eq!(std::fs::read(&target).unwrap(), dotfile, "{what}: target");
+        assert_eq!(std::fs::read_link(&link).unwrap(), target, "{what}: link");
+        assert!(
+            text.contains(&format!("{}: left as it is", link.display()))
+                && text.contains("symbolic link")
+                && text.contains("delete it yourself"),
+            "{what}: {text}"
+        );
+        assert!(
+            text.contains("but for what is left as it is above"),
+            "{what}: {text}"
+        );
+        assert!(!text.contains("the agent's own tools are back"), "{text}");
+        let settings = std::fs::read_to_string(home.join(".gemini/settings.json")).unwrap();
+        assert!(!settings.contains("writegate"), "{what}: {settings}");
+        // Nothing beside the link either (no backup, no temp file).
+        let names: Vec<_> = std::fs::read_dir(link.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["writegate.toml"], "{what}");
+        // A set-up does not write through the link either.
+        let start = snapshot(home);
+        let o = run(home, &["setup", "gemini-cli"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: {o:?}");
+        assert!(
+            err.contains("symbolic link") && err.contains("nothing was changed"),
+            "{what}: {err}"
+        );
+        assert_eq!(snapshot(home), start, "{what}");
+    }
+    // A dangling link is left too.
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let link = home.join(".gemini/policies/writegate.toml");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(home.join("nowhere"), &link).unwrap();
+    let o = run(home, &["setup", "gemini-cli", "--remove"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(std::fs::symlink_metadata(&link).is_ok());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("symbolic link"));
+}
+
+/// `--remove` deleted a file of the person's own named
+/// `~/.gemini/policies/writegate.toml`. It deletes only a regular file
+/// that holds, byte for byte, what setup writes; one changed by a byte is
+/// left with a message, and a set-up does not replace a file of that name
+/// it did not write.
+#[test]
+fn remove_deletes_only_the_policy_file_setup_wrote_byte_for_byte() {
+    let policy = gemini_policy();
+    let mut changed = policy.clone();
+    changed.extend_from_slice(b"# mine\n");
+    let own = b"[[rule]]\ntoolName = \"run_shell_command\"\ndecision = \"deny\"\n".to_vec();
+    for (what, bytes) in [
+        ("one byte more", changed),
+        ("the person's own", own.clone()),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        let path = home.join(".gemini/policies/writegate.toml");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        let o = run(home, &["setup", "gemini-cli", "--remove"]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{what}: {o:?}");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{what}");
+        assert!(
+            text.contains(&format!("{}: left as it is", path.display()))
+                && text.contains("not the file writegate setup writes"),
+            "{what}: {text}"
+        );
+        // --dry-run says the same and writes nothing.
+        let start = snapshot(home);
+        let o = run(home, &["setup", "gemini-cli", "--remove", "--dry-run"]);
+        assert!(String::from_utf8_lossy(&o.stdout).contains("left as it is"));
+        assert_eq!(snapshot(home), start, "{what}");
+    }
+    // A set-up does not replace the person's own file of that name.
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let path = home.join(".gemini/policies/writegate.toml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &own).unwrap();
+    let start = snapshot(home);
+    let o = run(home, &["setup", "gemini-cli"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        err.contains(&path.display().to_string())
+            && err.contains("did not write")
+            && err.contains("move it away")
+            && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert_eq!(snapshot(home), start);
+    // The exact file setup wrote goes.
+    assert!(
+        run(home, &["setup", "gemini-cli", "--remove"])
+            .status
+            .success()
+    );
+    std::fs::write(&path, &policy).unwrap();
+    let o = run(home, &["setup", "gemini-cli", "--remove"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(std::fs::symlink_metadata(&path).is_err());
+}
+
+/// Every settings file setup edits, as a symbolic link to a file elsewhere:
+/// set-up, `--dry-run` and `--remove` are refused with the link named and
+/// what to do, and nothing (link, target, anything else) changes.
+#[test]
+fn a_symlinked_settings_file_is_never_written_through_for_any_agent() {
+    for (agent, file, _, _) in existing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        // Set up first, so --remove has something to take out.
+        assert!(run(home, &["setup", agent]).status.success(), "{agent}");
+        let path = home.join(file);
+        let target = home.join("dotfiles").join(agent);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::rename(&path, &target).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let start = snapshot(home);
+        for extra in [&[][..], &["--remove"][..], &["--dry-run"][..]] {
+            let mut args = vec!["setup", agent];
+            args.extend_from_slice(extra);
+            let o = run(home, &args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{agent} {extra:?}: {o:?}");
+            assert!(
+                err.contains(&path.display().to_string())
+                    && err.contains("symbolic link")
+                    && err.contains(&target.display().to_string())
+                    && err.contains("put the file itself in its place")
+                    && err.contains("nothing was changed"),
+                "{agent} {extra:?}: {err}"
+            );
+            assert_eq!(snapshot(home), start, "{agent} {extra:?}: changed files");
+        }
+    }
+}
+
+/// A settings file with a key twice (`{"tools":{...},"tools":{...}}`) was
+/// edited at the first while the agent, reading the last, kept its own
+/// write tools, and setup said it was set up. A key twice in one object,
+/// at any depth, spelled with escapes or not, is refused for every JSON
+/// agent and in every mode, the file unchanged; Codex's TOML cannot hold a
+/// key twice and is refused as invalid.
+#[test]
+fn a_settings_file_with_a_key_twice_is_refused_and_left_as_it_is() {
+    for (agent, file, text, key) in [
+        (
+            "qwen-code",
+            ".qwen/settings.json",
+            "{\"tools\": {\"disabled\": [\"x\"]},\n \"tools\": {\"core\": []}}\n",
+            "`tools`",
+        ),
+        (
+            "qwen-code",
+            ".qwen/settings.json",
+            "{\"tools\": {}, \"\\u0074ools\": {}}\n",
+            "`tools`",
+        ),
+        (
+            "gemini-cli",
+            ".gemini/settings.json",
+            "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"command\": \"y\"}}}\n",
+            "`mcpServers.a.command`",
+        ),
+        (
+            "claude-code",
+            ".claude/settings.json",
+            "{\"permissions\": {\"deny\": []},\n\"permissions\": {\"allow\": [\"Write\"]}}\n",
+            "`permissions`",
+        ),
+        (
+            "claude-code",
+            ".claude.json",
+            "{\"mcpServers\": {}, \"mcpServers\": {}}",
+            "`mcpServers`",
+        ),
+        (
+            "zed",
+            ".config/zed/settings.json",
+            "// mine\n{\"agent_servers\": {}, \"theme\": \"x\",\n\n \"agent_servers\": {},}\n",
+            "`agent_servers`",
+        ),
+        (
+            "codex",
+            ".codex/config.toml",
+            "[mcp_servers.writegate]\ncommand = \"a\"\n[mcp_servers.writegate]\ncommand = \"b\"\n",
+            "duplicate key",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        let path = home.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        let start = snapshot(home);
+        for extra in [&[][..], &["--remove"][..], &["--dry-run"][..]] {
+            let mut args = vec!["setup", agent];
+            args.extend_from_slice(extra);
+            let o = run(home, &args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{agent} {extra:?}: {o:?}");
+            assert!(
+                err.contains(&path.display().to_string())
+                    && err.contains(key)
+                    && err.contains("nothing was changed"),
+                "{agent} {extra:?}: {err}"
+            );
+            if agent != "codex" {
+                assert!(
+                    err.contains("twice") && err.contains("merge the two into one"),
+                    "{agent}: {err}"
+                );
+            }
+            assert_eq!(snapshot(home), start, "{agent} {extra:?}: changed files");
+        }
+    }
+    // Lines are named where the key is on several.
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let path = home.join(".qwen/settings.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, "{\n\"tools\": {},\n\"a\": 1,\n\"tools\": {}\n}\n").unwrap();
+    let err = String::from_utf8_lossy(&run(home, &["setup", "qwen-code"]).stderr).into_owned();
+    assert!(err.contains("lines 2 and 4"), "{err}");
+}
+
+/// `--remove` took out `mcpServers.writegate` (and Codex's table) whatever
+/// it held. An entry of that name that is not what setup writes (changed
+/// since, or the person's own) stays, with a message; the rest of
+/// writegate's entries go.
+#[test]
+fn remove_leaves_an_entry_that_is_not_what_setup_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    assert!(run(home, &["setup", "qwen-code"]).status.success());
+    let path = home.join(".qwen/settings.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["mcpServers"]["writegate"]["args"] = serde_json::json!(["mcp", "--workspace", "/mine"]);
+    std::fs::write(&path, v.to_string()).unwrap();
+    let o = run(home, &["setup", "qwen-code", "--remove"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        text.contains(
+            "left as it is: `mcpServers.writegate` is not the entry writegate setup writes"
+        ),
+        "{text}"
+    );
+    let after: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        after["mcpServers"], v["mcpServers"],
+        "the person's entry stays"
+    );
+    assert!(after.get("tools").is_none(), "{after}");
+
+    let codex = home.join(".codex/config.toml");
+    assert!(run(home, &["setup", "codex"]).status.success());
+    let mut text = std::fs::read_to_string(&codex).unwrap();
+    text.push_str("startup_timeout_sec = 30\n");
+    std::fs::write(&codex, &text).unwrap();
+    let o = run(home, &["setup", "codex", "--remove"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("`mcp_servers.writegate` is not the entry"),
+        "{o:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&codex).unwrap(), text);
 }

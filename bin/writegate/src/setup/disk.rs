@@ -1,9 +1,11 @@
 //! Reading and writing the agents' configuration files for `writegate
 //! setup`, through writegate's own publisher (`writegate-fs`): the new text
 //! goes to a temp file in the same directory, is fsynced and renamed over
-//! the old one, which keeps its permission bits; a symlinked settings file
-//! (dotfiles) is written where it points. A file that changed between the
-//! read and the write is not overwritten.
+//! the old one, which keeps its permission bits. A settings file that is a
+//! symbolic link is never read, written or removed through: the link could
+//! point at any file (the person's dotfiles, or what an agent planted), so
+//! it is refused by name. The directories above it are followed. A file
+//! that changed between the read and the write is not overwritten.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -55,15 +57,28 @@ fn leaf_of(p: &Path) -> Result<(PathBuf, OsString), String> {
 }
 
 /// Reads the configuration file at `path` (absolute). A missing file is
-/// empty text; a file that is not UTF-8 or cannot be read is an error.
+/// empty text; a file that is not UTF-8 or cannot be read is an error, and
+/// so is a symbolic link, which is never followed (its directories are).
 pub(crate) fn read(path: &Path) -> Result<Current, String> {
-    let (base, rest) = split_existing(path);
-    let real = if rest.as_os_str().is_empty() {
+    let (parent, leaf) = leaf_of(path)?;
+    let (base, rest) = split_existing(&parent);
+    let parent = if rest.as_os_str().is_empty() {
         base
     } else {
         base.join(&rest)
     };
-    let (parent, leaf) = leaf_of(&real)?;
+    let real = parent.join(&leaf);
+    if let Ok(m) = std::fs::symlink_metadata(&real)
+        && m.file_type().is_symlink()
+    {
+        let to = std::fs::read_link(&real).map_or_else(
+            |_| "somewhere unreadable".to_string(),
+            |t| t.display().to_string(),
+        );
+        return Err(format!(
+            "it is a symbolic link (to {to}), and writegate setup never writes or removes through one: a link can point at any file"
+        ));
+    }
     // Read through the directory handle, the leaf not followed and classified
     // before it is opened (a fifo put there is refused, never opened), and
     // at most `MAX_SETTINGS_BYTES` of it: the stat and the text are of one

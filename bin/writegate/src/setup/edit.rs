@@ -51,12 +51,26 @@ fn input(v: &Value) -> CstInputValue {
     }
 }
 
+/// An edit's result: the new text, and what a removal left in place
+/// because writegate did not write it as it is now (each in words, naming
+/// the entry).
+#[derive(Debug)]
+pub(crate) struct Edited {
+    pub(crate) text: String,
+    pub(crate) left: Vec<String>,
+}
+
 /// Applies `edits` (or, with `remove`, takes them out) to JSON `text`; an
 /// empty text is an empty object. Returns the new text, or why the text
-/// cannot be edited.
-pub(crate) fn edit_json(text: &str, edits: &[JsonEdit], remove: bool) -> Result<String, String> {
+/// cannot be edited. A removal takes out only entries that are exactly what
+/// the set-up writes; another value under writegate's name is left, and
+/// said so in [`Edited::left`].
+pub(crate) fn edit_json(text: &str, edits: &[JsonEdit], remove: bool) -> Result<Edited, String> {
     if text.trim().is_empty() && remove {
-        return Ok(text.to_string());
+        return Ok(Edited {
+            text: text.to_string(),
+            left: Vec::new(),
+        });
     }
     let source = if text.trim().is_empty() { "{}\n" } else { text };
     let root = CstRootNode::parse(source, &parse_options())
@@ -64,9 +78,11 @@ pub(crate) fn edit_json(text: &str, edits: &[JsonEdit], remove: bool) -> Result<
     let Some(top) = root.object_value() else {
         return Err("its top level is not a JSON object".to_string());
     };
+    no_duplicate_keys(source)?;
+    let mut left = Vec::new();
     for edit in edits {
         match edit {
-            JsonEdit::Set(path, value) => set(&top, path, value, remove)?,
+            JsonEdit::Set(path, value) => set(&top, path, value, remove, &mut left)?,
             JsonEdit::Contains(path, items) => contains(&top, path, items, remove)?,
         }
     }
@@ -74,7 +90,64 @@ pub(crate) fn edit_json(text: &str, edits: &[JsonEdit], remove: bool) -> Result<
     if text.trim().is_empty() && !out.ends_with('\n') {
         out.push('\n');
     }
-    Ok(out)
+    Ok(Edited { text: out, left })
+}
+
+/// Refuses JSON `text` in which one object has the same key twice. The
+/// agents read settings with `JSON.parse` or the like, where the last
+/// one wins, while an edit finds the first: writegate's entries would go
+/// where the agent never looks, and the agent would keep its own write
+/// tools. Keys are compared as the agents read them (escapes decoded).
+fn no_duplicate_keys(text: &str) -> Result<(), String> {
+    use jsonc_parser::ast::Value as Ast;
+    use jsonc_parser::{CollectOptions, CommentCollectionStrategy};
+    let parsed = jsonc_parser::parse_to_ast(
+        text,
+        &CollectOptions {
+            comments: CommentCollectionStrategy::Off,
+            tokens: false,
+        },
+        &parse_options(),
+    )
+    .map_err(|e| format!("it is not valid JSON ({e}); fix or move it, then run this again"))?;
+    let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+    // Depth-first over every object, each with the keys that lead to it.
+    let mut stack: Vec<(String, &Ast<'_>)> = parsed
+        .value
+        .as_ref()
+        .map(|v| (String::new(), v))
+        .into_iter()
+        .collect();
+    while let Some((at, value)) = stack.pop() {
+        match value {
+            Ast::Object(obj) => {
+                let mut seen: std::collections::HashMap<&str, usize> =
+                    std::collections::HashMap::new();
+                for prop in &obj.properties {
+                    let key = prop.name.as_str();
+                    let here = line(prop.range.start);
+                    let shown = if at.is_empty() {
+                        key.to_string()
+                    } else {
+                        format!("{at}.{key}")
+                    };
+                    if let Some(first) = seen.insert(key, here) {
+                        return Err(format!(
+                            "the key `{shown}` is there twice (lines {first} and {here}); the agent reads only the last one, so writegate's entries would not count: merge the two into one, then run this again"
+                        ));
+                    }
+                    stack.push((shown, &prop.value));
+                }
+            }
+            Ast::Array(arr) => {
+                for (i, e) in arr.elements.iter().enumerate() {
+                    stack.push((format!("{at}[{i}]"), e));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The object at `path` below `top` (creating it unless `remove`); an
@@ -116,16 +189,26 @@ fn prune(top: &CstObject, path: &[&str]) {
     }
 }
 
-fn set(top: &CstObject, path: &[&str], value: &Value, remove: bool) -> Result<(), String> {
+fn set(
+    top: &CstObject,
+    path: &[&str],
+    value: &Value,
+    remove: bool,
+    left: &mut Vec<String>,
+) -> Result<(), String> {
     let (key, parents) = path.split_last().expect("a path has a key");
     let Some(obj) = object_at(top, parents, !remove)? else {
         return Ok(());
     };
     match obj.get(key) {
-        Some(prop) if remove => {
+        Some(prop) if remove && prop.to_serde_value().as_ref() == Some(value) => {
             prop.remove();
             prune(top, parents);
         }
+        Some(_) if remove => left.push(format!(
+            "`{}` is not the entry writegate setup writes (it was changed, or written by another writegate), so it stays; take it out yourself if it should go",
+            path.join(".")
+        )),
         None if remove => {}
         Some(prop) if prop.to_serde_value().as_ref() == Some(value) => {}
         Some(prop) => prop.set_value(input(value)),
@@ -181,14 +264,17 @@ fn contains(top: &CstObject, path: &[&str], items: &[&str], remove: bool) -> Res
 
 /// Sets (or, with `remove`, takes out) the table `[mcp_servers.<name>]`'s
 /// `command` and `args` in Codex's TOML `text`; its other keys are kept on
-/// a set, and the table goes on a remove.
+/// a set. A remove takes the table out only when it is what the set-up
+/// writes (that `command`, those `args`, nothing else); another table of
+/// that name is left, and said so. TOML has no duplicate keys: a text
+/// with a key twice does not parse and is refused.
 pub(crate) fn edit_codex_toml(
     text: &str,
     name: &str,
     command: &str,
     args: &[&str],
     remove: bool,
-) -> Result<String, String> {
+) -> Result<Edited, String> {
     use toml_edit::{Array, DocumentMut, Item, Table, value};
     let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
         format!(
@@ -203,14 +289,35 @@ pub(crate) fn edit_codex_toml(
         },
         None => None,
     };
+    let is_ours = |entry: &dyn toml_edit::TableLike| {
+        entry.len() == 2
+            && entry.get("command").and_then(Item::as_str) == Some(command)
+            && entry.get("args").and_then(Item::as_array).is_some_and(|a| {
+                a.iter()
+                    .map(|v| v.as_str())
+                    .eq(args.iter().map(|s| Some(*s)))
+            })
+    };
     if remove {
+        let mut left = Vec::new();
         if let Some(servers) = servers {
-            servers.remove(name);
-            if servers.is_empty() {
-                doc.remove("mcp_servers");
+            match servers.get(name) {
+                Some(entry) if entry.as_table_like().is_some_and(is_ours) => {
+                    servers.remove(name);
+                    if servers.is_empty() {
+                        doc.remove("mcp_servers");
+                    }
+                }
+                Some(_) => left.push(format!(
+                    "`mcp_servers.{name}` is not the entry writegate setup writes (it was changed, or written by another writegate), so it stays; take it out yourself if it should go"
+                )),
+                None => {}
             }
         }
-        return Ok(doc.to_string());
+        return Ok(Edited {
+            text: doc.to_string(),
+            left,
+        });
     }
     let servers = if let Some(s) = servers {
         s
@@ -239,7 +346,10 @@ pub(crate) fn edit_codex_toml(
     if !same_args {
         entry.insert("args", value(args.iter().copied().collect::<Array>()));
     }
-    Ok(doc.to_string())
+    Ok(Edited {
+        text: doc.to_string(),
+        left: Vec::new(),
+    })
 }
 
 #[cfg(test)]
@@ -260,7 +370,7 @@ mod tests {
     #[test]
     fn json_with_comments_keeps_them_and_round_trips() {
         let text = "{\n  // my theme\n  \"theme\": \"dark\", /* keep */\n  \"tools\": { \"disabled\": [\"x\"] },\n}\n";
-        let added = edit_json(text, &edits(), false).unwrap();
+        let added = edit_json(text, &edits(), false).unwrap().text;
         assert!(
             added.contains("// my theme") && added.contains("/* keep */"),
             "{added}"
@@ -279,11 +389,11 @@ mod tests {
         .unwrap();
         assert_eq!(v["mcpServers"]["writegate"]["command"], "wg");
         assert_eq!(
-            edit_json(&added, &edits(), false).unwrap(),
+            edit_json(&added, &edits(), false).unwrap().text,
             added,
             "idempotent"
         );
-        let removed = edit_json(&added, &edits(), true).unwrap();
+        let removed = edit_json(&added, &edits(), true).unwrap().text;
         assert!(
             removed.contains("\"x\"") && !removed.contains("writegate"),
             "{removed}"
@@ -293,10 +403,10 @@ mod tests {
 
     #[test]
     fn an_empty_file_becomes_an_object() {
-        let added = edit_json("", &edits(), false).unwrap();
+        let added = edit_json("", &edits(), false).unwrap().text;
         let v: Value = serde_json::from_str(&added).unwrap();
         assert_eq!(v["tools"]["disabled"], json!(["write_file", "edit"]));
-        assert_eq!(edit_json(&added, &edits(), true).unwrap().trim(), "{}");
+        assert_eq!(edit_json(&added, &edits(), true).unwrap().text.trim(), "{}");
     }
 
     #[test]
@@ -320,7 +430,9 @@ mod tests {
     #[test]
     fn toml_keeps_comments_and_other_servers() {
         let text = "# mine\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\" # keep\n";
-        let added = edit_codex_toml(text, "writegate", "wg", &["mcp"], false).unwrap();
+        let added = edit_codex_toml(text, "writegate", "wg", &["mcp"], false)
+            .unwrap()
+            .text;
         assert!(added.starts_with("# mine\nmodel = \"o3\""), "{added}");
         assert!(added.contains("command = \"x\" # keep"), "{added}");
         assert!(
@@ -328,11 +440,15 @@ mod tests {
             "{added}"
         );
         assert_eq!(
-            edit_codex_toml(&added, "writegate", "wg", &["mcp"], false).unwrap(),
+            edit_codex_toml(&added, "writegate", "wg", &["mcp"], false)
+                .unwrap()
+                .text,
             added
         );
         assert_eq!(
-            edit_codex_toml(&added, "writegate", "wg", &["mcp"], true).unwrap(),
+            edit_codex_toml(&added, "writegate", "wg", &["mcp"], true)
+                .unwrap()
+                .text,
             text
         );
         assert!(

@@ -5,9 +5,12 @@
 //! (every other key and comment kept), backs the old file up, changes
 //! nothing on a second run, shows the change as a diff with `--dry-run`
 //! and takes it out again with `--remove`. Every file is written through
-//! writegate's own publisher (`disk.rs`). A file it cannot edit (not valid
-//! JSON/TOML, another shape where the entry goes) stops it before anything
-//! is written.
+//! writegate's own publisher (`disk.rs`), never through a symbolic link.
+//! A file it cannot edit (not valid JSON/TOML, a key twice in one object,
+//! another shape where the entry goes, a symbolic link) stops it before
+//! anything is written. `--remove` takes out only what the set-up writes,
+//! exactly as it writes it: an entry or a file of writegate's name that
+//! holds something else stays, and the output says so.
 
 mod agents;
 pub(crate) mod disk;
@@ -26,6 +29,9 @@ struct Planned {
     cur: disk::Current,
     /// The new text; `None`: remove the file (a writegate-owned file).
     new: Option<String>,
+    /// What a removal leaves in place, in words (not written as it is now
+    /// by writegate).
+    left: Vec<String>,
 }
 
 impl Planned {
@@ -37,6 +43,19 @@ impl Planned {
         }
     }
 }
+
+/// What a planned change is: the new text (`None`: remove the file) and
+/// what a removal leaves.
+struct Plan {
+    new: Option<String>,
+    left: Vec<String>,
+}
+
+/// How the first line of every file writegate owns starts: a file that
+/// starts so is writegate's (of this or another version) and may be
+/// replaced on a set-up (it is backed up first); anything else of that
+/// name is the person's.
+const OWNED_MARK: &str = "# Written by `writegate setup ";
 
 /// The environment `writegate setup` works in; `None` without `$HOME`.
 fn env() -> Option<Env> {
@@ -73,19 +92,46 @@ fn which(cmd: &str) -> Option<PathBuf> {
 }
 
 /// The new text of `target` (or `None` to remove it), from what it holds.
-fn plan(
-    target: &Target,
-    cur: &disk::Current,
-    env: &Env,
-    remove: bool,
-) -> Result<Option<String>, String> {
+/// A file writegate owns is removed only when it holds exactly what the
+/// set-up writes, and replaced only when it is writegate's.
+fn plan(target: &Target, cur: &disk::Current, env: &Env, remove: bool) -> Result<Plan, String> {
+    let edited = |e: edit::Edited| Plan {
+        new: Some(e.text),
+        left: e.left,
+    };
     match &target.content {
-        Content::Json(edits) => edit::edit_json(&cur.text, edits, remove).map(Some),
+        Content::Json(edits) => edit::edit_json(&cur.text, edits, remove).map(edited),
         Content::CodexToml(args) => {
-            edit::edit_codex_toml(&cur.text, "writegate", &env.writegate, args, remove).map(Some)
+            edit::edit_codex_toml(&cur.text, "writegate", &env.writegate, args, remove).map(edited)
         }
-        Content::Owned(_) if remove => Ok(None),
-        Content::Owned(text) => Ok(Some(text.clone())),
+        Content::Owned(text) if remove => {
+            if !cur.exists() || cur.text == *text {
+                Ok(Plan {
+                    new: None,
+                    left: Vec::new(),
+                })
+            } else {
+                Ok(Plan {
+                    new: Some(cur.text.clone()),
+                    left: vec![
+                        "it is not the file writegate setup writes (it was changed since, or is a file of your own with that name), so it stays; delete it yourself if it should go"
+                            .to_string(),
+                    ],
+                })
+            }
+        }
+        Content::Owned(text) => {
+            if cur.exists() && cur.text != *text && !cur.text.starts_with(OWNED_MARK) {
+                return Err(
+                    "a file of that name is there that writegate setup did not write, and it does not replace it; move it away (or rename it), then run this again"
+                        .to_string(),
+                );
+            }
+            Ok(Plan {
+                new: Some(text.clone()),
+                left: Vec::new(),
+            })
+        }
     }
 }
 
@@ -101,22 +147,55 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
         return list(&env);
     };
     let mut planned = Vec::new();
+    // Files writegate owns that `--remove` leaves, with why.
+    let mut kept = String::new();
     for target in agents::targets(agent, &env) {
         let cur = match disk::read(&target.path) {
             Ok(c) => c,
-            Err(e) => return cannot(agent, &target.path, &e),
+            // A file of writegate's name that cannot be read as writegate's
+            // (a symbolic link, a fifo, not text) is not writegate's: a
+            // removal leaves it.
+            Err(e) if a.remove && matches!(target.content, Content::Owned(_)) => {
+                let _ = writeln!(
+                    kept,
+                    "{}: left as it is: {e}; delete it yourself if it should go",
+                    target.path.display()
+                );
+                continue;
+            }
+            Err(e) => {
+                let advice = match std::fs::read_link(&target.path)
+                    .map(|to| std::fs::canonicalize(&target.path).unwrap_or(to))
+                {
+                    Ok(to) => format!(
+                        "; to have writegate setup change it, put the file itself in its place (`cp --remove-destination '{}' '{}'`), then run this again",
+                        to.display(),
+                        target.path.display()
+                    ),
+                    Err(_) => String::new(),
+                };
+                return cannot(agent, &target.path, &format!("{e}{advice}"));
+            }
         };
         match plan(&target, &cur, &env, a.remove) {
-            Ok(new) => planned.push(Planned { cur, new }),
+            Ok(Plan { new, left }) => planned.push(Planned { cur, new, left }),
             Err(e) => return cannot(agent, &target.path, &e),
         }
     }
+    for p in &planned {
+        for why in &p.left {
+            let _ = writeln!(kept, "{}: left as it is: {why}", p.cur.shown.display());
+        }
+    }
     if a.dry_run {
-        return dry_run(agent, &planned);
+        return dry_run(agent, &planned, &kept);
     }
     let mut text = String::new();
     for p in &planned {
         let shown = p.cur.shown.display();
+        if !p.changes() && !p.left.is_empty() {
+            continue;
+        }
         if !p.changes() {
             let _ = writeln!(
                 text,
@@ -156,7 +235,14 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
         };
         let _ = writeln!(text, "{shown}: {verb}");
     }
-    if a.remove {
+    text.push_str(&kept);
+    if a.remove && !kept.is_empty() {
+        let _ = writeln!(
+            text,
+            "{}: writegate's entries are out again, but for what is left as it is above.",
+            agent.name()
+        );
+    } else if a.remove {
         let _ = writeln!(
             text,
             "{}: writegate's entries are out again; the agent's own tools are back.",
@@ -170,10 +256,13 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
 }
 
 /// `--dry-run`: the change as a unified diff per file; nothing written.
-fn dry_run(agent: Agent, planned: &[Planned]) -> Status {
+fn dry_run(agent: Agent, planned: &[Planned], kept: &str) -> Status {
     let mut text = String::new();
     for p in planned {
         let shown = p.cur.shown.display().to_string();
+        if !p.changes() && !p.left.is_empty() {
+            continue;
+        }
         if !p.changes() {
             let _ = writeln!(text, "{shown}: no change");
             continue;
@@ -195,6 +284,7 @@ fn dry_run(agent: Agent, planned: &[Planned]) -> Status {
             text.push('\n');
         }
     }
+    text.push_str(kept);
     let _ = writeln!(
         text,
         "dry run: nothing was written (run `writegate setup {}` without --dry-run to apply)",
@@ -214,9 +304,9 @@ fn list(env: &Env) -> Status {
             files.push(target.path.display().to_string());
             let done = disk::read(&target.path)
                 .ok()
-                .and_then(|cur| plan(&target, &cur, env, false).ok().map(|new| (cur, new)))
-                .is_some_and(|(cur, new)| {
-                    cur.exists() && new.as_deref() == Some(cur.text.as_str())
+                .and_then(|cur| plan(&target, &cur, env, false).ok().map(|p| (cur, p)))
+                .is_some_and(|(cur, p)| {
+                    cur.exists() && p.new.as_deref() == Some(cur.text.as_str())
                 });
             if !done {
                 state = "not set up";

@@ -364,43 +364,72 @@ pub fn protected_reason(canonical: &Path) -> Option<&'static str> {
         .map(|r| r.reason)
 }
 
+/// Why a shell's or a tool's history is read-protected.
+const HISTORY: &str = "shell or tool history: commands hold secrets";
+/// Why an editor's or pager's saved state is read-protected.
+const EDITOR_STATE: &str =
+    "editor or pager history: searches, registers and command lines hold secrets";
+/// Why a browser or mail profile is read-protected.
+const PROFILE: &str = "browser or mail profile: cookies, saved passwords and mail";
+
 /// What else holds secrets when read rather than written: other processes'
-/// environments and memory, shell and database histories, the login tokens
-/// of coding agents and package registries, keyrings and browser profiles.
-/// Checked on reads only (a write there is judged like any other).
+/// environments and memory, shell, editor and database histories, the
+/// login tokens of coding agents, package registries and cloud tools,
+/// keyrings, and browser and mail profiles. Checked on reads only (a write
+/// there is judged like any other). docs/security.md lists this table row
+/// for row (a test holds the two together): a rule added here goes there
+/// too.
 const READ_PROTECTED: &[Protected] = &[
     rule(
         Match::Seq(&["proc"]),
         "process information (/proc): environments and memory hold secrets",
     ),
-    rule(
-        Match::LeafSuffix("_history"),
-        "shell or tool history: commands hold secrets",
-    ),
-    rule(
-        Match::Leaf(".python_history"),
-        "shell or tool history: commands hold secrets",
-    ),
+    // Shell, REPL and tool histories.
+    rule(Match::LeafSuffix("_history"), HISTORY),
+    rule(Match::Leaf(".python_history"), HISTORY),
+    rule(Match::Leaf(".histfile"), HISTORY),
+    rule(Match::Leaf(".rhistory"), HISTORY),
+    rule(Match::Leaf("history.sqlite"), HISTORY),
+    rule(Match::Leaf(".lesshst"), EDITOR_STATE),
+    rule(Match::Leaf(".viminfo"), EDITOR_STATE),
+    // Coding agents' login tokens.
     rule(Match::Seq(&[".claude", ".credentials.json"]), TOKENS),
     rule(Match::Seq(&[".codex", "auth.json"]), TOKENS),
+    rule(Match::Seq(&[".gemini", "oauth_creds.json"]), TOKENS),
+    rule(Match::Seq(&[".gemini", "mcp-oauth-tokens.json"]), TOKENS),
+    rule(Match::Seq(&[".gemini", "mcp-oauth-tokens-v2.json"]), TOKENS),
+    rule(Match::Seq(&[".qwen", "oauth_creds.json"]), TOKENS),
+    rule(Match::Seq(&[".qwen", "mcp-oauth-tokens.json"]), TOKENS),
+    rule(Match::Seq(&["github-copilot", "hosts.json"]), TOKENS),
+    rule(Match::Seq(&["github-copilot", "apps.json"]), TOKENS),
+    rule(Match::Seq(&["opencode", "auth.json"]), TOKENS),
+    // Package registries' and build tools' tokens.
     rule(Match::Seq(&[".cargo", "credentials.toml"]), TOKENS),
     rule(Match::Seq(&[".cargo", "credentials"]), TOKENS),
+    rule(Match::Seq(&[".gem", "credentials"]), TOKENS),
+    rule(Match::Seq(&["gem", "credentials"]), TOKENS),
+    rule(Match::Leaf(".yarnrc.yml"), TOKENS),
+    rule(Match::Seq(&[".m2", "settings.xml"]), TOKENS),
+    rule(Match::Seq(&[".m2", "settings-security.xml"]), TOKENS),
+    rule(Match::Leaf("gradle.properties"), TOKENS),
+    rule(Match::Seq(&[".composer", "auth.json"]), TOKENS),
+    rule(Match::Seq(&["composer", "auth.json"]), TOKENS),
     rule(Match::Leaf("credentials.tfrc.json"), TOKENS),
     rule(Match::Seq(&[".config", "gh", "hosts.yml"]), TOKENS),
+    // Cloud storage tools' keys.
+    rule(Match::Leaf("rclone.conf"), TOKENS),
+    rule(Match::Leaf(".s3cfg"), TOKENS),
+    rule(Match::Leaf(".boto"), TOKENS),
+    // Keyrings, password stores, browser and mail profiles.
     rule(Match::Seq(&["keyrings"]), "keyring: holds passwords"),
     rule(Match::Seq(&[".password-store"]), "password store"),
-    rule(
-        Match::Seq(&[".mozilla"]),
-        "browser profile: cookies and saved passwords",
-    ),
-    rule(
-        Match::Seq(&[".config", "google-chrome"]),
-        "browser profile: cookies and saved passwords",
-    ),
-    rule(
-        Match::Seq(&[".config", "chromium"]),
-        "browser profile: cookies and saved passwords",
-    ),
+    rule(Match::Seq(&[".mozilla"]), PROFILE),
+    rule(Match::Seq(&[".thunderbird"]), PROFILE),
+    rule(Match::Seq(&[".config", "google-chrome"]), PROFILE),
+    rule(Match::Seq(&[".config", "chromium"]), PROFILE),
+    rule(Match::Seq(&[".config", "bravesoftware"]), PROFILE),
+    rule(Match::Seq(&[".config", "microsoft-edge"]), PROFILE),
+    rule(Match::Seq(&[".config", "vivaldi"]), PROFILE),
 ];
 
 /// Why reading `canonical` outside the user's workspaces needs a person's
@@ -471,6 +500,170 @@ mod tests {
             "/h/project/README.md",
         ] {
             assert_eq!(read_protected_reason(Path::new(p)), None, "{p}");
+        }
+    }
+
+    /// Agents' OAuth tokens, Copilot's and opencode's logins, package
+    /// registries' and cloud storage tools' keys, Thunderbird and Brave
+    /// profiles and editor, pager and REPL histories were missing from the
+    /// read list, so an outside read served them with no question. Each
+    /// entry holds the paths its tool really uses, in any case, and names
+    /// that only resemble them stay readable.
+    #[test]
+    fn credentials_and_histories_the_read_list_missed_are_held() {
+        let history = "shell or tool history: commands hold secrets";
+        let editor = "editor or pager history: searches, registers and command lines hold secrets";
+        let profile = "browser or mail profile: cookies, saved passwords and mail";
+        for (p, reason) in [
+            // Coding agents' logins.
+            ("/h/.gemini/oauth_creds.json", TOKENS),
+            ("/h/.gemini/mcp-oauth-tokens.json", TOKENS),
+            ("/h/.gemini/mcp-oauth-tokens-v2.json", TOKENS),
+            ("/h/.qwen/oauth_creds.json", TOKENS),
+            ("/h/.qwen/mcp-oauth-tokens.json", TOKENS),
+            ("/h/.config/github-copilot/hosts.json", TOKENS),
+            ("/h/.config/github-copilot/apps.json", TOKENS),
+            ("/h/AppData/Local/github-copilot/apps.json", TOKENS),
+            ("/h/.local/share/opencode/auth.json", TOKENS),
+            // Package registries and build tools.
+            ("/h/.gem/credentials", TOKENS),
+            ("/h/.local/share/gem/credentials", TOKENS),
+            ("/h/.yarnrc.yml", TOKENS),
+            ("/h/src/app/.yarnrc.yml", TOKENS),
+            ("/h/.m2/settings.xml", TOKENS),
+            ("/h/.m2/settings-security.xml", TOKENS),
+            ("/h/.gradle/gradle.properties", TOKENS),
+            ("/h/src/app/gradle.properties", TOKENS),
+            ("/h/.composer/auth.json", TOKENS),
+            ("/h/.config/composer/auth.json", TOKENS),
+            // Cloud storage tools.
+            ("/h/.config/rclone/rclone.conf", TOKENS),
+            ("/h/.s3cfg", TOKENS),
+            ("/h/.boto", TOKENS),
+            // Mail and browser profiles.
+            ("/h/.thunderbird/abc.default-release/logins.json", profile),
+            ("/h/.thunderbird/profiles.ini", profile),
+            (
+                "/h/.config/BraveSoftware/Brave-Browser/Default/Cookies",
+                profile,
+            ),
+            ("/h/.config/microsoft-edge/Default/Login Data", profile),
+            ("/h/.config/vivaldi/Default/Cookies", profile),
+            // Histories.
+            ("/h/.histfile", history),
+            ("/h/.Rhistory", history),
+            ("/h/src/analysis/.Rhistory", history),
+            ("/h/.ipython/profile_default/history.sqlite", history),
+            ("/h/.lesshst", editor),
+            ("/h/.viminfo", editor),
+            // Case folded like every protected name.
+            ("/h/.GEMINI/OAuth_Creds.json", TOKENS),
+            ("/h/.config/bravesoftware/x", profile),
+            ("/h/.VIMINFO", editor),
+        ] {
+            assert_eq!(read_protected_reason(Path::new(p)), Some(reason), "{p}");
+        }
+        for p in [
+            "/h/.gemini/settings.json",
+            "/h/.qwen/settings.json",
+            "/h/.config/github-copilot/versions.json",
+            "/h/.local/share/opencode/log/x.log",
+            "/h/.gem/specs/x",
+            "/h/.m2/repository/a/b.pom",
+            "/h/src/app/gradle.properties.md",
+            "/h/src/app/build.gradle",
+            "/h/.composer/composer.json",
+            "/h/src/app/auth.json",
+            "/h/rclone.conf.example",
+            "/h/src/history.sqlite.rs",
+            "/h/.vimrc",
+            "/h/.lesskey",
+            "/h/src/thunderbird/x.rs",
+        ] {
+            assert_eq!(read_protected_reason(Path::new(p)), None, "{p}");
+        }
+    }
+
+    /// How docs/security.md writes a read-list rule: `a/b` for components
+    /// in a row, the bare name for a leaf, `*` for the open end, `/proc/`
+    /// for the one rule anchored at the root.
+    fn shown(m: &Match) -> String {
+        match *m {
+            Match::Seq(&["proc"]) => "/proc/".to_string(),
+            Match::Seq(seq) => seq.join("/"),
+            Match::Leaf(name) => name.to_string(),
+            Match::LeafPrefix(p) => format!("{p}*"),
+            Match::LeafSuffix(s) => format!("*{s}"),
+        }
+    }
+
+    /// docs/security.md's table of what is held when read is this table:
+    /// the same rules, in the same order, with the same reasons (names
+    /// compared case folded: the docs spell `.config/BraveSoftware` and
+    /// `.Rhistory` as the tools do).
+    #[test]
+    fn the_read_list_in_the_security_docs_is_the_one_in_code() {
+        let page = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/security.md"),
+        )
+        .expect("docs/security.md");
+        let start = page
+            .find("*What is held when read.*")
+            .expect("docs/security.md has the section *What is held when read.*");
+        let rows: Vec<(String, String)> = page[start..]
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+            .map(|l| {
+                let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+                assert_eq!(cells.len(), 2, "a row is a path and a reason: {l}");
+                let path = cells[0]
+                    .strip_prefix('`')
+                    .and_then(|c| c.strip_suffix('`'))
+                    .unwrap_or_else(|| panic!("the path is in backticks: {l}"));
+                (fold(Cow::Borrowed(path)).into_owned(), cells[1].to_string())
+            })
+            .collect();
+        let code: Vec<(String, String)> = READ_PROTECTED
+            .iter()
+            .map(|r| (shown(&r.matches), r.reason.to_string()))
+            .collect();
+        for (i, (doc, rule)) in rows.iter().zip(&code).enumerate() {
+            assert_eq!(
+                doc,
+                rule,
+                "row {} of the docs' table differs from the code's",
+                i + 1
+            );
+        }
+        assert_eq!(
+            rows.len(),
+            code.len(),
+            "the docs list {} rules, the code {}: {:?}",
+            rows.len(),
+            code.len(),
+            if rows.len() > code.len() {
+                &rows[code.len()..]
+            } else {
+                &code[rows.len()..]
+            }
+        );
+        for r in READ_PROTECTED {
+            assert!(
+                r.reason.len() > 10 && r.reason.contains(' '),
+                "{}",
+                r.reason
+            );
+            if let Match::Seq(seq) = r.matches {
+                for name in seq {
+                    assert_eq!(fold(Cow::Borrowed(name)), *name, "rule names are folded");
+                }
+            } else if let Match::Leaf(name) | Match::LeafPrefix(name) | Match::LeafSuffix(name) =
+                r.matches
+            {
+                assert_eq!(fold(Cow::Borrowed(name)), name, "rule names are folded");
+            }
         }
     }
 
