@@ -71,6 +71,7 @@ impl Approver for EditorApprover {
         }
         let params = permission_request(&self.session.id, n, q);
         let (id, answer) = editor.request(CLIENT_METHOD_NAMES.session_request_permission, &params);
+        drop(editor);
         // Registered before this look: if the editor's input has ended, its
         // connection clears the question's channel (or has already).
         let got = if self.relay.editor_input_ended() {
@@ -90,11 +91,13 @@ impl Approver for EditorApprover {
             Waited::TimedOut => {
                 // Withdrawn: the editor may close its dialog; an answer
                 // that still comes is no longer waited for (dropped).
-                editor.forget(&id);
-                editor.send(message::notification_line(
-                    CANCEL_REQUEST,
-                    &json!({"requestId": id}),
-                ));
+                if let Some(editor) = self.relay.editor() {
+                    editor.forget(&id);
+                    editor.send(message::notification_line(
+                        CANCEL_REQUEST,
+                        &json!({"requestId": id}),
+                    ));
+                }
                 tracing::warn!(
                     session = %self.session.id,
                     timeout_ms = self.timeout.as_millis(),
@@ -105,7 +108,6 @@ impl Approver for EditorApprover {
             Waited::Cancelled | Waited::Answer(Err(_) | Ok(Err(_))) => ApprovalAnswer::Unavailable,
             Waited::Answer(Ok(Ok(result))) => outcome(result),
         };
-        drop(editor);
         tracing::info!(session = %self.session.id, command = %q.command, answer = answer.as_str(), "permission asked");
         answer
     }
