@@ -26,6 +26,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 mod own_files;
+mod questions;
 mod undo;
 
 /// What the test person answers when asked.
@@ -36,6 +37,8 @@ enum Answer {
     Deny,
     Decline,
     Dismiss,
+    /// Never answers (the question stays open until withdrawn).
+    Never,
 }
 
 /// The MCP client: roots to offer (if any), a person to ask (if any).
@@ -86,12 +89,16 @@ impl ClientHandler for TestClient {
         let decision = |d: &str| {
             ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": d}))
         };
-        Ok(match *self.answer.lock().unwrap() {
+        let answer = *self.answer.lock().unwrap();
+        if let Answer::Never = answer {
+            std::future::pending::<()>().await;
+        }
+        Ok(match answer {
             Answer::AllowOnce => decision("allow_once"),
             Answer::AllowAlways => decision("allow_always"),
             Answer::Deny => decision("deny"),
             Answer::Decline => ElicitResult::new(ElicitationAction::Decline),
-            Answer::Dismiss => ElicitResult::new(ElicitationAction::Cancel),
+            Answer::Dismiss | Answer::Never => ElicitResult::new(ElicitationAction::Cancel),
         })
     }
 }

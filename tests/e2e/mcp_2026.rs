@@ -262,6 +262,75 @@ fn a_held_write_is_asked_with_input_required_and_retried_with_the_answer() {
     assert!(d.wait_exit().success());
 }
 
+/// A valid `requestState` sent back with a call on another path was
+/// answered "the question to the user got no answer", although nobody had
+/// been asked about that path: the call runs as a first call, held and
+/// asked about (`input_required`, naming its own path), its attempt
+/// audited with no `approval`; the answer to that question writes it.
+#[test]
+fn regression_a_request_state_sent_back_with_another_path_asks_about_that_path() {
+    let t = Tree::new(BIN);
+    let mut audit = t.audit();
+    let (mut d, mut c) = raw(&t);
+    let env = t.ws.join(".env");
+    let other = t.ws.join(".env.local");
+    let r = call(
+        &mut c,
+        1,
+        "write_file",
+        json!({"path": env, "content": "A=1\n"}),
+        true,
+    );
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let state = r["requestState"].as_str().unwrap().to_string();
+    audit.new_events();
+
+    // The person's "allow once" about .env, sent back with .env.local.
+    let other_args = json!({"path": other, "content": "B=2\n"});
+    let extra = json!({"inputResponses": accept("allow_once"), "requestState": state});
+    let r = call_with(&mut c, 2, "write_file", other_args.clone(), true, &extra);
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let message = r["inputRequests"]["approval"]["params"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(
+        message.contains(&other.display().to_string()),
+        "asks about the path of this call: {message}"
+    );
+    assert!(!r.to_string().contains("got no answer"), "{r}");
+    let fresh = r["requestState"].as_str().unwrap().to_string();
+    assert_ne!(fresh, state);
+    assert!(!env.exists() && !other.exists());
+    let e = one_event(&mut audit, "fs.denied", "write_file");
+    assert_eq!(e["errorKind"], "approval_required", "{e}");
+    assert!(e.get("approval").is_none(), "nobody was asked: {e}");
+
+    // The answer to the question about .env.local writes it.
+    let extra = json!({"inputResponses": accept("allow_once"), "requestState": fresh});
+    let r = call_with(&mut c, 3, "write_file", other_args, true, &extra);
+    assert_eq!(r["resultType"], "complete", "{r}");
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(fs::read(&other).unwrap(), b"B=2\n");
+    let e = one_event(&mut audit, "fs.access", "write_file");
+    assert_eq!(e["approval"], "allowed_once", "{e}");
+
+    // The state about .env was used by the call on .env.local: it
+    // approves nothing now.
+    let extra = json!({"inputResponses": accept("allow_once"), "requestState": state});
+    let r = call_with(
+        &mut c,
+        4,
+        "write_file",
+        json!({"path": env, "content": "A=1\n"}),
+        true,
+        &extra,
+    );
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    assert!(!env.exists());
+    c.close_write();
+    assert!(d.wait_exit().success());
+}
+
 /// The person the rmcp test client asks.
 struct Person {
     info: ClientConfig,

@@ -439,6 +439,62 @@ fn session_cancel_cancels_the_pending_question() {
     e.finish();
 }
 
+/// A permission request the editor never answers held the agent's write
+/// for ever. After `approval_timeout_ms` the proxy withdraws it
+/// (`$/cancel_request` naming it) and refuses the write
+/// `approval_required`, audited `unanswered`; an answer that comes later
+/// is dropped, and the session goes on.
+#[test]
+fn regression_a_permission_request_nobody_answers_is_withdrawn_and_refused_unanswered() {
+    let t = Tree::new(BIN);
+    let mut audit = t.audit();
+    let config = t.base.join("config/quick.toml");
+    std::fs::write(&config, "approval_timeout_ms = 300\n").unwrap();
+    let mut e = proxy(&t, &["--config", config.to_str().unwrap()]);
+    e.init();
+    let s = e.new_session(&t.ws);
+    let env = t.ws.join(".env");
+    let script = format!("write {} \"KEY=1\\n\"", env.display());
+    let id = e.send(
+        "session/prompt",
+        &json!({"sessionId": s, "prompt": [{"type": "text", "text": script}]}),
+    );
+    let mut asked = Vec::new();
+    let (r, notes) = e.until(&id, &mut |q| {
+        asked.push(q.clone());
+        None
+    });
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["method"], "session/request_permission");
+    let withdrawn: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "$/cancel_request")
+        .collect();
+    assert_eq!(withdrawn.len(), 1, "{notes:?}");
+    assert_eq!(withdrawn[0]["params"]["requestId"], asked[0]["id"]);
+    let reports = reports(&notes);
+    let refused = err(&reports[0]);
+    assert_eq!(
+        refused["data"]["errorKind"], "approval_required",
+        "{refused}"
+    );
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains("did not answer in time"), "{message}");
+    assert!(message.contains("nothing was written"), "{message}");
+    assert!(!message.contains("_writegate/approve"), "{message}");
+    assert!(!env.exists());
+    assert_eq!(audit.one("fs.denied")["approval"], "unanswered");
+    // A late "allow" answers nothing; the session goes on and asks again.
+    e.c.send(&json!({"jsonrpc": "2.0", "id": asked[0]["id"], "result": select("allow_once")}));
+    assert!(!env.exists());
+    let (_, reports) = e.prompt(&s, &script, &mut |_| Some(select("allow_once")));
+    ok(&reports[0]);
+    assert_eq!(std::fs::read(&env).unwrap(), b"KEY=1\n");
+    assert_eq!(audit.one("fs.access")["approval"], "allowed_once");
+    e.finish();
+}
+
 #[test]
 fn sessions_have_the_workspaces_of_their_cwds() {
     let t = Tree::new(BIN);

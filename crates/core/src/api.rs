@@ -46,8 +46,19 @@ impl Allowances {
 /// lock is taken, from the operation's (blocking) thread.
 pub trait Approver: Send + Sync {
     /// Asks about `question` and blocks until the person answers, the
-    /// request is cancelled, or the front end gives up.
+    /// request is cancelled, or the front end gives up (at the latest after
+    /// `approval_timeout_ms`, answering [`ApprovalAnswer::Unavailable`]).
     fn ask(&self, question: &ApprovalQuestion) -> ApprovalAnswer;
+
+    /// Whether this approver can answer `question` at all. `false` leaves
+    /// the operation held as if there were no approver: refused
+    /// `approval_required` with nobody asked (the audit event has no
+    /// `approval`), so the front end can ask about it its own way. An MCP
+    /// retry carries the person's answer about one command only; any other
+    /// command was never put to them. Default: every question.
+    fn asks_about(&self, _question: &ApprovalQuestion) -> bool {
+        true
+    }
 }
 
 /// What a held operation would do, for the person to decide on.

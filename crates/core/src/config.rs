@@ -329,6 +329,12 @@ pub struct Config {
     pub new_dir_mode: u32,
     /// Milliseconds in-flight operations get at shutdown.
     pub shutdown_grace_ms: u64,
+    /// Milliseconds a question to the person about a held operation (the
+    /// proxy's `session/request_permission`, an MCP `elicitation/create`)
+    /// waits for an answer; then the question is withdrawn and the
+    /// operation refused `approval_required`, answered `unanswered`.
+    /// Default 60 000; must be greater than 0.
+    pub approval_timeout_ms: u64,
     /// `[audit]`.
     pub audit: AuditConfig,
     /// `[policy]`: the approval gate.
@@ -357,6 +363,7 @@ impl Default for Config {
             new_file_mode: NewFileMode::Owner,
             new_dir_mode: 0o755,
             shutdown_grace_ms: 10_000,
+            approval_timeout_ms: 60_000,
             audit: AuditConfig::default(),
             policy: PolicyConfig::default(),
             proxy: ProxyConfig::default(),
@@ -422,6 +429,7 @@ pub const ENV_KEYS: &[&str] = &[
     "new_file_mode",
     "new_dir_mode",
     "shutdown_grace_ms",
+    "approval_timeout_ms",
     "audit.path",
     "audit.raw_paths",
     "audit.required",
@@ -563,6 +571,9 @@ impl Config {
         if self.line_min_bytes_per_sec == 0 {
             return Err(bad("line_min_bytes_per_sec", "must be greater than 0"));
         }
+        if self.approval_timeout_ms == 0 {
+            return Err(bad("approval_timeout_ms", "must be greater than 0"));
+        }
         for (i, r) in self.proxy.roots.iter().enumerate() {
             if !r.is_absolute() {
                 return Err(bad(
@@ -653,6 +664,12 @@ impl Config {
             })?;
         }
         Ok(cfg)
+    }
+
+    /// How long a question to the person waits for an answer
+    /// (`approval_timeout_ms`), for every front end that asks one.
+    pub fn approval_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.approval_timeout_ms)
     }
 
     /// Whether external tool writes are on for this config in this process
@@ -800,6 +817,15 @@ mod tests {
         assert!(bad.to_string().contains("history"), "{bad}");
         let env = |k: &str| (k == "WRITEGATE_HISTORY_ENABLED").then(|| "false".to_string());
         assert!(!Config::load(None, false, &env).unwrap().history.enabled);
+    }
+
+    #[test]
+    fn an_approval_timeout_of_zero_is_refused() {
+        let err = Config::from_toml("approval_timeout_ms = 0\n", "t").unwrap_err();
+        assert!(err.to_string().contains("approval_timeout_ms"), "{err}");
+        let ok = Config::from_toml("approval_timeout_ms = 500\n", "t").unwrap();
+        assert_eq!(ok.approval_timeout_ms, 500);
+        assert_eq!(ok.approval_timeout(), std::time::Duration::from_millis(500));
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! oneshot channel.
 
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, ProtocolVersion};
-use rmcp::service::{ElicitationMode, Peer, RoleServer};
+use rmcp::service::{ElicitationMode, Peer, RoleServer, ServiceError};
 use serde_json::{Value, json};
+use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 use writegate_core::{ApprovalAnswer, ApprovalQuestion, Approver, EditMode, OpMode};
@@ -22,6 +23,14 @@ pub(crate) struct ElicitApprover {
     pub(crate) handle: Handle,
     /// Cancelled when the tool call is (the question is dropped then).
     pub(crate) cancel: CancellationToken,
+    /// Cancelled when the client's input ends (stdin closed): no answer
+    /// can come any more, so the question is dropped and the call answered
+    /// as cancelled at once.
+    pub(crate) input_ended: CancellationToken,
+    /// How long the question waits for an answer (`approval_timeout_ms`):
+    /// then it is withdrawn (`notifications/cancelled` to the client) and
+    /// nobody approved.
+    pub(crate) timeout: Duration,
 }
 
 /// Whether the client can be asked: it declared form elicitation.
@@ -105,6 +114,8 @@ impl Approver for ElicitApprover {
     fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
         let peer = self.peer.clone();
         let cancel = self.cancel.clone();
+        let ended = self.input_ended.clone();
+        let timeout = self.timeout;
         let version = peer.peer_info().map(|i| i.protocol_version.clone());
         let params = ElicitRequestParams::FormElicitationParams {
             meta: None,
@@ -115,8 +126,21 @@ impl Approver for ElicitApprover {
         self.handle.spawn(async move {
             let answer = tokio::select! {
                 () = cancel.cancelled() => ApprovalAnswer::Cancelled,
-                r = peer.create_elicitation(params) => match r {
+                () = ended.cancelled() => {
+                    tracing::info!("the client's input ended while the approval question was open: the call is cancelled");
+                    ApprovalAnswer::Cancelled
+                }
+                // On timeout rmcp withdraws the request itself
+                // (`notifications/cancelled`, reason "request timeout").
+                r = peer.create_elicitation_with_timeout(params, Some(timeout)) => match r {
                     Ok(r) => answer(&r.action, r.content.as_ref()),
+                    Err(ServiceError::Timeout { .. }) => {
+                        tracing::warn!(
+                            timeout_ms = timeout.as_millis(),
+                            "the client did not answer the approval question within approval_timeout_ms: nobody approved"
+                        );
+                        ApprovalAnswer::Unavailable
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "the client did not answer the approval question");
                         ApprovalAnswer::Unavailable

@@ -7,7 +7,13 @@
 //! bits, good once, for [`STATE_TTL`], for the tool it was issued for, and
 //! only for the command the person was asked about. A handle that is
 //! unknown (tampered, from another process), used or expired approves
-//! nothing: the call runs as a first call, is held again and asks again.
+//! nothing, and neither does a valid one sent back with a call about
+//! another command (another path): the call runs as a first call, is held
+//! again and asks again.
+//!
+//! Nothing waits here: the held call is answered at once, and the person's
+//! answer comes in a call of its own. So `approval_timeout_ms` has nothing
+//! to limit in this era; the handle's own lifetime is [`STATE_TTL`].
 
 use crate::approver;
 use rmcp::model::{
@@ -56,11 +62,18 @@ impl Approver for Answered {
     /// The person's answer, for the command they were asked about; any
     /// other command was not asked about: nobody approved it.
     fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
-        if q.command == self.command {
+        if self.asks_about(q) {
             self.answer
         } else {
             ApprovalAnswer::Unavailable
         }
+    }
+
+    /// Only the command the person was asked about: a call that comes back
+    /// with the state of another (another path, another edit mode) runs as
+    /// a first call, held and asked about again (`input_required`).
+    fn asks_about(&self, q: &ApprovalQuestion) -> bool {
+        q.command == self.command
     }
 }
 
@@ -232,6 +245,7 @@ mod tests {
             command: "edit_file write /w/.ssh/id".into(),
             ..question()
         };
+        assert!(!a.asks_about(&other), "another command was not asked about");
         assert_eq!(a.ask(&other), ApprovalAnswer::Unavailable);
         // Replayed: used up.
         assert_eq!(qs.redeem("write_file", Some(&state), Some(&yes)), None);

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
 use writegate_core::{Approver, ErrorKind, Failure, OpCtx, Refusal, Service};
 
 /// How `writegate mcp` runs.
@@ -93,8 +94,9 @@ pub fn run(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> {
 async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> {
     let max_line = usize::try_from(service.config().max_frame_bytes).unwrap_or(usize::MAX);
     let grace = Duration::from_millis(service.config().shutdown_grace_ms);
-    let transport = crate::transport::Stdio::new(max_line, grace);
-    let server = McpServer::new(service, opts);
+    let input_ended = CancellationToken::new();
+    let transport = crate::transport::Stdio::new(max_line, grace, input_ended.clone());
+    let server = McpServer::new(service, opts, input_ended);
     let running = match server.serve(transport).await {
         Ok(running) => running,
         Err(e) if client_went_away(&e) => {
@@ -162,6 +164,9 @@ struct McpServer {
     running: Mutex<HashMap<RequestId, Arc<AtomicBool>>>,
     /// The approval questions asked with `input_required` (2026-07-28).
     questions: Questions,
+    /// Cancelled by the transport when stdin ends: a 2025 elicitation
+    /// question still open can get no answer any more.
+    input_ended: CancellationToken,
 }
 
 /// Most bytes of file content a call may carry and still run on the
@@ -216,13 +221,14 @@ struct Call {
 }
 
 impl McpServer {
-    fn new(service: Arc<Service>, opts: McpOptions) -> McpServer {
+    fn new(service: Arc<Service>, opts: McpOptions, input_ended: CancellationToken) -> McpServer {
         McpServer {
             workspaces: Workspaces::new(service.clone()),
             service,
             opts,
             running: Mutex::new(HashMap::new()),
             questions: Questions::default(),
+            input_ended,
         }
     }
 
@@ -267,6 +273,8 @@ impl McpServer {
                 peer: cx.peer.clone(),
                 handle: Handle::current(),
                 cancel: cx.ct.clone(),
+                input_ended: self.input_ended.clone(),
+                timeout: self.service.config().approval_timeout(),
             })),
             Asking::InputRequired | Asking::No => {
                 answered.map(|a| Arc::new(a) as Arc<dyn Approver>)

@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncRead;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use writegate_jsonscan::{Lookup, Member};
 use writegate_stdio::lines::{Frame, LineReader};
 use writegate_stdio::{Restore, StdioEnds};
@@ -243,6 +244,10 @@ pub(crate) struct Stdio {
     unanswered: Arc<Unanswered>,
     /// How long the end of input waits for them (`shutdown_grace_ms`).
     grace: Duration,
+    /// Cancelled at the end of input, before waiting for the answers: an
+    /// approval question still open can get no answer any more, so its
+    /// call is answered as cancelled instead of holding the exit.
+    input_ended: CancellationToken,
 }
 
 /// The ids of requests read and not yet answered.
@@ -290,8 +295,10 @@ impl Stdio {
     ///
     /// At the end of input the requests already read are answered first
     /// (for at most `grace`), as `serve --stdio` does: a client that sends
-    /// its calls and closes stdin still gets every answer.
-    pub(crate) fn new(max_line: usize, grace: Duration) -> Stdio {
+    /// its calls and closes stdin still gets every answer. `input_ended` is
+    /// cancelled then, so a call waiting for the person's answer is
+    /// answered as cancelled at once.
+    pub(crate) fn new(max_line: usize, grace: Duration, input_ended: CancellationToken) -> Stdio {
         let ends = StdioEnds::open();
         Stdio {
             lines: LineReader::new(ends.reader, max_line),
@@ -299,6 +306,7 @@ impl Stdio {
             restore: Some(ends.restore),
             unanswered: Arc::default(),
             grace,
+            input_ended,
         }
     }
 }
@@ -341,7 +349,9 @@ impl Transport<RoleServer> for Stdio {
                 None
             });
             let Some(next) = next else {
-                // End of input: what was asked is answered first.
+                // End of input: what was asked is answered first; a
+                // question to the person can get no answer now.
+                self.input_ended.cancel();
                 if tokio::time::timeout(self.grace, self.unanswered.drained())
                     .await
                     .is_err()

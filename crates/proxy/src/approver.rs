@@ -2,6 +2,8 @@
 //! holds becomes an ACP `session/request_permission` to the editor (a tool
 //! call naming the path; options allow once, allow always, reject once),
 //! sent with an id of the proxy's own, and its outcome becomes the answer.
+//! A question nobody answers within `approval_timeout_ms` is withdrawn
+//! (`$/cancel_request` to the editor) and answered `unanswered`.
 
 use crate::relay::Relay;
 use crate::sessions::Session;
@@ -13,7 +15,11 @@ use agent_client_protocol::v1::schema::{
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::runtime::Handle;
+use tokio::sync::oneshot::error::RecvError;
+use writegate_acp::message::{self, ErrorObject};
+use writegate_acp::methods::CANCEL_REQUEST;
 use writegate_core::{ApprovalAnswer, ApprovalQuestion, Approver, EditMode, OpMode};
 
 /// `optionId` of "allow once".
@@ -31,6 +37,20 @@ pub(crate) struct EditorApprover {
     pub(crate) cancel: Arc<AtomicBool>,
     /// The runtime to wait on from the operation's blocking thread.
     pub(crate) handle: Handle,
+    /// How long the question waits for the editor's answer
+    /// (`approval_timeout_ms`): then it is withdrawn and nobody approved.
+    pub(crate) timeout: Duration,
+}
+
+/// How waiting for the editor's answer ended.
+enum Waited {
+    /// The editor answered (or its connection ended: the channel closed).
+    Answer(Result<Result<Value, ErrorObject>, RecvError>),
+    /// The question was cancelled (`session/cancel`, or the editor's input
+    /// ended).
+    Cancelled,
+    /// No answer within `approval_timeout_ms`.
+    TimedOut,
 }
 
 impl Approver for EditorApprover {
@@ -50,25 +70,43 @@ impl Approver for EditorApprover {
             return ApprovalAnswer::Cancelled;
         }
         let params = permission_request(&self.session.id, n, q);
-        let (_, answer) = editor.request(CLIENT_METHOD_NAMES.session_request_permission, &params);
+        let (id, answer) = editor.request(CLIENT_METHOD_NAMES.session_request_permission, &params);
         drop(editor);
         // Registered before this look: if the editor's input has ended, its
         // connection clears the question's channel (or has already).
         let got = if self.relay.editor_input_ended() {
-            None
+            Waited::Cancelled
         } else {
             self.handle.block_on(async {
                 tokio::select! {
-                    r = answer => Some(r),
-                    () = token.cancelled() => None,
+                    r = answer => Waited::Answer(r),
+                    () = token.cancelled() => Waited::Cancelled,
+                    () = tokio::time::sleep(self.timeout) => Waited::TimedOut,
                 }
             })
         };
         self.session.close_question(n);
         let answer = match got {
-            None if token.is_cancelled() => ApprovalAnswer::Cancelled,
-            None | Some(Err(_) | Ok(Err(_))) => ApprovalAnswer::Unavailable,
-            Some(Ok(Ok(result))) => outcome(result),
+            Waited::Cancelled if token.is_cancelled() => ApprovalAnswer::Cancelled,
+            Waited::TimedOut => {
+                // Withdrawn: the editor may close its dialog; an answer
+                // that still comes is no longer waited for (dropped).
+                if let Some(editor) = self.relay.editor() {
+                    editor.forget(&id);
+                    editor.send(message::notification_line(
+                        CANCEL_REQUEST,
+                        &json!({"requestId": id}),
+                    ));
+                }
+                tracing::warn!(
+                    session = %self.session.id,
+                    timeout_ms = self.timeout.as_millis(),
+                    "the editor did not answer the permission request within approval_timeout_ms: nobody approved"
+                );
+                ApprovalAnswer::Unavailable
+            }
+            Waited::Cancelled | Waited::Answer(Err(_) | Ok(Err(_))) => ApprovalAnswer::Unavailable,
+            Waited::Answer(Ok(Ok(result))) => outcome(result),
         };
         tracing::info!(session = %self.session.id, command = %q.command, answer = answer.as_str(), "permission asked");
         answer

@@ -324,6 +324,7 @@ impl Relay {
         agent.tasks().spawn_blocking(move || {
             let Request { id, method, params } = req;
             let approver = EditorApprover {
+                timeout: relay.service.config().approval_timeout(),
                 relay: relay.clone(),
                 session: session.clone(),
                 cancel: flag.clone(),

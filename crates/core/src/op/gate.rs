@@ -180,13 +180,17 @@ impl Op<'_> {
         } else {
             "written"
         };
-        let answer = approver.ask(&ApprovalQuestion {
+        let question = ApprovalQuestion {
             command: command.clone(),
             path: target.canonical.clone(),
             mode,
             level,
             reason: reason.clone(),
-        });
+        };
+        if !approver.asks_about(&question) {
+            return Err(refusal.into());
+        }
+        let answer = approver.ask(&question);
         self.event().approval = Some(answer);
         match answer {
             ApprovalAnswer::AllowOnce => Ok(()),
@@ -221,7 +225,7 @@ impl Op<'_> {
             .into()),
             ApprovalAnswer::Unavailable => Err(Refusal {
                 hint: format!(
-                    "`{command}` needs the user's approval ({reason}, rated {level}) and the user could not be asked; nothing was {done}. Tell the user, and do not retry before they have allowed it"
+                    "`{command}` needs the user's approval ({reason}, rated {level}) and the user could not be asked, or did not answer in time; nothing was {done}. Tell the user, and do not retry before they have allowed it"
                 ),
                 detail: asked(refusal.detail),
                 ..refusal

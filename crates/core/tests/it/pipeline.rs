@@ -352,6 +352,53 @@ fn a_held_write_asks_the_approver_once_per_operation() {
     assert_eq!(events[3]["type"], "fs.access");
 }
 
+/// An approver with an answer about one command only (an MCP retry).
+struct AboutOne(String);
+
+impl Approver for AboutOne {
+    fn ask(&self, _: &ApprovalQuestion) -> ApprovalAnswer {
+        ApprovalAnswer::AllowOnce
+    }
+
+    fn asks_about(&self, q: &ApprovalQuestion) -> bool {
+        q.command == self.0
+    }
+}
+
+/// An approver that cannot answer a question leaves the operation held as
+/// if it had none: refused unasked (`asked: false`, so the front end can
+/// ask its own way), with no `approval` in the event; the question it can
+/// answer goes ahead.
+#[test]
+fn a_question_the_approver_does_not_ask_about_is_held_unasked() {
+    let w = world();
+    let env = w.root.join(".env");
+    let other = w.root.join(".env.local");
+    let mut ctx = w.ctx();
+    let about = format!("edit_file write {}", env.display());
+    ctx.approver = Some(Arc::new(AboutOne(about.clone())));
+    let Err(Failure::Refused(r)) = w.svc.write_text_file(&ctx, &write(&other, "B=2\n")) else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(r.kind, ErrorKind::ApprovalRequired);
+    assert!(
+        matches!(
+            r.detail,
+            Some(writegate_core::Detail::Approval { asked: false, .. })
+        ),
+        "{:?}",
+        r.detail
+    );
+    assert!(!other.exists());
+    w.svc.write_text_file(&ctx, &write(&env, "A=1\n")).unwrap();
+    assert_eq!(std::fs::read(&env).unwrap(), b"A=1\n");
+    let events = w.events();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["type"], "fs.denied");
+    assert!(events[0].get("approval").is_none(), "{}", events[0]);
+    assert_eq!(events[1]["approval"], "allowed_once");
+}
+
 /// Issue 12: files of a MiB and more are hashed on helper threads while the
 /// commit writes and fsyncs. The event still has the old file's hash and
 /// the new one's, and a write refused after the old file was read (here an
