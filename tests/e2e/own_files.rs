@@ -68,6 +68,20 @@ fn a_marked_write_to_writegates_config_approvals_or_history_is_refused_approval_
             "writegate_file",
         );
     }
+    // A before-image of a held `.env` is not served where `.env` itself
+    // would be held: the store is never read for an agent.
+    let image = t.base.join("state/writegate/history/images/w-1");
+    fs::create_dir_all(image.parent().unwrap()).unwrap();
+    fs::write(&image, "SECRET=1\n").unwrap();
+    let ev = refused_unchanged(
+        &t,
+        &mut c,
+        &mut audit,
+        "fs/read_text_file",
+        json!({"sessionId": "s", "path": image}),
+        "writegate_file",
+    );
+    assert_eq!(ev["writer"], "external", "{ev}");
     // An approval of the exact command changes nothing: the refusal comes
     // before the gate.
     let (config, content) = &targets[0];
