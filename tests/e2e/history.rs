@@ -350,8 +350,10 @@ fn run_approve_line(t: &Tree, o: &Out) -> Out {
         .stderr
         .lines()
         .find_map(|l| l.split_once("run: writegate approve "))
-        .map(|(_, rest)| rest.to_string())
-        .unwrap_or_else(|| panic!("no `writegate approve` line: {o}"));
+        .map_or_else(
+            || panic!("no `writegate approve` line: {o}"),
+            |(_, rest)| rest.to_string(),
+        );
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!("\"$WG\" approve {line}"))

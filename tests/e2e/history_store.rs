@@ -382,3 +382,144 @@ fn a_forged_op_id_never_reaches_out_of_the_store() {
     assert!(r.get("error").is_none(), "{r}");
     assert_eq!(fs::read_to_string(&precious).unwrap(), "keep me\n");
 }
+
+/// `writegate <args>` of the tree, talking to its socket daemon.
+fn wg(t: &Tree, args: &[&str]) -> std::process::Output {
+    let mut cmd = t.command();
+    cmd.args(args);
+    if matches!(args[0], "history" | "undo") {
+        cmd.arg("--socket").arg(&t.sock);
+    }
+    cmd.stdin(Stdio::null()).output().unwrap()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// docs/security.md's promise that a tampered index cannot make undo do
+/// something other than it says. A same-UID process plants, in the index,
+/// the record of a write to notes.txt whose `target` names build.sh (the
+/// shown path and the written file disagree), one whose sizes are not its
+/// image's, and a record of build.sh with mode 06777. The first two are
+/// listed not undoable, and `undo` (with `--force`, and `--dry-run`) and
+/// `diff` refuse them with `not_undoable`, every file byte-identical; the
+/// third is undone as it says: the result and the dry run name the mode
+/// the file gets, which has no setuid, setgid or other-write bit the file
+/// lacks now, and say that they were dropped.
+#[test]
+fn a_tampered_index_cannot_make_undo_do_other_than_it_says() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = Tree::new(BIN);
+    let notes = t.ws.join("notes.txt");
+    let build = t.ws.join("build.sh");
+    let other = t.ws.join("other.txt");
+    fs::write(&notes, "n0\n").unwrap();
+    fs::write(&build, "#!/bin/sh\necho b0\n").unwrap();
+    fs::set_permissions(&build, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(&other, "o0\n").unwrap();
+    let (notes_op, build_op, other_op) = {
+        let (_d, mut c, _) = stdio_session(&t, &[]);
+        for (f, text) in [
+            (&notes, "n1\n"),
+            (&build, "#!/bin/sh\necho b1\n"),
+            (&other, "o1\n"),
+        ] {
+            let r = c.call("fs/write_text_file", write_params(f, text));
+            assert!(r.get("error").is_none(), "{r}");
+        }
+        (
+            op_ids(&mut c, &notes).remove(0),
+            op_ids(&mut c, &build).remove(0),
+            op_ids(&mut c, &other).remove(0),
+        )
+    };
+    // Shown: notes.txt; written: build.sh.
+    tamper(&t, &notes_op, |v| {
+        v["target"] = json!(hex(build.as_os_str().as_encoded_bytes()));
+        v["mode"] = json!([0o6777, 0, 0]);
+    });
+    // Shown: 1 byte before; put back: the 3-byte image.
+    tamper(&t, &other_op, |v| v["bytesBefore"] = json!(1));
+    // Consistent, but with setuid, setgid and other-write planted.
+    tamper(&t, &build_op, |v| {
+        let m = v["mode"].as_array().unwrap().clone();
+        v["mode"] = json!([0o6777, m[1], m[2]]);
+    });
+
+    let _d = t.socket_daemon(&[]);
+    let listed = wg(&t, &["history", "--json"]);
+    assert!(listed.status.success(), "{listed:?}");
+    let ops: Vec<serde_json::Value> = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let entry = |id: &str| {
+        ops.iter()
+            .find(|o| o["opId"] == id)
+            .unwrap_or_else(|| panic!("{id} not listed: {ops:?}"))
+            .clone()
+    };
+    for op in [&notes_op, &other_op] {
+        let e = entry(op);
+        assert_eq!(e["undoable"], false, "{e}");
+        assert!(
+            e["reason"].as_str().unwrap().contains("inconsistent"),
+            "{e}"
+        );
+    }
+    assert_eq!(entry(&build_op)["undoable"], true);
+
+    let before = (snapshot(&t.ws, &[]), snapshot(&t.out, &[]));
+    for op in [&notes_op, &other_op] {
+        for extra in [&[][..], &["--dry-run"], &["--force"]] {
+            let mut args = vec!["undo", op.as_str()];
+            args.extend_from_slice(extra);
+            let o = wg(&t, &args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+            assert!(
+                err.contains("refused: not_undoable") && err.contains("inconsistent"),
+                "{args:?}: {err}"
+            );
+        }
+        let (_, o) = diff(&t, op, &|| {});
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("not_undoable"), "{err}");
+    }
+    assert!(
+        before == (snapshot(&t.ws, &[]), snapshot(&t.out, &[])),
+        "a refused undo changed a file"
+    );
+    assert_eq!(fs::read_to_string(&build).unwrap(), "#!/bin/sh\necho b1\n");
+
+    // The planted mode: the dry run says what the undo then does.
+    let dry = wg(&t, &["undo", &build_op, "--dry-run"]);
+    let said = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success(), "{dry:?}");
+    assert!(said.contains("mode 0775"), "{said}");
+    for bit in ["setuid", "setgid", "other-write"] {
+        assert!(said.contains(bit), "{said}");
+    }
+    let done = wg(&t, &["undo", &build_op]);
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{done:?}");
+    assert!(
+        said.contains("build.sh was restored") && said.contains("mode 0775"),
+        "{said}"
+    );
+    assert!(said.contains("setuid"), "{said}");
+    assert_eq!(fs::read_to_string(&build).unwrap(), "#!/bin/sh\necho b0\n");
+    assert_eq!(
+        fs::metadata(&build).unwrap().permissions().mode() & 0o7777,
+        0o775,
+        "no setuid, setgid or other-write bit added"
+    );
+    assert_eq!(fs::read_to_string(&notes).unwrap(), "n1\n");
+}

@@ -236,7 +236,14 @@ fn describe(r: &Value) -> String {
     let action = text(r, "action");
     let mut line = format!("{}: {} {verb} {action}", text(r, "undone"), text(r, "path"));
     if action == "restored" {
-        let _ = write!(line, " ({} bytes, {})", r["bytes"], text(r, "hash"));
+        let _ = write!(line, " ({} bytes, {}", r["bytes"], text(r, "hash"));
+        if let Some(mode) = r["mode"].as_str() {
+            let _ = write!(line, ", mode {mode}");
+        }
+        line.push(')');
+        if let Some(why) = r["modeDropped"].as_str() {
+            let _ = write!(line, "; {why}");
+        }
     }
     if let Some(dirs) = r["removedDirs"].as_array().filter(|d| !d.is_empty()) {
         let dirs: Vec<&str> = dirs.iter().filter_map(Value::as_str).collect();

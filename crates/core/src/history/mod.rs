@@ -103,12 +103,102 @@ pub struct Record {
 }
 
 impl Record {
-    /// The canonical path.
+    /// The canonical path: the file its `target` names (what an undo
+    /// writes). Only meaningful for a record [`Record::disagreement`]
+    /// finds consistent, whose `path` then shows that same file.
     pub fn canonical(&self) -> PathBuf {
         match crate::audit::unhex(&self.target) {
             Some(b) => PathBuf::from(OsStr::from_bytes(&b)),
             None => PathBuf::from(&self.path),
         }
+    }
+
+    /// Why the record's fields disagree with each other, or `None` when
+    /// they agree as a record writegate wrote does. The index is a file
+    /// any process of the user can rewrite; a record that fails this is
+    /// listed as not undoable, and neither undone nor diffed, so what
+    /// `history`, `undo --dry-run`, `diff` and an undo's result show is
+    /// what an undo does (the file shown is the file written, the sizes
+    /// shown are the image's).
+    pub fn disagreement(&self) -> Option<String> {
+        let Some(bytes) = crate::audit::unhex(&self.target) else {
+            return Some("its `target` is not the hex of a path".to_string());
+        };
+        let file = PathBuf::from(OsStr::from_bytes(&bytes));
+        if hex(&bytes) != self.target {
+            return Some("its `target` is not written as writegate writes it".to_string());
+        }
+        if path_text(&file) != self.path {
+            return Some(format!(
+                "its `path` ({}) is not the file its `target` names ({})",
+                self.path,
+                path_text(&file)
+            ));
+        }
+        let plain = file.is_absolute()
+            && file.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::RootDir | std::path::Component::Normal(_)
+                )
+            })
+            && file.components().collect::<PathBuf>().as_os_str() == file.as_os_str();
+        if !plain {
+            return Some(format!(
+                "its path {} is not an absolute canonical path",
+                self.path
+            ));
+        }
+        if self.created && self.removed {
+            return Some("it says the operation both created and removed the file".to_string());
+        }
+        if self.created && (self.image.is_some() || self.mode.is_some() || self.bytes_before != 0) {
+            return Some(
+                "it says the operation created the file, yet records a file before it".to_string(),
+            );
+        }
+        if !self.created && (self.image.is_none() || self.mode.is_none()) {
+            return Some(
+                "it says the operation replaced a file, yet records no image or mode of it"
+                    .to_string(),
+            );
+        }
+        if let Some(kind) = &self.image {
+            if kind != "link" && kind != "copy" {
+                return Some(format!("its image kind `{kind}` is neither link nor copy"));
+            }
+            if self.image_len != self.bytes_before {
+                return Some(format!(
+                    "its image size ({} bytes) is not the size of the file before ({} bytes)",
+                    self.image_len, self.bytes_before
+                ));
+            }
+        }
+        if let Some((mode, _, _)) = self.mode
+            && mode & !0o7777 != 0
+        {
+            return Some(format!("its mode {mode:o} holds more than permission bits"));
+        }
+        if self.removed
+            && (self.bytes_after != 0 || self.hash_after.is_some() || self.intent != Intent::Undo)
+        {
+            return Some(
+                "it says the operation removed the file, yet records a file after it, or is not an undo"
+                    .to_string(),
+            );
+        }
+        if !self.removed && self.hash_after.is_none() {
+            return Some("it records no hash of the file after the operation".to_string());
+        }
+        if (self.intent == Intent::Undo) != self.undoes.is_some() {
+            return Some("its intent and `undoes` disagree".to_string());
+        }
+        None
+    }
+
+    /// Whether the record's fields agree ([`Record::disagreement`]).
+    fn consistent(&self) -> bool {
+        self.disagreement().is_none()
     }
 
     /// What the file holds after the operation: its hash, `None` when the
@@ -502,7 +592,7 @@ impl History {
             .iter()
             .rev()
             .filter_map(|id| st.records.get(id))
-            .find(|(o, s)| *s == Status::Live && o.target == r.target)
+            .find(|(o, s)| *s == Status::Live && o.target == r.target && o.consistent())
             .map(|(o, _)| o.clone())
     }
 
@@ -528,11 +618,14 @@ impl History {
             if *status == Status::Void {
                 return Err(format!("operation {op_id} never committed"));
             }
+            if let Some(why) = rec.disagreement() {
+                return Err(inconsistent(op_id, &why));
+            }
             let pos = st.order.iter().position(|id| id == op_id).unwrap_or(0);
             let next = st.order[pos + 1..]
                 .iter()
                 .filter_map(|id| st.records.get(id))
-                .find(|(o, s)| *s == Status::Live && o.target == rec.target)
+                .find(|(o, s)| *s == Status::Live && o.target == rec.target && o.consistent())
                 .map(|(o, _)| o.clone());
             (rec.clone(), next)
         };
@@ -570,7 +663,9 @@ impl History {
         // The state each file was left in by its newest operation.
         let mut latest: HashMap<&str, &Record> = HashMap::new();
         for id in &st.order {
-            if let Some((r, Status::Live | Status::Evicted)) = st.records.get(id) {
+            if let Some((r, Status::Live | Status::Evicted)) = st.records.get(id)
+                && r.consistent()
+            {
                 latest.insert(r.target.as_str(), r);
             }
         }
@@ -586,6 +681,9 @@ impl History {
                 Status::Void => continue,
                 Status::Evicted => Some("evicted: its before-image is no longer kept (history.max_bytes, history.max_age_days)".to_string()),
                 Status::Live if !enabled => Some("history is off (history.enabled = false)".to_string()),
+                Status::Live if !r.consistent() => {
+                    r.disagreement().map(|why| inconsistent(&r.op_id, &why))
+                }
                 Status::Live => match latest.get(r.target.as_str()) {
                     Some(l) if l.op_id != r.op_id && l.after() != r.after() && reach.sees(l) => {
                         Some(format!(
@@ -608,6 +706,14 @@ impl History {
         }
         Ok(out)
     }
+}
+
+/// The reason a record whose fields disagree is not undone: `why` from
+/// [`Record::disagreement`].
+pub(crate) fn inconsistent(op_id: &str, why: &str) -> String {
+    format!(
+        "the history index's record of {op_id} is inconsistent ({why}); it was changed outside writegate, so it is neither undone nor shown as a change"
+    )
 }
 
 /// Whether `id` has the shape of an `opId` (`<tag>-<n>`: ASCII letters,
@@ -711,5 +817,86 @@ pub(crate) fn new_record(op_id: &str, canonical: &Path, intent: Intent, writer: 
         image_len: 0,
         image_mtime_ns: 0,
         undoes: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A change a forger makes to a record.
+    type Change = fn(&mut Record);
+
+    /// A record as a write over an existing file leaves it.
+    fn replaced(path: &str) -> Record {
+        let mut r = new_record(
+            "0123456789ab-1",
+            Path::new(path),
+            Intent::Write,
+            Writer::Workspace,
+        );
+        r.mode = Some((0o644, 1000, 1000));
+        r.bytes_before = 4;
+        r.image = Some("link".into());
+        r.image_len = 4;
+        r.bytes_after = 5;
+        r.hash_after = Some("sha256:00".into());
+        r
+    }
+
+    #[test]
+    fn a_record_as_writegate_writes_it_agrees() {
+        assert_eq!(replaced("/ws/notes.txt").disagreement(), None);
+        let mut created = new_record(
+            "x-2",
+            Path::new("/ws/new.txt"),
+            Intent::Write,
+            Writer::Workspace,
+        );
+        created.created = true;
+        created.hash_after = Some("sha256:00".into());
+        assert_eq!(created.disagreement(), None);
+        let mut removal = replaced("/ws/new.txt");
+        removal.intent = Intent::Undo;
+        removal.undoes = Some("x-2".into());
+        removal.removed = true;
+        removal.bytes_after = 0;
+        removal.hash_after = None;
+        assert_eq!(removal.disagreement(), None);
+    }
+
+    /// Every way a planted record's fields can disagree is caught: the
+    /// shown path naming another file than the one written, a target
+    /// written other than as writegate writes it, a path that is not
+    /// canonical, sizes that are not the image's, a mode with more than
+    /// permission bits, a creation with an image, an undo without its
+    /// operation.
+    #[test]
+    fn a_record_whose_fields_disagree_is_caught() {
+        let cases: [(&str, Change); 12] = [
+            ("path", |r| r.path = "/ws/notes.txt".into()),
+            ("target", |r| r.target = "zz".into()),
+            ("target", |r| r.target = r.target.to_uppercase()),
+            (
+                "canonical",
+                (|r| {
+                    *r = replaced("/ws/../etc/build.sh");
+                }),
+            ),
+            ("image size", |r| r.bytes_before = 1),
+            ("permission bits", (|r| r.mode = Some((0o100_644, 0, 0)))),
+            ("created", |r| r.created = true),
+            ("no image", |r| r.image = None),
+            ("link nor copy", |r| r.image = Some("../x".into())),
+            ("removed", |r| r.removed = true),
+            ("undoes", |r| r.intent = Intent::Undo),
+            ("no hash", |r| r.hash_after = None),
+        ];
+        for (want, change) in cases {
+            let mut r = replaced("/ws/build.sh");
+            change(&mut r);
+            let why = r.disagreement().unwrap_or_else(|| panic!("{want}: {r:?}"));
+            assert!(why.contains(want), "{want}: {why}");
+        }
     }
 }
