@@ -396,7 +396,7 @@ pub(crate) fn diff(a: &DiffArgs) -> Status {
             return Status::Refused;
         }
     };
-    match h.versions(&a.op_id) {
+    match h.versions(&a.op_id, writegate_core::history::DIFF_MAX_BYTES) {
         Ok((rec, before, after)) => {
             let before = before.unwrap_or_default();
             let Some(after) = after else {
@@ -424,8 +424,8 @@ pub(crate) fn diff(a: &DiffArgs) -> Status {
                 }
             }
         }
-        Err(why) => {
-            eprintln!("writegate: refused: not_undoable: {why}");
+        Err(r) => {
+            eprintln!("writegate: refused: {}: {}", r.kind.as_str(), r.hint);
             Status::Refused
         }
     }

@@ -120,6 +120,24 @@ pub(crate) fn restored_mode(recorded: u32, now: Option<u32>) -> (u32, Option<Str
     (mode, words)
 }
 
+/// The most an undo of `rec` reads and writes: `max_write_bytes`, or the
+/// size the operation left when larger (the file must be read whole to
+/// compare it with that).
+pub(crate) fn max_bytes(max_write_bytes: u64, rec: &Record) -> u64 {
+    max_write_bytes.max(rec.bytes_after)
+}
+
+/// Why an undo of `rec` is refused as too large (`history` lists it so).
+pub(crate) fn too_large_words(max_write_bytes: u64, rec: &Record) -> String {
+    too_large_words_len(rec.image_len, max_bytes(max_write_bytes, rec))
+}
+
+fn too_large_words_len(len: u64, max: u64) -> String {
+    format!(
+        "too large to undo: its before-image is {len} bytes, over the limit of {max} bytes (max_write_bytes in the writegate config); raise it to undo this operation"
+    )
+}
+
 /// `not_undoable` with `hint`.
 fn not_undoable(hint: impl Into<String>) -> Failure {
     Refusal::new(ErrorKind::NotUndoable, hint).into()
@@ -138,7 +156,11 @@ impl Service {
     ) -> Result<Vec<HistoryEntry>, Failure> {
         let h = self.history().ok_or_else(no_store)?;
         let all = h
-            .entries(self.config().history.enabled, reach)
+            .entries(
+                self.config().history.enabled,
+                self.config().max_write_bytes,
+                reach,
+            )
             .map_err(Refusal::from)?;
         Ok(all
             .into_iter()
@@ -213,7 +235,7 @@ impl Service {
             let target = op.resolve_undo(&canonical, rec.writer == Writer::External)?;
             op.approve(&target, crate::api::OpMode::Undo)?;
             op.lock(&target)?;
-            let max = op.cfg.max_write_bytes.max(rec.bytes_after);
+            let max = max_bytes(op.cfg.max_write_bytes, &rec);
             let loaded = op.read(&target, ReadMode::Whole(max))?;
             let now = match loaded.existing.as_ref() {
                 None => None,
@@ -336,7 +358,9 @@ fn image_bytes(h: &super::History, rec: &Record, max: u64) -> Result<Vec<u8>, Fa
         )));
     };
     if stat.len > max {
-        return Err(crate::op::too_large(stat.len, max, "max_write_bytes"));
+        return Err(
+            Refusal::new(ErrorKind::FileTooLarge, too_large_words_len(stat.len, max)).into(),
+        );
     }
     let mut bytes = Vec::with_capacity(usize::try_from(stat.len).unwrap_or(0));
     file.take(max + 1).read_to_end(&mut bytes).map_err(|e| {
