@@ -342,6 +342,82 @@ fn the_history_commands_exit_as_the_rest_of_the_cli() {
     assert!(o.stdout.contains("no operations"), "{o}");
 }
 
+/// The `writegate approve` line a refusal printed (after "run: "), run as
+/// the person pastes it into a shell, with `writegate` being the binary
+/// under test.
+fn run_approve_line(t: &Tree, o: &Out) -> Out {
+    let line = o
+        .stderr
+        .lines()
+        .find_map(|l| l.split_once("run: writegate approve "))
+        .map_or_else(
+            || panic!("no `writegate approve` line: {o}"),
+            |(_, rest)| rest.to_string(),
+        );
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("\"$WG\" approve {line}"))
+        .env("WG", BIN);
+    t.set_env(&mut cmd);
+    cmd.env("WG", BIN);
+    let r = run_with_stdin(cmd, b"");
+    Out {
+        code: r.code,
+        stdout: r.stdout,
+        stderr: r.stderr,
+    }
+}
+
+/// An undo or a rewind of a protected file is held for the person, and the
+/// refusal names the `writegate approve` line to run; `approve` accepted
+/// that line (before, it refused `edit_file undo PATH` as a usage error,
+/// exit 2), and the undo or rewind then goes through.
+#[test]
+fn the_approve_line_a_refused_undo_or_rewind_prints_is_accepted() {
+    let t = Tree::new(BIN);
+    let (_d, mut c) = serve(&t, &[], &[]);
+    let env = t.ws.join(".env");
+    fs::write(&env, "A=0\n").unwrap();
+    let approve_write = |c: &mut Client| {
+        let r = c.call(
+            "_writegate/approve",
+            json!({"sessionId": "s", "command": format!("edit_file write {}", env.display()), "scope": "once"}),
+        );
+        assert!(r["result"].is_object(), "{r}");
+    };
+    approve_write(&mut c);
+    write_ok(&mut c, write_params(&env, "A=1\n"));
+    let op = text(&newest_on(&t, &env), "opId");
+
+    let o = cli(&t, &["undo", &op]);
+    assert_eq!(o.code, Some(1), "{o}");
+    assert!(o.stderr.contains("refused: approval_required"), "{o}");
+    let want = format!("edit_file undo {}", env.display());
+    assert!(o.stderr.contains(&want), "{o}");
+    assert_eq!(fs::read(&env).unwrap(), b"A=1\n", "nothing undone yet");
+    let a = run_approve_line(&t, &o);
+    assert_eq!(a.code, Some(0), "{a}");
+    assert!(a.stdout.contains(&want), "{a}");
+    let o = cli(&t, &["undo", &op]);
+    assert_eq!(o.code, Some(0), "{o}");
+    assert_eq!(fs::read(&env).unwrap(), b"A=0\n");
+
+    // A rewind of the session: the same refusal and line, then through.
+    approve_write(&mut c);
+    write_ok(&mut c, write_params(&env, "A=2\n"));
+    let op2 = text(&newest_on(&t, &env), "opId");
+    let rewind = ["rewind", "--session", "s", "--to", op2.as_str()];
+    let o = cli(&t, &rewind);
+    assert_eq!(o.code, Some(1), "{o}");
+    assert!(o.stderr.contains("refused: approval_required"), "{o}");
+    assert_eq!(fs::read(&env).unwrap(), b"A=2\n");
+    let a = run_approve_line(&t, &o);
+    assert_eq!(a.code, Some(0), "{a}");
+    let o = cli(&t, &rewind);
+    assert_eq!(o.code, Some(0), "{o}");
+    assert_eq!(fs::read(&env).unwrap(), b"A=0\n");
+}
+
 /// `rewind --dry-run` prints the session's plan, newest first, and changes
 /// nothing; `rewind` then takes every operation back; another session's
 /// operations stay.

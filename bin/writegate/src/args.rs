@@ -137,10 +137,11 @@ pub(crate) enum Command {
         client_exit_statuses!()
     ))]
     Read(ReadArgs),
-    /// Grant an approval for a write the daemon refused with approval_required.
+    /// Grant an approval for an operation the daemon refused with approval_required.
     #[command(after_help = concat!(
         "A refusal `approval_required` names a command such as `edit_file write /src/app/.env`\n",
-        "and prints the `writegate approve` line to run. The approval covers exactly that command:\n",
+        "(modes: write, append, replace, insert, delete, read, undo) and prints the\n",
+        "`writegate approve` line to run. The approval covers exactly that command:\n",
         "  once        the next matching write or edit of --session (default)\n",
         "  session     every matching write or edit of --session while the daemon runs\n",
         "  workspace   every matching write or edit in the file's workspace while the daemon runs\n",

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
-use writegate_core::EditMode;
+use writegate_core::{EditMode, OpMode};
 
 /// A connection opened for one command, with what is needed to explain a
 /// refusal.
@@ -260,18 +260,26 @@ fn cli_words(kind: &str, hint: &str) -> String {
     out
 }
 
+/// The modes an approval can name, `write, append, ..., undo`.
+fn mode_names() -> String {
+    OpMode::ALL
+        .iter()
+        .map(|m| m.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether `text` has the shape of an operation the approval gate judges,
 /// `edit_file <mode> <absolute path>`, a glob standing in for any part
 /// (`edit_file * /src/app/*`).
 fn operation_shape(text: &str) -> bool {
-    const MODES: [&str; 6] = ["write", "append", "replace", "insert", "delete", "read"];
     let glob = |s: &str| s.contains(['*', '?', '[']);
     let mut parts = text.splitn(3, ' ');
     let (Some(verb), Some(mode), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
         return glob(text) && text.starts_with("edit_file");
     };
     (verb == "edit_file" || (glob(verb) && "edit_file".starts_with(verb.trim_end_matches('*'))))
-        && (MODES.contains(&mode) || glob(mode))
+        && (OpMode::ALL.iter().any(|m| m.as_str() == mode) || glob(mode))
         && (path.starts_with('/') || path.starts_with('*'))
 }
 
@@ -497,9 +505,10 @@ pub(crate) fn approve(a: &ApproveArgs) -> Status {
             "approve",
             &format!(
                 "`{command}` is not an operation writegate judges, so approving it would allow nothing: \
-                 approvals name `edit_file <mode> <absolute path>` (modes: write, append, replace, insert, \
-                 delete, read), as a refusal's `writegate approve` line shows; a glob may stand for a part, \
-                 e.g. 'edit_file * /src/app/.env'. Nothing was sent"
+                 approvals name `edit_file <mode> <absolute path>` (modes: {}), as a refusal's \
+                 `writegate approve` line shows; a glob may stand for a part, \
+                 e.g. 'edit_file * /src/app/.env'. Nothing was sent",
+                mode_names()
             ),
         );
     }
@@ -567,6 +576,12 @@ mod tests {
             "* * /a/*",
         ] {
             assert!(operation_shape(ok), "{ok}");
+        }
+        // Every mode a refusal's synthetic command can name.
+        for m in OpMode::ALL {
+            let command =
+                writegate_core::policy::synthetic_command(m.as_str(), Path::new("/src/app/.env"));
+            assert!(operation_shape(&command), "{command}");
         }
         for bad in [
             "rm -rf /",

@@ -236,7 +236,14 @@ fn describe(r: &Value) -> String {
     let action = text(r, "action");
     let mut line = format!("{}: {} {verb} {action}", text(r, "undone"), text(r, "path"));
     if action == "restored" {
-        let _ = write!(line, " ({} bytes, {})", r["bytes"], text(r, "hash"));
+        let _ = write!(line, " ({} bytes, {}", r["bytes"], text(r, "hash"));
+        if let Some(mode) = r["mode"].as_str() {
+            let _ = write!(line, ", mode {mode}");
+        }
+        line.push(')');
+        if let Some(why) = r["modeDropped"].as_str() {
+            let _ = write!(line, "; {why}");
+        }
     }
     if let Some(dirs) = r["removedDirs"].as_array().filter(|d| !d.is_empty()) {
         let dirs: Vec<&str> = dirs.iter().filter_map(Value::as_str).collect();
@@ -389,7 +396,7 @@ pub(crate) fn diff(a: &DiffArgs) -> Status {
             return Status::Refused;
         }
     };
-    match h.versions(&a.op_id) {
+    match h.versions(&a.op_id, writegate_core::history::DIFF_MAX_BYTES) {
         Ok((rec, before, after)) => {
             let before = before.unwrap_or_default();
             let Some(after) = after else {
@@ -417,8 +424,8 @@ pub(crate) fn diff(a: &DiffArgs) -> Status {
                 }
             }
         }
-        Err(why) => {
-            eprintln!("writegate: refused: not_undoable: {why}");
+        Err(r) => {
+            eprintln!("writegate: refused: {}: {}", r.kind.as_str(), r.hint);
             Status::Refused
         }
     }

@@ -90,6 +90,18 @@ pub enum OpMode {
 }
 
 impl OpMode {
+    /// Every mode the gate judges, so every mode a refusal's synthetic
+    /// command can name (`writegate approve` accepts exactly these).
+    pub const ALL: [OpMode; 7] = [
+        OpMode::Edit(EditMode::Write),
+        OpMode::Edit(EditMode::Append),
+        OpMode::Edit(EditMode::Replace),
+        OpMode::Edit(EditMode::Insert),
+        OpMode::Edit(EditMode::Delete),
+        OpMode::Read,
+        OpMode::Undo,
+    ];
+
     /// `write`, `append`, `replace`, `insert`, `delete`, `read` or `undo`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -515,5 +527,28 @@ mod tests {
         }
         assert_eq!(OpMode::Read.as_str(), "read");
         assert_eq!(OpMode::from(EditMode::Insert).as_str(), "insert");
+    }
+
+    /// `OpMode::ALL` holds every mode once: a new variant (or edit mode)
+    /// fails to compile here until it is listed, so `writegate approve`,
+    /// which accepts the names of `ALL`, accepts every command a refusal
+    /// can name.
+    #[test]
+    fn every_op_mode_is_in_all() {
+        let listed = |m: OpMode| OpMode::ALL.contains(&m);
+        for m in OpMode::ALL {
+            match m {
+                OpMode::Edit(e) => assert!(EditMode::ALL.contains(&e)),
+                OpMode::Read | OpMode::Undo => {}
+            }
+        }
+        for e in EditMode::ALL {
+            assert!(listed(OpMode::Edit(e)), "{e}");
+        }
+        assert!(listed(OpMode::Read) && listed(OpMode::Undo));
+        let mut names: Vec<&str> = OpMode::ALL.iter().map(|m| m.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), OpMode::ALL.len());
     }
 }

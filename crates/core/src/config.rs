@@ -210,9 +210,22 @@ pub struct HistoryConfig {
     /// The store; empty means `<state dir>/history`. Read at start-up only.
     pub path: String,
     /// Bytes of images kept at most; the oldest go first. Default 1 GiB.
+    /// A hard limit: a write whose image would not fit beside the images
+    /// younger than `min_age_minutes` is refused.
     pub max_bytes: u64,
     /// Days an image is kept at most. Default 7.
     pub max_age_days: u64,
+    /// Minutes an image is kept at least: no eviction takes an image
+    /// younger than this, whatever `max_bytes` and `max_age_days` say.
+    /// Default 60.
+    pub min_age_minutes: u64,
+}
+
+impl HistoryConfig {
+    /// `min_age_minutes` as a duration.
+    pub fn min_age(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.min_age_minutes.saturating_mul(60))
+    }
 }
 
 impl Default for HistoryConfig {
@@ -222,6 +235,7 @@ impl Default for HistoryConfig {
             path: String::new(),
             max_bytes: 1 << 30,
             max_age_days: 7,
+            min_age_minutes: 60,
         }
     }
 }
@@ -242,6 +256,7 @@ struct HistoryTable {
     path: String,
     max_bytes: u64,
     max_age_days: u64,
+    min_age_minutes: u64,
 }
 
 impl Default for HistoryTable {
@@ -252,6 +267,7 @@ impl Default for HistoryTable {
             path: d.path,
             max_bytes: d.max_bytes,
             max_age_days: d.max_age_days,
+            min_age_minutes: d.min_age_minutes,
         }
     }
 }
@@ -260,7 +276,7 @@ impl<'de> Deserialize<'de> for HistoryConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(match HistoryForm::deserialize(d).map_err(|_| {
             serde::de::Error::custom(
-                "`history` is `false`, `true` or a table with the keys enabled, path, max_bytes, max_age_days",
+                "`history` is `false`, `true` or a table with the keys enabled, path, max_bytes, max_age_days, min_age_minutes",
             )
         })? {
             HistoryForm::Switch(enabled) => HistoryConfig {
@@ -272,6 +288,7 @@ impl<'de> Deserialize<'de> for HistoryConfig {
                 path: t.path,
                 max_bytes: t.max_bytes,
                 max_age_days: t.max_age_days,
+                min_age_minutes: t.min_age_minutes,
             },
         })
     }
@@ -443,6 +460,7 @@ pub const ENV_KEYS: &[&str] = &[
     "history.path",
     "history.max_bytes",
     "history.max_age_days",
+    "history.min_age_minutes",
 ];
 
 /// `WRITEGATE_*` variables the binary reads itself, besides the config keys

@@ -206,6 +206,8 @@ fn a_before_image_changed_through_another_link_is_refused() {
 fn the_oldest_images_are_evicted_first() {
     let mut cfg = Config::default();
     cfg.history.max_bytes = 3000;
+    // No window: every image may go.
+    cfg.history.min_age_minutes = 0;
     let w = world_with(cfg, None);
     let mut ops = Vec::new();
     for i in 0..5 {
@@ -359,8 +361,10 @@ fn history_survives_a_restart() {
 #[test]
 fn the_index_is_compacted_once_most_of_it_is_dead() {
     let mut cfg = Config::default();
-    // Every write evicts the image before it.
-    cfg.history.max_bytes = 10;
+    // Room for one image (at most 12 bytes): every write evicts the image
+    // before it.
+    cfg.history.max_bytes = 20;
+    cfg.history.min_age_minutes = 0;
     let w = world_with(cfg.clone(), None);
     let mut other = Service::new(
         cfg,

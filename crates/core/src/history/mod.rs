@@ -17,7 +17,9 @@
 //! publish), `void` (the commit did not happen: refused after the keep, or
 //! found not committed by the audit recovery at start-up) and `evict` (the
 //! image is gone: over `history.max_bytes` or `history.max_age_days`,
-//! oldest first). Images are created whole or not at all (a link, or a
+//! oldest first, never one younger than `history.min_age_minutes`). A
+//! write whose image would not fit within `history.max_bytes` beside the
+//! images too young to evict is refused before anything is published. Images are created whole or not at all (a link, or a
 //! copy renamed into place after its fsync), and the index holds whole
 //! lines only (`writegate_fs::AppendLog`).
 
@@ -31,6 +33,7 @@ pub use writegate_text::diff_versions;
 
 use crate::audit::{Intent, Writer, now_rfc3339};
 use crate::config::HistoryConfig;
+use crate::error::{ErrorKind, Refusal};
 use crate::{hex, path_text};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -103,12 +106,102 @@ pub struct Record {
 }
 
 impl Record {
-    /// The canonical path.
+    /// The canonical path: the file its `target` names (what an undo
+    /// writes). Only meaningful for a record [`Record::disagreement`]
+    /// finds consistent, whose `path` then shows that same file.
     pub fn canonical(&self) -> PathBuf {
         match crate::audit::unhex(&self.target) {
             Some(b) => PathBuf::from(OsStr::from_bytes(&b)),
             None => PathBuf::from(&self.path),
         }
+    }
+
+    /// Why the record's fields disagree with each other, or `None` when
+    /// they agree as a record writegate wrote does. The index is a file
+    /// any process of the user can rewrite; a record that fails this is
+    /// listed as not undoable, and neither undone nor diffed, so what
+    /// `history`, `undo --dry-run`, `diff` and an undo's result show is
+    /// what an undo does (the file shown is the file written, the sizes
+    /// shown are the image's).
+    pub fn disagreement(&self) -> Option<String> {
+        let Some(bytes) = crate::audit::unhex(&self.target) else {
+            return Some("its `target` is not the hex of a path".to_string());
+        };
+        let file = PathBuf::from(OsStr::from_bytes(&bytes));
+        if hex(&bytes) != self.target {
+            return Some("its `target` is not written as writegate writes it".to_string());
+        }
+        if path_text(&file) != self.path {
+            return Some(format!(
+                "its `path` ({}) is not the file its `target` names ({})",
+                self.path,
+                path_text(&file)
+            ));
+        }
+        let plain = file.is_absolute()
+            && file.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::RootDir | std::path::Component::Normal(_)
+                )
+            })
+            && file.components().collect::<PathBuf>().as_os_str() == file.as_os_str();
+        if !plain {
+            return Some(format!(
+                "its path {} is not an absolute canonical path",
+                self.path
+            ));
+        }
+        if self.created && self.removed {
+            return Some("it says the operation both created and removed the file".to_string());
+        }
+        if self.created && (self.image.is_some() || self.mode.is_some() || self.bytes_before != 0) {
+            return Some(
+                "it says the operation created the file, yet records a file before it".to_string(),
+            );
+        }
+        if !self.created && (self.image.is_none() || self.mode.is_none()) {
+            return Some(
+                "it says the operation replaced a file, yet records no image or mode of it"
+                    .to_string(),
+            );
+        }
+        if let Some(kind) = &self.image {
+            if kind != "link" && kind != "copy" {
+                return Some(format!("its image kind `{kind}` is neither link nor copy"));
+            }
+            if self.image_len != self.bytes_before {
+                return Some(format!(
+                    "its image size ({} bytes) is not the size of the file before ({} bytes)",
+                    self.image_len, self.bytes_before
+                ));
+            }
+        }
+        if let Some((mode, _, _)) = self.mode
+            && mode & !0o7777 != 0
+        {
+            return Some(format!("its mode {mode:o} holds more than permission bits"));
+        }
+        if self.removed
+            && (self.bytes_after != 0 || self.hash_after.is_some() || self.intent != Intent::Undo)
+        {
+            return Some(
+                "it says the operation removed the file, yet records a file after it, or is not an undo"
+                    .to_string(),
+            );
+        }
+        if !self.removed && self.hash_after.is_none() {
+            return Some("it records no hash of the file after the operation".to_string());
+        }
+        if (self.intent == Intent::Undo) != self.undoes.is_some() {
+            return Some("its intent and `undoes` disagree".to_string());
+        }
+        None
+    }
+
+    /// Whether the record's fields agree ([`Record::disagreement`]).
+    fn consistent(&self) -> bool {
+        self.disagreement().is_none()
     }
 
     /// What the file holds after the operation: its hash, `None` when the
@@ -121,6 +214,18 @@ impl Record {
         }
     }
 }
+
+/// The most `writegate diff` reads of each side of an operation; a larger
+/// side is refused `file_too_large` by its size, before it is read. With
+/// [`DIFF_MAX_LINES`] this keeps the two sides, their decoded text, the
+/// diff's line tables and its output within 64 MiB together
+/// (`tests/e2e/history_store.rs` measures the worst case).
+pub const DIFF_MAX_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The most lines (line breaks, `\n` or `\r`) `writegate diff` compares
+/// on each side: the diff's tables take memory per line, so 4 MiB of
+/// empty lines costs several times 4 MiB of ordinary text.
+pub const DIFF_MAX_LINES: usize = 128 * 1024;
 
 /// An operation with its bytes before and after (see [`History::versions`]).
 pub type Versions = (Record, Option<Vec<u8>>, Option<Vec<u8>>);
@@ -220,6 +325,68 @@ impl State {
                 self.bytes = self.bytes.saturating_sub(r.image_len);
             }
         }
+    }
+}
+
+/// No room in the store for an image: the images no eviction may take
+/// yet and the one to keep would pass `history.max_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Full {
+    /// Bytes of the live images younger than `history.min_age_minutes`.
+    pub young: u64,
+    /// Bytes of the image to keep.
+    pub need: u64,
+}
+
+/// A clock step between daemons sharing a store that is still read as
+/// "now": a record kept further in the future than this is not trusted to
+/// be young (a planted `keptMs` cannot make an image unevictable).
+const SKEW_MS: u64 = 60_000;
+
+/// Milliseconds since the epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Whether an image kept at `kept_ms` is younger than `window_ms` at
+/// `now`: no eviction takes it.
+fn young(kept_ms: u64, now: u64, window_ms: u64) -> bool {
+    kept_ms <= now.saturating_add(SKEW_MS) && kept_ms.saturating_add(window_ms) > now
+}
+
+impl State {
+    /// Bytes of the live images younger than `window_ms`: the newest
+    /// records, read from the end until one is older than the window (and
+    /// the clock step between daemons).
+    fn young_bytes(&self, window_ms: u64) -> u64 {
+        let now = now_ms();
+        let mut sum = 0u64;
+        for id in self.order[self.first_live..].iter().rev() {
+            let Some((r, status)) = self.records.get(id) else {
+                continue;
+            };
+            if r.kept_ms.saturating_add(window_ms).saturating_add(SKEW_MS) < now {
+                break;
+            }
+            if *status == Status::Live && r.image.is_some() && young(r.kept_ms, now, window_ms) {
+                sum = sum.saturating_add(r.image_len);
+            }
+        }
+        sum
+    }
+
+    /// Whether an image of `len` bytes fits within `cfg.max_bytes` beside
+    /// the images younger than `cfg.min_age_minutes` (the older ones are
+    /// evicted after the commit to make room).
+    fn room(&self, cfg: &HistoryConfig, len: u64) -> Result<(), Full> {
+        let window = u64::try_from(cfg.min_age().as_millis()).unwrap_or(u64::MAX);
+        let young = self.young_bytes(window);
+        if young.saturating_add(len) > cfg.max_bytes {
+            return Err(Full { young, need: len });
+        }
+        Ok(())
     }
 }
 
@@ -375,14 +542,47 @@ impl History {
         self.images.keep(dir, leaf, expect, op_id)
     }
 
-    /// Records an operation (its image, if any, already kept). On failure
-    /// the image is removed again.
-    pub(crate) fn record(&self, r: &Record) -> Result<(), FsError> {
-        let res = self.append(&Line::Keep(Box::new(r.clone())));
-        if res.is_err() && r.image.is_some() {
+    /// Records an operation (its image, if any, already kept). With
+    /// `limit`, under the index's lock (so two daemons sharing the store
+    /// cannot both take the last room): an image that would not fit within
+    /// `limit.max_bytes` beside the images no eviction may take yet
+    /// (younger than `limit.min_age_minutes`) is not recorded, and
+    /// `Ok(Err(full))` says so. On failure or no room the image is removed
+    /// again.
+    pub(crate) fn record(
+        &self,
+        r: &Record,
+        limit: Option<&HistoryConfig>,
+    ) -> Result<Result<(), Full>, FsError> {
+        let bytes = serde_json::to_vec(&Line::Keep(Box::new(r.clone()))).unwrap_or_default();
+        let res = {
+            let mut st = lock(&self.state);
+            self.with_index(|log, guard| {
+                scan(&mut st, log, guard)?;
+                if let Some(cfg) = limit
+                    && r.image.is_some()
+                    && let Err(full) = st.room(cfg, r.image_len)
+                {
+                    return Ok(Err(full));
+                }
+                guard.append(&bytes).map(|_| Ok(()))
+            })
+        };
+        if !matches!(res, Ok(Ok(()))) && r.image.is_some() {
             let _ = self.images.remove(&r.op_id);
         }
         res
+    }
+
+    /// Whether an image of `len` bytes would fit now (see
+    /// [`History::record`]): checked before an image is kept, so a write
+    /// that will be refused copies nothing.
+    pub(crate) fn room(&self, cfg: &HistoryConfig, len: u64) -> Result<(), Full> {
+        match self.refresh() {
+            Ok(st) => st.room(cfg, len),
+            // The record's own check, under the lock, decides.
+            Err(_) => Ok(()),
+        }
     }
 
     /// The old file's hash, learned after the record was written.
@@ -433,7 +633,8 @@ impl History {
     }
 
     /// Evicts the oldest images while the store is over `cfg`'s bounds
-    /// (never `spare`, the operation in progress). Returns a descriptor of
+    /// (never `spare`, the operation in progress, nor an image younger
+    /// than `cfg.min_age_minutes`). Returns a descriptor of
     /// each image unlinked: its blocks are freed when it closes, off the
     /// request's path when the caller hands it to the releaser.
     pub(crate) fn evict(&self, cfg: &HistoryConfig, spare: &str) -> Vec<OwnedFd> {
@@ -441,7 +642,9 @@ impl History {
             return Vec::new();
         };
         let max_age = std::time::Duration::from_secs(cfg.max_age_days.saturating_mul(86_400));
+        let window = u64::try_from(cfg.min_age().as_millis()).unwrap_or(u64::MAX);
         let now = std::time::SystemTime::now();
+        let now_ms = now_ms();
         let mut gone = Vec::new();
         let mut i = st.first_live;
         while i < st.order.len() {
@@ -457,9 +660,16 @@ impl History {
                 i += 1;
                 continue;
             }
+            // Never an image younger than `min_age_minutes`, nor the one
+            // just kept: they are passed over, and older ones after them
+            // still go.
+            if id == spare || young(r.kept_ms, now_ms, window) {
+                i += 1;
+                continue;
+            }
             let kept = std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.kept_ms);
             let old = now.duration_since(kept).is_ok_and(|age| age > max_age);
-            if id == spare || (!old && st.bytes <= cfg.max_bytes) {
+            if !old && st.bytes <= cfg.max_bytes {
                 break;
             }
             st.end(&id, Status::Evicted);
@@ -502,7 +712,7 @@ impl History {
             .iter()
             .rev()
             .filter_map(|id| st.records.get(id))
-            .find(|(o, s)| *s == Status::Live && o.target == r.target)
+            .find(|(o, s)| *s == Status::Live && o.target == r.target && o.consistent())
             .map(|(o, _)| o.clone())
     }
 
@@ -510,67 +720,127 @@ impl History {
     /// (`None` when it created the file), and its result: the before-image
     /// of the next operation on the file when that one started from it,
     /// else the file itself while it still holds it (`None`: gone, or a
-    /// removal).
+    /// removal). Neither side is read when it is over `max` bytes (its size
+    /// is looked at first, so a huge or sparse image costs nothing), so the
+    /// memory this takes is bounded by `max` whatever the store holds.
     ///
-    /// Errors: no such operation, or its image is gone.
-    pub fn versions(&self, op_id: &str) -> Result<Versions, String> {
-        let read = |id: &str| -> Option<Vec<u8>> {
-            let (mut f, _, _) = self.images.open_image(id).ok()??;
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut f, &mut b).ok()?;
-            Some(b)
+    /// Errors: no such operation, its record inconsistent, or its image
+    /// gone (`not_undoable`); a side over `max` (`file_too_large`).
+    pub fn versions(&self, op_id: &str, max: u64) -> Result<Versions, Refusal> {
+        let gone = |why: String| Refusal::new(ErrorKind::NotUndoable, why);
+        let too_large = |what: &str, len: u64| {
+            Refusal::new(
+                ErrorKind::FileTooLarge,
+                format!(
+                    "{what} of {op_id} is {len} bytes, over the {max} bytes `writegate diff` shows; `writegate undo {op_id} --dry-run` says what an undo would put back"
+                ),
+            )
+        };
+        // `Ok(None)`: no such image.
+        let lines_within = |b: &[u8], what: &str| -> Result<(), Refusal> {
+            let lines = b.iter().filter(|&&c| c == b'\n' || c == b'\r').count();
+            if lines > DIFF_MAX_LINES {
+                return Err(Refusal::new(
+                    ErrorKind::FileTooLarge,
+                    format!(
+                        "{what} of {op_id} has {lines} line breaks, over the {DIFF_MAX_LINES} `writegate diff` compares; `writegate undo {op_id} --dry-run` says what an undo would put back"
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        let read = |id: &str, what: &str| -> Result<Option<Vec<u8>>, Refusal> {
+            let Some((f, stat, _)) = self.images.open_image(id).map_err(Refusal::from)? else {
+                return Ok(None);
+            };
+            if stat.len > max {
+                return Err(too_large(what, stat.len));
+            }
+            let mut b = Vec::with_capacity(usize::try_from(stat.len).unwrap_or(0));
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, max + 1), &mut b).map_err(
+                |e| {
+                    Refusal::new(
+                        ErrorKind::IoError,
+                        format!("cannot read the before-image: {e}"),
+                    )
+                },
+            )?;
+            if b.len() as u64 > max {
+                return Err(too_large(what, b.len() as u64));
+            }
+            lines_within(&b, what)?;
+            Ok(Some(b))
         };
         let (rec, next) = {
-            let st = self.refresh().map_err(|e| e.to_string())?;
+            let st = self.refresh().map_err(Refusal::from)?;
             let Some((rec, status)) = st.records.get(op_id) else {
-                return Err(format!("no operation {op_id} in the history"));
+                return Err(gone(format!("no operation {op_id} in the history")));
             };
             if *status == Status::Void {
-                return Err(format!("operation {op_id} never committed"));
+                return Err(gone(format!("operation {op_id} never committed")));
+            }
+            if let Some(why) = rec.disagreement() {
+                return Err(gone(inconsistent(op_id, &why)));
             }
             let pos = st.order.iter().position(|id| id == op_id).unwrap_or(0);
             let next = st.order[pos + 1..]
                 .iter()
                 .filter_map(|id| st.records.get(id))
-                .find(|(o, s)| *s == Status::Live && o.target == rec.target)
+                .find(|(o, s)| *s == Status::Live && o.target == rec.target && o.consistent())
                 .map(|(o, _)| o.clone());
             (rec.clone(), next)
         };
-        let before = if rec.created {
-            None
-        } else {
-            Some(
-                read(op_id)
-                    .ok_or_else(|| format!("the before-image of {op_id} is gone (evicted)"))?,
-            )
-        };
+        let before =
+            if rec.created {
+                None
+            } else {
+                Some(read(op_id, "the before-image")?.ok_or_else(|| {
+                    gone(format!("the before-image of {op_id} is gone (evicted)"))
+                })?)
+            };
         if rec.removed {
             return Ok((rec, before, Some(Vec::new())));
         }
         let want = rec.hash_after.clone();
-        let from_next = next
-            .filter(|n| n.hash_before.is_some() && n.hash_before == want)
-            .and_then(|n| read(&n.op_id));
-        let after = from_next.or_else(|| {
-            let now = read_result(&rec.canonical(), rec.bytes_after)?;
-            (Some(crate::sha256_tagged(&now)) == want).then_some(now)
-        });
+        let from_next = match next.filter(|n| n.hash_before.is_some() && n.hash_before == want) {
+            Some(n) => read(&n.op_id, "the result")?,
+            None => None,
+        };
+        let after = match from_next {
+            Some(b) => Some(b),
+            None if rec.bytes_after > max => return Err(too_large("the result", rec.bytes_after)),
+            None => read_result(&rec.canonical(), rec.bytes_after)
+                .filter(|now| Some(crate::sha256_tagged(now)) == want),
+        };
+        if let Some(b) = &after {
+            lines_within(b, "the result")?;
+        }
         Ok((rec, before, after))
     }
 
     /// Every operation of the store within `reach`, newest first, with
-    /// whether it can be undone now: not when its image was evicted, nor
+    /// whether it can be undone now: not when its image was evicted, its
+    /// record is inconsistent, its image is larger than an undo may write
+    /// (`max_write_bytes`, as [`Service::undo`](crate::Service::undo)
+    /// checks it), nor
     /// when a later operation left the file in another state than this one
     /// did (undo that one first, or `--force`; named only when it is
     /// within `reach` too).
     ///
     /// Errors: the index cannot be read.
-    pub fn entries(&self, enabled: bool, reach: Reach<'_>) -> Result<Vec<HistoryEntry>, FsError> {
+    pub fn entries(
+        &self,
+        enabled: bool,
+        max_write_bytes: u64,
+        reach: Reach<'_>,
+    ) -> Result<Vec<HistoryEntry>, FsError> {
         let st = self.refresh()?;
         // The state each file was left in by its newest operation.
         let mut latest: HashMap<&str, &Record> = HashMap::new();
         for id in &st.order {
-            if let Some((r, Status::Live | Status::Evicted)) = st.records.get(id) {
+            if let Some((r, Status::Live | Status::Evicted)) = st.records.get(id)
+                && r.consistent()
+            {
                 latest.insert(r.target.as_str(), r);
             }
         }
@@ -586,6 +856,13 @@ impl History {
                 Status::Void => continue,
                 Status::Evicted => Some("evicted: its before-image is no longer kept (history.max_bytes, history.max_age_days)".to_string()),
                 Status::Live if !enabled => Some("history is off (history.enabled = false)".to_string()),
+                Status::Live if !r.consistent() => {
+                    r.disagreement().map(|why| inconsistent(&r.op_id, &why))
+                }
+                // What `undo` refuses as too large is not listed undoable.
+                Status::Live if r.image.is_some() && r.image_len > undo::max_bytes(max_write_bytes, r) => {
+                    Some(undo::too_large_words(max_write_bytes, r))
+                }
                 Status::Live => match latest.get(r.target.as_str()) {
                     Some(l) if l.op_id != r.op_id && l.after() != r.after() && reach.sees(l) => {
                         Some(format!(
@@ -608,6 +885,14 @@ impl History {
         }
         Ok(out)
     }
+}
+
+/// The reason a record whose fields disagree is not undone: `why` from
+/// [`Record::disagreement`].
+pub(crate) fn inconsistent(op_id: &str, why: &str) -> String {
+    format!(
+        "the history index's record of {op_id} is inconsistent ({why}); it was changed outside writegate, so it is neither undone nor shown as a change"
+    )
 }
 
 /// Whether `id` has the shape of an `opId` (`<tag>-<n>`: ASCII letters,
@@ -690,9 +975,7 @@ pub(crate) fn new_record(op_id: &str, canonical: &Path, intent: Intent, writer: 
     Record {
         op_id: op_id.to_string(),
         ts: now_rfc3339(),
-        kept_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        kept_ms: now_ms(),
         path: path_text(canonical),
         target: hex(canonical.as_os_str().as_bytes()),
         session_id: None,
@@ -711,5 +994,86 @@ pub(crate) fn new_record(op_id: &str, canonical: &Path, intent: Intent, writer: 
         image_len: 0,
         image_mtime_ns: 0,
         undoes: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A change a forger makes to a record.
+    type Change = fn(&mut Record);
+
+    /// A record as a write over an existing file leaves it.
+    fn replaced(path: &str) -> Record {
+        let mut r = new_record(
+            "0123456789ab-1",
+            Path::new(path),
+            Intent::Write,
+            Writer::Workspace,
+        );
+        r.mode = Some((0o644, 1000, 1000));
+        r.bytes_before = 4;
+        r.image = Some("link".into());
+        r.image_len = 4;
+        r.bytes_after = 5;
+        r.hash_after = Some("sha256:00".into());
+        r
+    }
+
+    #[test]
+    fn a_record_as_writegate_writes_it_agrees() {
+        assert_eq!(replaced("/ws/notes.txt").disagreement(), None);
+        let mut created = new_record(
+            "x-2",
+            Path::new("/ws/new.txt"),
+            Intent::Write,
+            Writer::Workspace,
+        );
+        created.created = true;
+        created.hash_after = Some("sha256:00".into());
+        assert_eq!(created.disagreement(), None);
+        let mut removal = replaced("/ws/new.txt");
+        removal.intent = Intent::Undo;
+        removal.undoes = Some("x-2".into());
+        removal.removed = true;
+        removal.bytes_after = 0;
+        removal.hash_after = None;
+        assert_eq!(removal.disagreement(), None);
+    }
+
+    /// Every way a planted record's fields can disagree is caught: the
+    /// shown path naming another file than the one written, a target
+    /// written other than as writegate writes it, a path that is not
+    /// canonical, sizes that are not the image's, a mode with more than
+    /// permission bits, a creation with an image, an undo without its
+    /// operation.
+    #[test]
+    fn a_record_whose_fields_disagree_is_caught() {
+        let cases: [(&str, Change); 12] = [
+            ("path", |r| r.path = "/ws/notes.txt".into()),
+            ("target", |r| r.target = "zz".into()),
+            ("target", |r| r.target = r.target.to_uppercase()),
+            (
+                "canonical",
+                (|r| {
+                    *r = replaced("/ws/../etc/build.sh");
+                }),
+            ),
+            ("image size", |r| r.bytes_before = 1),
+            ("permission bits", (|r| r.mode = Some((0o100_644, 0, 0)))),
+            ("created", |r| r.created = true),
+            ("no image", |r| r.image = None),
+            ("link nor copy", |r| r.image = Some("../x".into())),
+            ("removed", |r| r.removed = true),
+            ("undoes", |r| r.intent = Intent::Undo),
+            ("no hash", |r| r.hash_after = None),
+        ];
+        for (want, change) in cases {
+            let mut r = replaced("/ws/build.sh");
+            change(&mut r);
+            let why = r.disagreement().unwrap_or_else(|| panic!("{want}: {r:?}"));
+            assert!(why.contains(want), "{want}: {why}");
+        }
     }
 }

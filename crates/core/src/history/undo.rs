@@ -61,6 +61,15 @@ pub struct UndoOutcome {
     /// `sha256:<hex>` of the file now (`None` when removed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
+    /// The permission bits the restored file gets, in octal (`0640`);
+    /// absent for a removal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The bits of the old mode that were not put back, and why: an undo
+    /// never adds setuid, setgid or other-write bits the file does not
+    /// have now (see [`restored_mode`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode_dropped: Option<String>,
     /// Directories the operation had created that were removed (empty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed_dirs: Vec<String>,
@@ -74,6 +83,59 @@ pub struct UndoOutcome {
     pub forced: bool,
     /// Nothing was written.
     pub dry_run: bool,
+}
+
+/// The bits an undo puts back only when the file has them now: setuid,
+/// setgid and other-write.
+const RISKY_BITS: [(u32, &str); 3] = [
+    (0o4000, "setuid"),
+    (0o2000, "setgid"),
+    (0o0002, "other-write"),
+];
+
+/// The permission bits an undo gives the file: the old file's `recorded`
+/// mode, less each setuid, setgid and other-write bit the file does not
+/// have `now` (`None`: there is no file now, so it has none of them).
+/// The mode comes from the history index, which any process of the user
+/// can rewrite; an undo must not make a file setuid, or writable by
+/// everyone, that is not so already. Returns the mode and, when bits were
+/// left out, the words that say which and why.
+pub(crate) fn restored_mode(recorded: u32, now: Option<u32>) -> (u32, Option<String>) {
+    let now = now.unwrap_or(0);
+    let mut mode = recorded & 0o7777;
+    let mut dropped = Vec::new();
+    for (bit, name) in RISKY_BITS {
+        if mode & bit != 0 && now & bit == 0 {
+            mode &= !bit;
+            dropped.push(name);
+        }
+    }
+    let words = (!dropped.is_empty()).then(|| {
+        format!(
+            "the old mode {:04o} had {} that the file does not have now; an undo never adds those bits, so it gets {mode:04o} (chmod it yourself if it needs them)",
+            recorded & 0o7777,
+            dropped.join(" and ")
+        )
+    });
+    (mode, words)
+}
+
+/// The most an undo of `rec` reads and writes: `max_write_bytes`, or the
+/// size the operation left when larger (the file must be read whole to
+/// compare it with that).
+pub(crate) fn max_bytes(max_write_bytes: u64, rec: &Record) -> u64 {
+    max_write_bytes.max(rec.bytes_after)
+}
+
+/// Why an undo of `rec` is refused as too large (`history` lists it so).
+pub(crate) fn too_large_words(max_write_bytes: u64, rec: &Record) -> String {
+    too_large_words_len(rec.image_len, max_bytes(max_write_bytes, rec))
+}
+
+fn too_large_words_len(len: u64, max: u64) -> String {
+    format!(
+        "too large to undo: its before-image is {len} bytes, over the limit of {max} bytes (max_write_bytes in the writegate config); raise it to undo this operation"
+    )
 }
 
 /// `not_undoable` with `hint`.
@@ -94,7 +156,11 @@ impl Service {
     ) -> Result<Vec<HistoryEntry>, Failure> {
         let h = self.history().ok_or_else(no_store)?;
         let all = h
-            .entries(self.config().history.enabled, reach)
+            .entries(
+                self.config().history.enabled,
+                self.config().max_write_bytes,
+                reach,
+            )
             .map_err(Refusal::from)?;
         Ok(all
             .into_iter()
@@ -136,6 +202,9 @@ impl Service {
                 )));
             }
         }
+        if let Some(why) = rec.disagreement() {
+            return Err(not_undoable(super::inconsistent(&rec.op_id, &why)));
+        }
         let canonical = rec.canonical();
         // The connection's own workspace when the undo is limited to it;
         // else the workspace that holds the file, else the connection's.
@@ -166,7 +235,7 @@ impl Service {
             let target = op.resolve_undo(&canonical, rec.writer == Writer::External)?;
             op.approve(&target, crate::api::OpMode::Undo)?;
             op.lock(&target)?;
-            let max = op.cfg.max_write_bytes.max(rec.bytes_after);
+            let max = max_bytes(op.cfg.max_write_bytes, &rec);
             let loaded = op.read(&target, ReadMode::Whole(max))?;
             let now = match loaded.existing.as_ref() {
                 None => None,
@@ -180,7 +249,9 @@ impl Service {
             let mut out = UndoOutcome {
                 op_id: own_id.clone(),
                 undone: rec.op_id.clone(),
-                path: rec.path.clone(),
+                // The file written, as the resolver found it (the record's
+                // `path` is checked to name it: `Record::disagreement`).
+                path: crate::path_text(&target.canonical),
                 action: if rec.created { "removed" } else { "restored" },
                 bytes: if rec.created { 0 } else { rec.bytes_before },
                 hash: if rec.created {
@@ -188,6 +259,8 @@ impl Service {
                 } else {
                     rec.hash_before.clone()
                 },
+                mode: None,
+                mode_dropped: None,
                 removed_dirs: Vec::new(),
                 skipped_dirs: Vec::new(),
                 forced: changed,
@@ -213,11 +286,21 @@ impl Service {
                 return Ok(out);
             }
             let bytes = image_bytes(h, &rec, max)?;
+            // What is shown is what is put back: the image's own size and
+            // hash, and the mode it gets.
+            out.bytes = bytes.len() as u64;
             out.hash = Some(sha256_tagged(&bytes));
+            let now_mode = loaded.existing.as_ref().map(|e| e.stat.mode);
+            let restore = rec.mode.map(|(mode, uid, gid)| {
+                let (mode, dropped) = restored_mode(mode, now_mode);
+                out.mode = Some(format!("{mode:04o}"));
+                out.mode_dropped = dropped;
+                (mode, uid, gid)
+            });
             if p.dry_run {
                 return Ok(out);
             }
-            op.restore = rec.mode;
+            op.restore = restore;
             let done = op.commit(&target, loaded, &bytes, false)?;
             out.bytes = done.bytes_after;
             out.hash = Some(done.hash_after);
@@ -275,7 +358,9 @@ fn image_bytes(h: &super::History, rec: &Record, max: u64) -> Result<Vec<u8>, Fa
         )));
     };
     if stat.len > max {
-        return Err(crate::op::too_large(stat.len, max, "max_write_bytes"));
+        return Err(
+            Refusal::new(ErrorKind::FileTooLarge, too_large_words_len(stat.len, max)).into(),
+        );
     }
     let mut bytes = Vec::with_capacity(usize::try_from(stat.len).unwrap_or(0));
     file.take(max + 1).read_to_end(&mut bytes).map_err(|e| {
@@ -299,4 +384,28 @@ fn image_bytes(h: &super::History, rec: &Record, max: u64) -> Result<Vec<u8>, Fa
         .into());
     }
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::restored_mode;
+
+    /// A planted 06777 never makes a 0644 file setuid, setgid or writable
+    /// by everyone; bits the file has now stay; the rest of the old mode
+    /// comes back as it was.
+    #[test]
+    fn a_restore_never_adds_setuid_setgid_or_other_write() {
+        let (mode, why) = restored_mode(0o6777, Some(0o644));
+        assert_eq!(mode, 0o775);
+        let why = why.unwrap();
+        assert!(
+            why.contains("setuid") && why.contains("setgid") && why.contains("other-write"),
+            "{why}"
+        );
+        assert_eq!(restored_mode(0o6777, None).0, 0o775);
+        assert_eq!(restored_mode(0o4755, Some(0o4700)), (0o4755, None));
+        assert_eq!(restored_mode(0o640, Some(0o600)), (0o640, None));
+        assert_eq!(restored_mode(0o666, Some(0o644)).0, 0o664);
+        assert_eq!(restored_mode(0o100_644, Some(0o644)), (0o644, None));
+    }
 }

@@ -219,6 +219,7 @@ impl Op<'_> {
         let mut keep = self.before_image(target, identity, &made);
         let mut kept = false;
         let history = self.svc.history();
+        let limits = &self.cfg.history;
         let slot = &self.hash_before;
         // Its refusal (a closed generation, an intent the audit log cannot
         // take) is what the publish returns, typed as it is.
@@ -246,7 +247,7 @@ impl Op<'_> {
                 if rec.hash_before.is_none() {
                     rec.hash_before = slot.as_ref().and_then(|s| s.get()).cloned();
                 }
-                super::keep::keep_before(h, &dir, leaf, identity.as_ref(), rec)?;
+                super::keep::keep_before(h, &dir, leaf, identity.as_ref(), rec, limits)?;
                 kept = true;
             }
             Ok(())

@@ -78,7 +78,7 @@ impl Op<'_> {
             rec.removed = true;
             rec.bytes_after = 0;
             rec.hash_before = hash_before;
-            keep_before(h, &dir, leaf, Some(&stat), rec)?;
+            keep_before(h, &dir, leaf, Some(&stat), rec, &self.cfg.history)?;
         }
         let removed = writegate_fs::unlink_leaf(&dir, leaf, &stat).map_err(Refusal::from);
         if let (Some(rec), Some(h)) = (rec.as_ref(), self.svc.history()) {
@@ -110,13 +110,21 @@ impl Op<'_> {
 /// Keeps the file at `leaf` (the inode `identity`; none: the commit creates
 /// the file and there is nothing to keep) and appends `rec`. A failure is
 /// the commit's refusal: nothing is published, nothing is left in the store.
+///
+/// `cfg` bounds the store: the image must fit within `history.max_bytes`
+/// beside the images younger than `history.min_age_minutes` (which no
+/// eviction takes), else the write is refused ([`full`]). An undo's own
+/// image is kept regardless: the person must be able to take back an
+/// agent's writes however full the agent made the store.
 pub(super) fn keep_before(
     h: &History,
     dir: &Dir,
     leaf: &OsStr,
     identity: Option<&LeafStat>,
     rec: &mut Record,
+    cfg: &HistoryConfig,
 ) -> Result<(), Refusal> {
+    let limit = (rec.intent != crate::audit::Intent::Undo).then_some(cfg);
     let refuse = |e: writegate_fs::FsError| {
         // The file swapped or gone while it was being kept is the same
         // refusal as a swap the publish catches (`symlink_escape`), not a
@@ -134,12 +142,31 @@ pub(super) fn keep_before(
         )
     };
     if let Some(st) = identity {
+        if let Some(cfg) = limit {
+            h.room(cfg, st.len).map_err(|f| full(f, cfg))?;
+        }
         let kept = h.keep_image(dir, leaf, st, &rec.op_id).map_err(refuse)?;
         rec.image = Some(kept.kind.as_str().to_string());
         rec.image_len = kept.len;
         rec.image_mtime_ns = i64::try_from(kept.mtime_ns).unwrap_or(i64::MAX);
     }
-    h.record(rec).map_err(refuse)
+    match h.record(rec, limit) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(f)) => Err(full(f, cfg)),
+        Err(e) => Err(refuse(e)),
+    }
+}
+
+/// The refusal of a write whose before-image does not fit in the store:
+/// `io_error` (as a full disk under the store is), naming the settings.
+fn full(f: crate::history::Full, cfg: &HistoryConfig) -> Refusal {
+    Refusal::new(
+        ErrorKind::IoError,
+        format!(
+            "the history store is full: the before-images of the last {} minutes (history.min_age_minutes), which are never evicted, take {} bytes, and keeping the {} bytes this write replaces would pass history.max_bytes ({}); nothing was written. Writes that replace a file are refused until those images are older than history.min_age_minutes; to write now, raise history.max_bytes or lower history.min_age_minutes in the config (or turn history off, history = false, to write without a way back)",
+            cfg.min_age_minutes, f.young, f.need, cfg.max_bytes
+        ),
+    )
 }
 
 /// After the publish (or removal): a commit that did not happen voids its
