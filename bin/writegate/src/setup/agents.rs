@@ -1,9 +1,9 @@
 //! What `writegate setup` writes for each agent: the files, the entries in
 //! them, and what it tells the person afterwards (the tool names the model
 //! sees, what still writes files without writegate, the one step left).
-//! Checked against qwen-code 0.24.4, Gemini CLI 0.61.0, Claude Code's and
-//! Codex's documented settings, and Zed's `context_servers` and
-//! `agent_servers`.
+//! Checked by `scripts/check-agents.sh` against qwen-code 0.24.4, Gemini
+//! CLI 0.61.0, Claude Code 2.1.332 and Codex 0.171.0, and against Zed's
+//! documented `context_servers` and `agent_servers`.
 
 use super::edit::JsonEdit;
 use serde_json::json;
@@ -79,13 +79,19 @@ pub(crate) struct Target {
     pub(crate) content: Content,
 }
 
-/// The arguments of the MCP entry: the workspaces are the session's
-/// directories, which the agent hands over as MCP roots; writegate trusts
-/// them (they are the directories the person opened the agent in).
+/// The arguments of Zed's MCP entry: the workspaces are the session's
+/// directories, which Zed hands over as MCP roots; writegate trusts them
+/// (they are the directories the person opened).
 const MCP_ARGS: [&str; 3] = ["mcp", "--client-roots", "trusted"];
 
+/// The arguments of a command-line agent's MCP entry: its MCP roots, and
+/// when it shares none (MCP 2026-07-28 has no roots to ask for) the
+/// directory it starts writegate in, which is the directory it runs in:
+/// never `/`, the home directory or above it (`--cwd-workspace`).
+const AGENT_MCP_ARGS: [&str; 4] = ["mcp", "--client-roots", "trusted", "--cwd-workspace"];
+
 fn mcp_entry(env: &Env) -> serde_json::Value {
-    json!({ "command": env.writegate, "args": MCP_ARGS })
+    json!({ "command": env.writegate, "args": AGENT_MCP_ARGS })
 }
 
 /// qwen-code's own file-writing tools (`tools.disabled` unregisters them).
@@ -94,13 +100,32 @@ const QWEN_WRITE_TOOLS: [&str; 3] = ["write_file", "edit", "notebook_edit"];
 /// Claude Code's own file-writing tools (permission deny rules).
 const CLAUDE_WRITE_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
 
-/// Gemini CLI's policy file: deny rules for its own `write_file` and
-/// `replace` (a deny rule without arguments removes the tool from what the
-/// model sees; writegate's are `mcp_writegate_*` and do not match).
+/// writegate's tools in Claude Code's permission rules: allowed, because
+/// writegate's approval gate is the one that asks (Claude asking too would
+/// ask twice, and `claude -p` would refuse every call).
+const CLAUDE_WRITEGATE_TOOLS: [&str; 1] = ["mcp__writegate__*"];
+
+/// Gemini CLI's policy file. Gemini matches a rule's bare `toolName` against
+/// an MCP tool's own name too, so a deny of `write_file` alone would also
+/// hide writegate's `write_file` (`mcp_writegate_write_file`); a rule with
+/// `mcpName` matches only that server's tools. The rules are checked
+/// highest priority first, the first that matches decides: writegate's
+/// tools are allowed (its gate is the one that asks) before Gemini's own
+/// `write_file` and `replace` are denied (a deny without arguments removes
+/// a tool from what the model sees).
 const GEMINI_POLICY: &str = "\
 # Written by `writegate setup gemini-cli`; `writegate setup gemini-cli --remove` deletes it.
 # Gemini CLI's own file-writing tools are off: its writes go through writegate's
 # MCP tools (mcp_writegate_write_file, mcp_writegate_edit_file).
+#
+# writegate's own tools first: without this rule the deny below would hide them too,
+# since a bare toolName also matches an MCP tool of that name. writegate's approval
+# gate asks before a sensitive write, so Gemini need not ask as well.
+[[rule]]
+mcpName = \"writegate\"
+decision = \"allow\"
+priority = 910
+
 [[rule]]
 toolName = [\"write_file\", \"replace\"]
 decision = \"deny\"
@@ -137,28 +162,25 @@ pub(crate) fn targets(agent: Agent, env: &Env) -> Vec<Target> {
                 path: home.join(".claude.json"),
                 content: Content::Json(vec![JsonEdit::Set(
                     vec!["mcpServers", "writegate"],
-                    json!({"type": "stdio", "command": env.writegate, "args": MCP_ARGS, "env": {}}),
+                    json!({"type": "stdio", "command": env.writegate, "args": AGENT_MCP_ARGS, "env": {}}),
                 )]),
             },
             Target {
                 path: home.join(".claude/settings.json"),
-                content: Content::Json(vec![JsonEdit::Contains(
-                    vec!["permissions", "deny"],
-                    CLAUDE_WRITE_TOOLS.to_vec(),
-                )]),
+                content: Content::Json(vec![
+                    JsonEdit::Contains(vec!["permissions", "deny"], CLAUDE_WRITE_TOOLS.to_vec()),
+                    JsonEdit::Contains(
+                        vec!["permissions", "allow"],
+                        CLAUDE_WRITEGATE_TOOLS.to_vec(),
+                    ),
+                ]),
             },
         ],
         Agent::Codex => vec![Target {
             path: env.codex_home.join("config.toml"),
             // Codex may not share MCP roots: its own directory (the
-            // project it was started in) is the workspace too.
-            content: Content::CodexToml(vec![
-                "mcp",
-                "--client-roots",
-                "trusted",
-                "--workspace",
-                ".",
-            ]),
+            // project it was started in) is the workspace then.
+            content: Content::CodexToml(AGENT_MCP_ARGS.to_vec()),
         }],
         Agent::Zed => vec![Target {
             path: env.config_home.join("zed/settings.json"),
@@ -202,14 +224,16 @@ pub(crate) fn notes(agent: Agent) -> &'static str {
 qwen-code: the model sees writegate's tools as mcp__writegate__read_file, mcp__writegate__write_file
   and mcp__writegate__edit_file; qwen-code's own write_file, edit and notebook_edit are unregistered
   (tools.disabled). Its shell tool (run_shell_command) can still write files.
-  The workspace is the directory qwen runs in (its MCP roots).
+  The workspace is the directory qwen runs in (its MCP roots, else the directory it starts
+  writegate in; never your home directory or /).
 next: in a project, `qwen mcp list` shows `writegate ... Connected`; start `qwen` there.
 ",
         Agent::GeminiCli => "\
 gemini-cli: the model sees writegate's tools as mcp_writegate_read_file, mcp_writegate_write_file
   and mcp_writegate_edit_file; Gemini's own write_file and replace are denied by the policy file
-  ~/.gemini/policies/writegate.toml (tools.exclude is deprecated). Its shell tool
-  (run_shell_command) can still write files. The workspace is the directory gemini runs in.
+  ~/.gemini/policies/writegate.toml (tools.exclude is deprecated), which allows writegate's tools
+  (writegate's gate asks before sensitive writes). Its shell tool (run_shell_command) can still
+  write files. The workspace is the directory gemini runs in (never your home directory or /).
 next: Gemini CLI starts MCP servers only in trusted folders: run `gemini` once in each project and
   choose \"Trust folder\" (under Zed, in ACP mode, it never asks: trust the folder this way first).
   Then `gemini mcp list` there shows `writegate ... Connected`.
@@ -217,8 +241,10 @@ next: Gemini CLI starts MCP servers only in trusted folders: run `gemini` once i
         Agent::ClaudeCode => "\
 claude-code: the model sees writegate's tools as mcp__writegate__read_file, mcp__writegate__write_file
   and mcp__writegate__edit_file (user scope, ~/.claude.json); permission rules in
-  ~/.claude/settings.json deny Claude Code's own Write, Edit, MultiEdit and NotebookEdit.
-  Its Bash tool can still write files. The workspace is the directory claude runs in.
+  ~/.claude/settings.json deny Claude Code's own Write, Edit, MultiEdit and NotebookEdit and
+  allow mcp__writegate__* (writegate's gate asks before sensitive writes, so Claude does not ask
+  too). Its Bash tool can still write files. The workspace is the directory claude runs in
+  (never your home directory or /).
 next: restart claude; `claude mcp list` shows writegate as connected.
 ",
         Agent::Codex => "\
@@ -226,7 +252,7 @@ codex: writegate's tools are listed under the server `writegate` in `/mcp` (read
   edit_file). Codex has no setting that turns off its own apply_patch tool, and its shell can write
   files too: nothing of Codex's is retired. With sandbox_mode = \"read-only\" in config.toml, Codex
   asks you before its own patches and shell writes, while writegate's tools write without asking.
-  The workspace is the directory codex runs in.
+  The workspace is the directory codex runs in (never your home directory or /).
 next: `codex mcp list` shows writegate; start `codex` in a project.
 ",
         Agent::Zed => "\
