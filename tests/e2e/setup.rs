@@ -204,14 +204,10 @@ fn a_fresh_home_gets_new_files_that_the_agents_can_read() {
     );
     let policy =
         std::fs::read_to_string(home.path().join(".gemini/policies/writegate.toml")).unwrap();
-    gemini_policy_denies_its_own_writes_and_not_writegates(&policy);
-    assert!(
-        json(".gemini/settings.json").get("tools").is_none(),
-        "no deprecated tools.exclude"
-    );
+    gemini_policy_denies_its_own_writes_and_not_writegates(&policy, &json(".gemini/settings.json"));
     assert_eq!(
         json(".claude/settings.json")["permissions"]["deny"],
-        serde_json::json!(["Write", "Edit", "MultiEdit", "NotebookEdit"])
+        serde_json::json!(["Write", "Edit", "NotebookEdit"])
     );
     // writegate's gate asks; Claude's own prompt would ask twice, and
     // refuse every call under `claude -p`.
@@ -248,11 +244,15 @@ fn a_fresh_home_gets_new_files_that_the_agents_can_read() {
     assert!(!home.path().join(".gemini/policies/writegate.toml").exists());
 }
 
-/// Gemini CLI matches a rule's bare `toolName` against an MCP tool's own
-/// name too, and checks rules highest priority first: a deny of
-/// `write_file` alone also hides `mcp_writegate_write_file`, so a rule for
-/// the server `writegate` must come first and allow.
-fn gemini_policy_denies_its_own_writes_and_not_writegates(policy: &str) {
+/// Gemini CLI hides a tool when a name it goes by is denied, and an MCP
+/// tool goes by its bare name too: a deny of `write_file` (or, under
+/// `gemini -p`, no rule for it) also hides `mcp_writegate_write_file`. So
+/// writegate's server is allowed first, Gemini's own two are asked about,
+/// not denied, and they are off by class name in `tools.exclude`.
+fn gemini_policy_denies_its_own_writes_and_not_writegates(
+    policy: &str,
+    settings: &serde_json::Value,
+) {
     let doc: toml_edit::DocumentMut = policy.parse().unwrap();
     let rules = doc["rule"].as_array_of_tables().unwrap();
     let field = |r: &toml_edit::Table, k: &str| r.get(k).map(|v| v.to_string().trim().to_string());
@@ -262,18 +262,24 @@ fn gemini_policy_denies_its_own_writes_and_not_writegates(policy: &str) {
         .find(|r| field(r, "mcpName").as_deref() == Some("\"writegate\""))
         .expect("a rule for writegate's server");
     assert_eq!(field(ours, "decision").as_deref(), Some("\"allow\""));
-    assert!(ours.get("toolName").is_none(), "every writegate tool");
-    let deny = rules
-        .iter()
-        .find(|r| field(r, "decision").as_deref() == Some("\"deny\""))
-        .unwrap();
-    assert_eq!(
-        field(deny, "toolName").as_deref(),
-        Some("[\"write_file\", \"replace\"]")
-    );
+    assert_eq!(field(ours, "toolName").as_deref(), Some("\"*\""));
     assert!(
-        priority(ours) > priority(deny),
-        "writegate's rule is checked first"
+        rules
+            .iter()
+            .all(|r| field(r, "decision").as_deref() != Some("\"deny\"")),
+        "a deny by name hides writegate's tool of that name"
+    );
+    let builtins = rules
+        .iter()
+        .find(|r| field(r, "toolName").as_deref() == Some("[\"write_file\", \"replace\"]"))
+        .unwrap();
+    assert!(
+        priority(ours) > priority(builtins),
+        "writegate's rule first"
+    );
+    assert_eq!(
+        settings["tools"]["exclude"],
+        serde_json::json!(["WriteFileTool", "EditTool"])
     );
 }
 
@@ -283,7 +289,11 @@ fn regression_gemini_policy_hid_writegates_own_write_file() {
     assert!(run(home.path(), &["setup", "gemini-cli"]).status.success());
     let policy =
         std::fs::read_to_string(home.path().join(".gemini/policies/writegate.toml")).unwrap();
-    gemini_policy_denies_its_own_writes_and_not_writegates(&policy);
+    let settings: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(home.path().join(".gemini/settings.json")).unwrap(),
+    )
+    .unwrap();
+    gemini_policy_denies_its_own_writes_and_not_writegates(&policy, &settings);
 }
 
 #[test]

@@ -98,39 +98,46 @@ fn mcp_entry(env: &Env) -> serde_json::Value {
 const QWEN_WRITE_TOOLS: [&str; 3] = ["write_file", "edit", "notebook_edit"];
 
 /// Claude Code's own file-writing tools (permission deny rules).
-const CLAUDE_WRITE_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
+/// (Claude Code 2.1.332 has no MultiEdit and warns about a rule naming it.)
+const CLAUDE_WRITE_TOOLS: [&str; 3] = ["Write", "Edit", "NotebookEdit"];
 
 /// writegate's tools in Claude Code's permission rules: allowed, because
 /// writegate's approval gate is the one that asks (Claude asking too would
 /// ask twice, and `claude -p` would refuse every call).
 const CLAUDE_WRITEGATE_TOOLS: [&str; 1] = ["mcp__writegate__*"];
 
-/// Gemini CLI's policy file. Gemini matches a rule's bare `toolName` against
-/// an MCP tool's own name too, so a deny of `write_file` alone would also
-/// hide writegate's `write_file` (`mcp_writegate_write_file`); a rule with
-/// `mcpName` matches only that server's tools. The rules are checked
-/// highest priority first, the first that matches decides: writegate's
-/// tools are allowed (its gate is the one that asks) before Gemini's own
-/// `write_file` and `replace` are denied (a deny without arguments removes
-/// a tool from what the model sees).
+/// Gemini CLI's own file-writing tools, by class name (`tools.exclude`).
+/// Gemini hides a tool whose name, class name or, for an MCP tool, bare
+/// name (without `mcp_<server>_`) is excluded; an exclusion by tool name
+/// (`write_file`, which is what a policy deny rule adds) hides writegate's
+/// `mcp_writegate_write_file` too. The class names are only the built-in
+/// tools': `WriteFileTool` is `write_file`, `EditTool` is `replace`.
+const GEMINI_WRITE_TOOL_CLASSES: [&str; 2] = ["WriteFileTool", "EditTool"];
+
+/// Gemini CLI's policy file. writegate's tools are allowed: its gate is
+/// the one that asks, and without a rule `gemini -p` hides every tool that
+/// would ask. Gemini's own `write_file` and `replace` are asked about, not
+/// denied: Gemini hides a tool when a name it goes by is denied, and an MCP
+/// tool goes by its bare name too, so a deny (or, under `gemini -p`, no
+/// rule at all) for `write_file` hides `mcp_writegate_write_file` as well.
+/// Those two are off through `tools.exclude` by class name instead.
 const GEMINI_POLICY: &str = "\
 # Written by `writegate setup gemini-cli`; `writegate setup gemini-cli --remove` deletes it.
-# Gemini CLI's own file-writing tools are off: its writes go through writegate's
-# MCP tools (mcp_writegate_write_file, mcp_writegate_edit_file).
-#
-# writegate's own tools first: without this rule the deny below would hide them too,
-# since a bare toolName also matches an MCP tool of that name. writegate's approval
-# gate asks before a sensitive write, so Gemini need not ask as well.
+# writegate's tools run without Gemini asking: writegate's approval gate asks before a
+# sensitive write (.env, .git/, keys).
 [[rule]]
 mcpName = \"writegate\"
+toolName = \"*\"
 decision = \"allow\"
 priority = 910
 
+# Gemini's own write_file and replace are off through tools.exclude in settings.json (by
+# class name). They must not be denied here, nor left without a rule under `gemini -p`:
+# Gemini hides a tool whose bare name is denied, and that hides mcp_writegate_write_file too.
 [[rule]]
 toolName = [\"write_file\", \"replace\"]
-decision = \"deny\"
+decision = \"ask_user\"
 priority = 900
-denyMessage = \"File writes go through writegate: use mcp_writegate_write_file or mcp_writegate_edit_file.\"
 ";
 
 /// The files `agent` needs and what goes in them.
@@ -147,10 +154,13 @@ pub(crate) fn targets(agent: Agent, env: &Env) -> Vec<Target> {
         Agent::GeminiCli => vec![
             Target {
                 path: home.join(".gemini/settings.json"),
-                content: Content::Json(vec![JsonEdit::Set(
-                    vec!["mcpServers", "writegate"],
-                    mcp_entry(env),
-                )]),
+                content: Content::Json(vec![
+                    JsonEdit::Set(vec!["mcpServers", "writegate"], mcp_entry(env)),
+                    JsonEdit::Contains(
+                        vec!["tools", "exclude"],
+                        GEMINI_WRITE_TOOL_CLASSES.to_vec(),
+                    ),
+                ]),
             },
             Target {
                 path: home.join(".gemini/policies/writegate.toml"),
@@ -230,10 +240,12 @@ next: in a project, `qwen mcp list` shows `writegate ... Connected`; start `qwen
 ",
         Agent::GeminiCli => "\
 gemini-cli: the model sees writegate's tools as mcp_writegate_read_file, mcp_writegate_write_file
-  and mcp_writegate_edit_file; Gemini's own write_file and replace are denied by the policy file
-  ~/.gemini/policies/writegate.toml (tools.exclude is deprecated), which allows writegate's tools
-  (writegate's gate asks before sensitive writes). Its shell tool (run_shell_command) can still
-  write files. The workspace is the directory gemini runs in (never your home directory or /).
+  and mcp_writegate_edit_file, allowed by the policy file ~/.gemini/policies/writegate.toml
+  (writegate's gate asks before sensitive writes). Gemini's own write_file and replace are off:
+  tools.exclude in ~/.gemini/settings.json names their classes (WriteFileTool, EditTool), because
+  a policy rule that denies write_file would hide writegate's write_file too; Gemini warns that
+  tools.exclude is deprecated. Its shell tool (run_shell_command) can still write files.
+  The workspace is the directory gemini runs in (never your home directory or /).
 next: Gemini CLI starts MCP servers only in trusted folders: run `gemini` once in each project and
   choose \"Trust folder\" (under Zed, in ACP mode, it never asks: trust the folder this way first).
   Then `gemini mcp list` there shows `writegate ... Connected`.
@@ -241,7 +253,7 @@ next: Gemini CLI starts MCP servers only in trusted folders: run `gemini` once i
         Agent::ClaudeCode => "\
 claude-code: the model sees writegate's tools as mcp__writegate__read_file, mcp__writegate__write_file
   and mcp__writegate__edit_file (user scope, ~/.claude.json); permission rules in
-  ~/.claude/settings.json deny Claude Code's own Write, Edit, MultiEdit and NotebookEdit and
+  ~/.claude/settings.json deny Claude Code's own Write, Edit and NotebookEdit and
   allow mcp__writegate__* (writegate's gate asks before sensitive writes, so Claude does not ask
   too). Its Bash tool can still write files. The workspace is the directory claude runs in
   (never your home directory or /).
