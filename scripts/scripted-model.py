@@ -30,6 +30,7 @@ check asserts from the model's side what it was offered and told.
 
 import argparse
 import json
+import re
 import sys
 import threading
 import time
@@ -53,16 +54,23 @@ def script(names, deferred, calls):
     tools offered with their schemas; `deferred`: tools named but loaded
     only through the agent's tool search (Claude Code's ToolSearch);
     `calls`: the names of the tools already called in the conversation."""
-    if (
-        writegate_tool(names, "write_file") is None
-        and writegate_tool(deferred, "write_file")
-        and "ToolSearch" in names
-        and "ToolSearch" not in calls
-    ):
+    search = next((n for n in ("ToolSearch", "tool_search") if n in names), None)
+    deferred_only = writegate_tool(names, "write_file") is None and writegate_tool(deferred, "write_file")
+    if deferred_only and search and search not in calls:
         wanted = [n for n in deferred if "writegate" in n]
-        return "ToolSearch", {"query": "select:" + ",".join(wanted)}
+        return search, {"query": "select:" + ",".join(wanted)}
+    # qwen-code calls a deferred tool through its bridge, tool_call.
+    bridge = deferred_only and "tool_call" in names
     names = names + deferred
     step = sum(1 for c in calls if c and "writegate" in c)
+    tool, args = step_of(names, step)
+    if bridge and tool:
+        return "tool_call", {"name": tool, "arguments": args}
+    return tool, args
+
+
+def step_of(names, step):
+    """The scripted call of writegate's number `step`."""
     if step == 0:
         return writegate_tool(names, "write_file"), {
             "path": "created.txt",
@@ -102,12 +110,32 @@ def text_of(content):
 # --- the four shapes: tool names offered, tool results seen -----------------
 
 
+def call_name(function):
+    """A chat tool call's tool: the bridged tool's name for `tool_call`."""
+    if function.get("name") == "tool_call":
+        try:
+            return json.loads(function.get("arguments") or "{}").get("name")
+        except ValueError:
+            return None
+    return function.get("name")
+
+
+QWEN_DEFERRED = re.compile(r'^- "([^"]+)": ', re.M)
+
+
 def openai_chat(body):
     names = [t.get("function", {}).get("name") or t.get("name") for t in body.get("tools") or []]
     msgs = body.get("messages", [])
-    calls = [c.get("function", {}).get("name") for m in msgs if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+    calls = [call_name(c.get("function", {})) for m in msgs if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
     results = [text_of(m.get("content")) for m in msgs if m.get("role") == "tool"]
-    return names, [], calls, results
+    # qwen-code names the MCP tools reachable through tool_search in a message.
+    deferred = []
+    for m in msgs:
+        for t in [m.get("content")] if isinstance(m.get("content"), str) else m.get("content") or []:
+            t = t if isinstance(t, str) else t.get("text", "") if isinstance(t, dict) else ""
+            if "reachable through `tool_search`" in t:
+                deferred += [n for n in QWEN_DEFERRED.findall(t) if n.startswith("mcp__")]
+    return names, deferred, calls, results
 
 
 def gemini(body):

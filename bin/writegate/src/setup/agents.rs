@@ -65,8 +65,8 @@ pub(crate) struct Env {
 pub(crate) enum Content {
     /// JSON or JSONC settings: these entries.
     Json(Vec<JsonEdit>),
-    /// Codex's TOML: `[mcp_servers.writegate]` with these args.
-    CodexToml(Vec<&'static str>),
+    /// Codex's TOML: `[mcp_servers.writegate]` with these args and keys.
+    CodexToml(Vec<&'static str>, Vec<(&'static str, &'static str)>),
     /// A file that is writegate's alone (created, or removed by `--remove`).
     Owned(String),
 }
@@ -147,7 +147,12 @@ pub(crate) fn targets(agent: Agent, env: &Env) -> Vec<Target> {
         Agent::QwenCode => vec![Target {
             path: home.join(".qwen/settings.json"),
             content: Content::Json(vec![
-                JsonEdit::Set(vec!["mcpServers", "writegate"], mcp_entry(env)),
+                // `trust`: qwen-code runs writegate's tools without asking
+                // (writegate's gate asks; `qwen -p` refuses a tool that would).
+                JsonEdit::Set(
+                    vec!["mcpServers", "writegate"],
+                    json!({ "command": env.writegate, "args": AGENT_MCP_ARGS, "trust": true }),
+                ),
                 JsonEdit::Contains(vec!["tools", "disabled"], QWEN_WRITE_TOOLS.to_vec()),
             ]),
         }],
@@ -190,7 +195,13 @@ pub(crate) fn targets(agent: Agent, env: &Env) -> Vec<Target> {
             path: env.codex_home.join("config.toml"),
             // Codex may not share MCP roots: its own directory (the
             // project it was started in) is the workspace then.
-            content: Content::CodexToml(AGENT_MCP_ARGS.to_vec()),
+            // `default_tools_approval_mode = "approve"`: Codex runs
+            // writegate's tools without asking (writegate's gate asks;
+            // `codex exec` refuses a tool that would).
+            content: Content::CodexToml(
+                AGENT_MCP_ARGS.to_vec(),
+                vec![("default_tools_approval_mode", "approve")],
+            ),
         }],
         Agent::Zed => vec![Target {
             path: env.config_home.join("zed/settings.json"),
@@ -233,7 +244,9 @@ pub(crate) fn notes(agent: Agent) -> &'static str {
         Agent::QwenCode => "\
 qwen-code: the model sees writegate's tools as mcp__writegate__read_file, mcp__writegate__write_file
   and mcp__writegate__edit_file; qwen-code's own write_file, edit and notebook_edit are unregistered
-  (tools.disabled). Its shell tool (run_shell_command) can still write files.
+  (tools.disabled). writegate's server is trusted (`trust`): qwen runs its tools without asking,
+  since writegate's gate asks before sensitive writes. Its shell tool (run_shell_command) can
+  still write files.
   The workspace is the directory qwen runs in (its MCP roots, else the directory it starts
   writegate in; never your home directory or /).
 next: in a project, `qwen mcp list` shows `writegate ... Connected`; start `qwen` there.
@@ -264,7 +277,9 @@ codex: writegate's tools are listed under the server `writegate` in `/mcp` (read
   edit_file). Codex has no setting that turns off its own apply_patch tool, and its shell can write
   files too: nothing of Codex's is retired. With sandbox_mode = \"read-only\" in config.toml, Codex
   asks you before its own patches and shell writes, while writegate's tools write without asking.
-  The workspace is the directory codex runs in (never your home directory or /).
+  writegate's tools run without Codex asking (default_tools_approval_mode = \"approve\"): writegate's
+  gate asks before sensitive writes. The workspace is the directory codex runs in (never your home
+  directory or /).
 next: `codex mcp list` shows writegate; start `codex` in a project.
 ",
         Agent::Zed => "\
