@@ -188,12 +188,16 @@ def responses(body):
     for t in body.get("tools") or []:
         if t.get("type") == "namespace":
             for inner in t.get("tools") or []:
-                names.append(f"{t.get('name')}{inner.get('name')}")
+                names.append(f"{t.get('name')}.{inner.get('name')}")
         else:
             names.append(t.get("name") or t.get("type"))
     items = [i for i in body.get("input") or [] if isinstance(i, dict)]
     results = [text_of(i.get("output")) for i in items if i.get("type") in ("function_call_output", "custom_tool_call_output")]
-    calls = [(i.get("namespace") or "") + (i.get("name") or "") for i in items if i.get("type") in ("function_call", "custom_tool_call")]
+    calls = [
+        (i["namespace"] + "." if i.get("namespace") else "") + (i.get("name") or "")
+        for i in items
+        if i.get("type") in ("function_call", "custom_tool_call")
+    ]
     return names, [], calls, results
 
 
@@ -364,12 +368,9 @@ class Handler(BaseHTTPRequestHandler):
             item = {"type": "function_call", "id": "fc_" + uuid.uuid4().hex[:12],
                     "call_id": "call_" + uuid.uuid4().hex[:12], "name": tool,
                     "arguments": json.dumps(args), "status": "completed"}
-            if "__" in tool and tool not in [t.get("name") for t in body.get("tools") or []]:
-                # A tool inside a namespace: its namespace and own name.
-                for t in body.get("tools") or []:
-                    if t.get("type") == "namespace" and tool.startswith(t.get("name", "")):
-                        item["namespace"] = t["name"]
-                        item["name"] = tool[len(t["name"]):]
+            if "." in tool:
+                # A tool inside a namespace (Codex's MCP servers): "namespace.name".
+                item["namespace"], item["name"] = tool.split(".", 1)
         else:
             item = {"type": "message", "id": "msg_" + uuid.uuid4().hex[:12], "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": args, "annotations": []}]}
