@@ -98,7 +98,7 @@ fn mcp_entry(env: &Env) -> serde_json::Value {
 const QWEN_WRITE_TOOLS: [&str; 3] = ["write_file", "edit", "notebook_edit"];
 
 /// Claude Code's own file-writing tools (permission deny rules).
-/// (Claude Code 2.1.332 has no MultiEdit and warns about a rule naming it.)
+/// (Claude Code 2.1.332 has no `MultiEdit` and warns about a rule naming it.)
 const CLAUDE_WRITE_TOOLS: [&str; 3] = ["Write", "Edit", "NotebookEdit"];
 
 /// writegate's tools in Claude Code's permission rules: allowed, because
