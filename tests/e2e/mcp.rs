@@ -129,6 +129,11 @@ struct Mcp {
 
 /// `args` after `mcp --audit-log <log>`.
 fn start(t: &Tree, args: &[&str], caps: &Caps, roots: &[&Path]) -> Mcp {
+    start_in(t, &t.base, args, caps, roots)
+}
+
+/// [`start`], with `dir` as writegate's working directory.
+fn start_in(t: &Tree, dir: &Path, args: &[&str], caps: &Caps, roots: &[&Path]) -> Mcp {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -138,7 +143,8 @@ fn start(t: &Tree, args: &[&str], caps: &Caps, roots: &[&Path]) -> Mcp {
     cmd.arg("mcp")
         .arg("--audit-log")
         .arg(&t.audit_log)
-        .args(args);
+        .args(args)
+        .current_dir(dir);
     let n = fs::read_dir(t.base.join("logs")).unwrap().count();
     let stderr = t.base.join(format!("logs/mcp-{n}.stderr"));
     let err = fs::File::create(&stderr).unwrap();
@@ -1576,5 +1582,33 @@ fn client_roots_flag_trusts_the_sessions_roots() {
         "path_outside_workspace",
     );
     assert!(!t.ws.join("o.txt").exists());
+    m.close();
+}
+
+#[test]
+fn the_client_roots_come_before_the_directory_writegate_was_started_in() {
+    let t = Tree::new(BIN);
+    let caps = Caps {
+        roots: true,
+        elicitation: false,
+        version: ProtocolVersion::V_2025_06_18,
+    };
+    let args = ["--client-roots", "trusted", "--cwd-workspace"];
+    // The client shares a root: the started-in directory is no workspace.
+    let m = start_in(&t, &t.ws, &args, &caps, &[&t.wsb]);
+    m.ok(
+        "write_file",
+        json!({"path": t.wsb.join("r.txt"), "content": "r"}),
+    );
+    m.refused(
+        "write_file",
+        json!({"path": t.ws.join("c.txt"), "content": "c"}),
+        "path_outside_workspace",
+    );
+    m.close();
+    // It shares none: the started-in directory is the workspace.
+    let m = start_in(&t, &t.ws, &args, &caps, &[]);
+    m.ok("write_file", json!({"path": "c.txt", "content": "c"}));
+    assert_eq!(fs::read(t.ws.join("c.txt")).unwrap(), b"c");
     m.close();
 }

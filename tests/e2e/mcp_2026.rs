@@ -435,3 +435,117 @@ fn the_official_client_writes_a_held_file_in_either_era() {
     assert_eq!(events.len(), 1, "one operation: {events:?}");
     assert_eq!(events[0]["approval"], "allowed_once");
 }
+
+/// `writegate mcp --client-roots trusted --cwd-workspace`, as `writegate
+/// setup` starts it for a command-line agent, started in `dir`.
+fn raw_in(t: &Tree, dir: &Path) -> (Daemon, Client) {
+    let mut cmd = t.command();
+    cmd.args(["mcp", "--client-roots", "trusted", "--cwd-workspace"])
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .current_dir(dir);
+    let mut d = t.spawn(cmd, true, None);
+    let c = d.stdio_client();
+    (d, c)
+}
+
+#[test]
+fn regression_a_client_of_2026_without_roots_had_no_workspace() {
+    let t = Tree::new(BIN);
+    let mut audit = t.audit();
+    let (mut d, mut c) = raw_in(&t, &t.ws);
+    let r = c.call_id(1, "server/discover", json!({"_meta": meta(false)}));
+    assert!(r["result"]["supportedVersions"].is_array(), "{r}");
+    // A relative path starts in the directory the agent started writegate in.
+    let r = call(
+        &mut c,
+        2,
+        "write_file",
+        json!({"path": "made.txt", "content": "one\r\ntwo\r\n"}),
+        false,
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(fs::read(t.ws.join("made.txt")).unwrap(), b"one\r\ntwo\r\n");
+    one_event(&mut audit, "fs.access", "write_file");
+    let r = call(
+        &mut c,
+        3,
+        "edit_file",
+        json!({"path": t.ws.join("made.txt"), "mode": "append", "content": "three\n"}),
+        false,
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(
+        fs::read(t.ws.join("made.txt")).unwrap(),
+        b"one\r\ntwo\r\nthree\r\n"
+    );
+    one_event(&mut audit, "fs.access", "edit_file");
+    // Outside it, the usual refusal, naming the workspace.
+    let r = call(
+        &mut c,
+        4,
+        "write_file",
+        json!({"path": t.wsb.join("x.txt"), "content": "x"}),
+        false,
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("path_outside_workspace: "), "{text}");
+    assert!(!t.wsb.join("x.txt").exists());
+    one_event(&mut audit, "fs.denied", "write_file");
+    // A held write is still held.
+    let r = call(
+        &mut c,
+        5,
+        "write_file",
+        json!({"path": ".env", "content": "K=v\n"}),
+        false,
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(
+        r["_meta"]["writegate/error"]["errorKind"], "approval_required",
+        "{r}"
+    );
+    assert!(!t.ws.join(".env").exists());
+    one_event(&mut audit, "fs.denied", "write_file");
+    c.close_write();
+    assert!(d.wait_exit().success());
+}
+
+#[test]
+fn the_started_in_directory_is_no_workspace_at_home_or_the_root() {
+    let t = Tree::new(BIN);
+    let home = t.base.join("home");
+    fs::create_dir_all(&home).unwrap();
+    for (dir, words) in [
+        (home.clone(), "the home directory"),
+        (t.base.clone(), "above the home directory"),
+        (Path::new("/").to_path_buf(), "the root of the file system"),
+    ] {
+        let mut audit = t.audit();
+        let (mut d, mut c) = raw_in(&t, &dir);
+        let r = call(
+            &mut c,
+            1,
+            "write_file",
+            json!({"path": "notes.txt", "content": "x"}),
+            false,
+        );
+        assert_eq!(r["isError"], true, "{r}");
+        assert_eq!(
+            r["_meta"]["writegate/error"]["errorKind"], "no_workspace",
+            "{r}"
+        );
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("no_workspace: "), "{text}");
+        assert!(text.contains(words), "{}: {text}", dir.display());
+        assert!(
+            text.contains("start the agent in a project directory"),
+            "{text}"
+        );
+        assert!(!dir.join("notes.txt").exists());
+        assert!(audit.new_events().is_empty(), "no operation ran");
+        c.close_write();
+        assert!(d.wait_exit().success());
+    }
+}

@@ -196,7 +196,7 @@ fn a_fresh_home_gets_new_files_that_the_agents_can_read() {
     assert_eq!(qwen["mcpServers"]["writegate"]["command"], exe);
     assert_eq!(
         qwen["mcpServers"]["writegate"]["args"],
-        serde_json::json!(["mcp", "--client-roots", "trusted"])
+        serde_json::json!(["mcp", "--client-roots", "trusted", "--cwd-workspace"])
     );
     assert_eq!(
         qwen["tools"]["disabled"],
@@ -204,17 +204,20 @@ fn a_fresh_home_gets_new_files_that_the_agents_can_read() {
     );
     let policy =
         std::fs::read_to_string(home.path().join(".gemini/policies/writegate.toml")).unwrap();
-    assert!(
-        policy.contains("toolName = [\"write_file\", \"replace\"]")
-            && policy.contains("decision = \"deny\"")
-    );
-    assert!(
-        json(".gemini/settings.json").get("tools").is_none(),
-        "no deprecated tools.exclude"
-    );
+    gemini_policy_denies_its_own_writes_and_not_writegates(&policy, &json(".gemini/settings.json"));
     assert_eq!(
         json(".claude/settings.json")["permissions"]["deny"],
-        serde_json::json!(["Write", "Edit", "MultiEdit", "NotebookEdit"])
+        serde_json::json!(["Write", "Edit", "NotebookEdit"])
+    );
+    // writegate's gate asks; Claude's own prompt would ask twice, and
+    // refuse every call under `claude -p`.
+    assert_eq!(
+        json(".claude/settings.json")["permissions"]["allow"],
+        serde_json::json!(["mcp__writegate__*"])
+    );
+    assert_eq!(
+        json(".claude.json")["mcpServers"]["writegate"]["args"],
+        serde_json::json!(["mcp", "--client-roots", "trusted", "--cwd-workspace"])
     );
     assert_eq!(
         json(".claude.json")["mcpServers"]["writegate"]["type"],
@@ -239,6 +242,89 @@ fn a_fresh_home_gets_new_files_that_the_agents_can_read() {
             .success()
     );
     assert!(!home.path().join(".gemini/policies/writegate.toml").exists());
+}
+
+/// Gemini CLI hides a tool when a name it goes by is denied, and an MCP
+/// tool goes by its bare name too: a deny of `write_file` (or, under
+/// `gemini -p`, no rule for it) also hides `mcp_writegate_write_file`. So
+/// writegate's server is allowed first, Gemini's own two are asked about,
+/// not denied, and they are off by class name in `tools.exclude`.
+fn gemini_policy_denies_its_own_writes_and_not_writegates(
+    policy: &str,
+    settings: &serde_json::Value,
+) {
+    let doc: toml_edit::DocumentMut = policy.parse().unwrap();
+    let rules = doc["rule"].as_array_of_tables().unwrap();
+    let field = |r: &toml_edit::Table, k: &str| r.get(k).map(|v| v.to_string().trim().to_string());
+    let priority = |r: &toml_edit::Table| r["priority"].as_integer().unwrap();
+    let ours = rules
+        .iter()
+        .find(|r| field(r, "mcpName").as_deref() == Some("\"writegate\""))
+        .expect("a rule for writegate's server");
+    assert_eq!(field(ours, "decision").as_deref(), Some("\"allow\""));
+    assert_eq!(field(ours, "toolName").as_deref(), Some("\"*\""));
+    assert!(
+        rules
+            .iter()
+            .all(|r| field(r, "decision").as_deref() != Some("\"deny\"")),
+        "a deny by name hides writegate's tool of that name"
+    );
+    let builtins = rules
+        .iter()
+        .find(|r| field(r, "toolName").as_deref() == Some("[\"write_file\", \"replace\"]"))
+        .unwrap();
+    assert!(
+        priority(ours) > priority(builtins),
+        "writegate's rule first"
+    );
+    assert_eq!(
+        settings["tools"]["exclude"],
+        serde_json::json!(["WriteFileTool", "EditTool"])
+    );
+}
+
+#[test]
+fn regression_gemini_policy_hid_writegates_own_write_file() {
+    let home = tempfile::tempdir().unwrap();
+    assert!(run(home.path(), &["setup", "gemini-cli"]).status.success());
+    let policy =
+        std::fs::read_to_string(home.path().join(".gemini/policies/writegate.toml")).unwrap();
+    let settings: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(home.path().join(".gemini/settings.json")).unwrap(),
+    )
+    .unwrap();
+    gemini_policy_denies_its_own_writes_and_not_writegates(&policy, &settings);
+}
+
+#[test]
+fn every_command_line_agent_starts_writegate_with_its_directory_as_the_fallback_workspace() {
+    let home = tempfile::tempdir().unwrap();
+    for agent in ["qwen-code", "gemini-cli", "claude-code", "codex"] {
+        assert!(run(home.path(), &["setup", agent]).status.success());
+    }
+    let codex = std::fs::read_to_string(home.path().join(".codex/config.toml")).unwrap();
+    assert!(
+        codex.contains(r#"args = ["mcp", "--client-roots", "trusted", "--cwd-workspace"]"#),
+        "{codex}"
+    );
+    assert!(!codex.contains("--workspace"), "no fixed `.`: {codex}");
+    for file in [
+        ".qwen/settings.json",
+        ".gemini/settings.json",
+        ".claude.json",
+    ] {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(home.path().join(file)).unwrap())
+                .unwrap();
+        let args = &v["mcpServers"]["writegate"]["args"];
+        assert!(
+            args.as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a == "--cwd-workspace"),
+            "{file}: {args}"
+        );
+    }
 }
 
 #[test]

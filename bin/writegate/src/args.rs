@@ -289,6 +289,11 @@ pub(crate) struct McpArgs {
     /// (read-only) or trusted (writable) [default: the config's `[mcp] client_roots`, untrusted].
     #[arg(long, value_name = "MODE", value_parser = parse_client_roots)]
     pub(crate) client_roots: Option<writegate_core::config::ClientRoots>,
+    /// When there is no workspace otherwise (no --workspace, none in the config, no client roots,
+    /// as in MCP 2026-07-28), the directory the agent starts writegate in is the workspace, with
+    /// the trust of client roots; never `/`, the home directory or a directory above it.
+    #[arg(long)]
+    pub(crate) cwd_workspace: bool,
 }
 
 /// `--client-roots`: `ignore`, `untrusted` or `trusted`.

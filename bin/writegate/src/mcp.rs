@@ -38,6 +38,7 @@ pub(crate) fn mcp(a: McpArgs) -> Status {
             .config
             .map(|p| absolutize(&p))
             .or_else(default_config_path),
+        cwd_workspace: a.cwd_workspace,
         ..writegate_mcp::McpOptions::default()
     };
     let result = writegate_mcp::run(service.clone(), opts);

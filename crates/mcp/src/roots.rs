@@ -1,12 +1,16 @@
 //! The workspaces a connection routes to: the roots registered before the
 //! client connected (`--workspace`, `[[workspace]]`), plus the client's MCP
 //! roots (`roots/list`, again on `notifications/roots/list_changed`) when
-//! it offers them and `[mcp] client_roots` is not `ignore`. Registration
-//! and its rules (canonical roots, no nesting) are the core registry's.
+//! it offers them and `[mcp] client_roots` is not `ignore`; and, when
+//! neither gives the connection a workspace, the directory the agent
+//! started writegate in (`--cwd-workspace`), with the trust of client
+//! roots, unless it is `/`, the home directory or above it (see
+//! [`cwd_workspace`]). Registration and its rules (canonical roots, no
+//! nesting) are the core registry's.
 
 use rmcp::service::{Peer, RoleServer};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use writegate_core::config::ClientRoots;
 use writegate_core::{Runtime, Service};
@@ -27,6 +31,44 @@ pub(crate) struct Workspaces {
     sync_lock: tokio::sync::Mutex<()>,
     /// Set once the first `roots/list` is done (or was not possible).
     first: tokio::sync::OnceCell<()>,
+    /// The directory writegate was started in, as `--cwd-workspace` asks:
+    /// the workspace of a connection that has no other (`None`: not asked).
+    cwd: Option<Result<PathBuf, String>>,
+    /// That directory registered (on first need), or why it is not.
+    cwd_runtime: OnceLock<Result<Arc<Runtime>, String>>,
+}
+
+/// What the directory writegate was started in may become, for
+/// `--cwd-workspace`: `Ok` with the directory (canonical), or the reason it
+/// is no workspace. `/`, the home directory and any directory above it are
+/// refused: the agent was started there, not in a project, and a workspace
+/// there would let it write anywhere in the person's files.
+pub(crate) fn cwd_workspace(cwd: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
+    let dir = std::fs::canonicalize(cwd).map_err(|e| {
+        format!(
+            "the directory it was started in ({}) cannot be resolved: {e}",
+            cwd.display()
+        )
+    })?;
+    if dir.parent().is_none() {
+        return Err(format!(
+            "it was started in {}, the root of the file system, which it takes as no workspace",
+            dir.display()
+        ));
+    }
+    let home = home.map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()));
+    if let Some(home) = home.filter(|h| h.starts_with(&dir)) {
+        let what = if home == dir {
+            "the home directory".to_string()
+        } else {
+            format!("above the home directory {}", home.display())
+        };
+        return Err(format!(
+            "it was started in {} ({what}), which it takes as no workspace: the agent would write anywhere in the user's files",
+            dir.display()
+        ));
+    }
+    Ok(dir)
 }
 
 /// A path's workspace, and whether it came only from the client's roots.
@@ -38,7 +80,7 @@ pub(crate) struct Picked {
 impl Workspaces {
     /// The workspaces of a connection to `service`; what is registered now
     /// is fixed.
-    pub(crate) fn new(service: Arc<Service>) -> Workspaces {
+    pub(crate) fn new(service: Arc<Service>, cwd: Option<Result<PathBuf, String>>) -> Workspaces {
         let fixed = service
             .registry()
             .all()
@@ -51,6 +93,46 @@ impl Workspaces {
             client: Mutex::new(Vec::new()),
             sync_lock: tokio::sync::Mutex::new(()),
             first: tokio::sync::OnceCell::new(),
+            cwd,
+            cwd_runtime: OnceLock::new(),
+        }
+    }
+
+    /// The directory writegate was started in, registered with the trust
+    /// of client roots, once the client's roots are known and gave nothing
+    /// (`Err`: why it is no workspace; `None`: `--cwd-workspace` not given).
+    fn cwd_runtime(&self) -> Option<&Result<Arc<Runtime>, String>> {
+        let dir = self.cwd.as_ref()?;
+        Some(self.cwd_runtime.get_or_init(|| {
+            let dir = dir.clone()?;
+            let mode = self.service.config().mcp.client_roots;
+            if mode == ClientRoots::Ignore {
+                return Err(format!(
+                    "client_roots is `ignore`, so the directory the agent started it in ({}) is no workspace either",
+                    dir.display()
+                ));
+            }
+            let trusted = mode == ClientRoots::Trusted;
+            match self.service.registry().register(&dir, trusted) {
+                Ok(rt) => {
+                    tracing::info!(
+                        root = %rt.root.display(),
+                        client_roots = mode.as_str(),
+                        "the client shared no roots: the directory writegate was started in is the workspace"
+                    );
+                    Ok(rt)
+                }
+                Err(e) => Err(format!("the directory it was started in is no workspace: {e}")),
+            }
+        }))
+    }
+
+    /// Why the connection has no workspace, when `--cwd-workspace` was
+    /// given and the directory writegate was started in is refused.
+    pub(crate) fn why_no_cwd(&self) -> Option<String> {
+        match self.cwd_runtime()? {
+            Ok(_) => None,
+            Err(why) => Some(why.clone()),
         }
     }
 
@@ -61,12 +143,23 @@ impl Workspaces {
             .client
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.service
+        let all: Vec<_> = self
+            .service
             .registry()
             .all()
             .into_iter()
             .filter(|r| self.fixed.contains(&r.root) || client.iter().any(|c| c.root == r.root))
-            .collect()
+            .collect();
+        drop(client);
+        // The started-in directory stands in for the roots the client did
+        // not share, once it is known that it shared none.
+        if all.is_empty()
+            && self.first.initialized()
+            && let Some(Ok(rt)) = self.cwd_runtime()
+        {
+            return vec![rt.clone()];
+        }
+        all
     }
 
     /// The roots as text, the primary first.
@@ -185,5 +278,29 @@ mod tests {
         assert_eq!(file_uri_path("https://example.com/x"), None);
         assert_eq!(file_uri_path("not a uri"), None);
         assert_eq!(file_uri_path("file://otherhost/x"), None);
+    }
+
+    #[test]
+    fn the_started_in_directory_is_no_workspace_at_the_root_the_home_or_above() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home/me");
+        let project = home.join("src/project");
+        std::fs::create_dir_all(&project).unwrap();
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap();
+        assert_eq!(cwd_workspace(&project, Some(&home)), Ok(canon(&project)));
+        assert_eq!(cwd_workspace(&project, None), Ok(canon(&project)));
+        let at_home = cwd_workspace(&home, Some(&home)).unwrap_err();
+        assert!(at_home.contains("the home directory"), "{at_home}");
+        let above = cwd_workspace(&t.path().join("home"), Some(&home)).unwrap_err();
+        assert!(above.contains("above the home directory"), "{above}");
+        let root = cwd_workspace(Path::new("/"), Some(&home)).unwrap_err();
+        assert!(root.contains("root of the file system"), "{root}");
+        assert!(cwd_workspace(Path::new("/"), None).is_err());
+        // The home directory named through a symlink is still the home.
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&home, &link).unwrap();
+        assert!(cwd_workspace(&link, Some(&home)).is_err());
+        assert!(cwd_workspace(&home, Some(&link)).is_err());
+        assert!(cwd_workspace(&t.path().join("missing"), Some(&home)).is_err());
     }
 }

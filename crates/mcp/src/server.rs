@@ -36,6 +36,11 @@ pub struct McpOptions {
     /// The config file, named in how-to-approve messages (`None`: "the
     /// writegate config").
     pub config_file: Option<PathBuf>,
+    /// `--cwd-workspace`: when the connection has no workspace otherwise
+    /// (no `--workspace`, no `[[workspace]]`, no client roots), the
+    /// directory writegate was started in is one, with the trust of client
+    /// roots; not `/`, the home directory or above it.
+    pub cwd_workspace: bool,
 }
 
 impl Default for McpOptions {
@@ -50,6 +55,7 @@ impl Default for McpOptions {
                 &writegate_core::unpredictable_hex()[..8]
             ),
             config_file: None,
+            cwd_workspace: false,
         }
     }
 }
@@ -222,8 +228,21 @@ struct Call {
 
 impl McpServer {
     fn new(service: Arc<Service>, opts: McpOptions, input_ended: CancellationToken) -> McpServer {
+        let cwd = opts.cwd_workspace.then(|| {
+            let dir = std::env::current_dir()
+                .map_err(|e| format!("the directory it was started in cannot be read: {e}"))?;
+            let home = std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from);
+            crate::roots::cwd_workspace(&dir, home.as_deref())
+        });
+        if let Some(Err(why)) = &cwd {
+            tracing::warn!(
+                "--cwd-workspace: {why}; a client that shares no roots gets no workspace"
+            );
+        }
         McpServer {
-            workspaces: Workspaces::new(service.clone()),
+            workspaces: Workspaces::new(service.clone(), cwd),
             service,
             opts,
             running: Mutex::new(HashMap::new()),
@@ -263,9 +282,18 @@ impl McpServer {
             client_root,
         }) = self.workspaces.pick(&path)
         else {
+            let text = match self.workspaces.why_no_cwd() {
+                Some(why) => format!(
+                    "no_workspace: writegate has no workspace to work in: the client shared no roots, and {why}. Nothing was done; tell the user to start the agent in a project directory, or to add --workspace <project directory> to the writegate mcp command."
+                ),
+                None => "no_workspace: writegate has no workspace to work in: it was started without --workspace and the client shared no roots it may use. Nothing was done; tell the user to run `writegate setup` for this agent again (its entry starts writegate with --cwd-workspace, so the project the agent runs in is the workspace), or to add --workspace <project directory> to the writegate mcp command.".to_string(),
+            };
             return Err(Box::new(reply::error(
-                "no_workspace: writegate has no workspace to work in: it was started without --workspace and the client shared no roots it may use. Nothing was done; tell the user to add --workspace <project directory> to the writegate mcp command.".to_string(),
-                serde_json::Map::from_iter([("errorKind".to_string(), Value::from("no_workspace"))]),
+                text,
+                serde_json::Map::from_iter([(
+                    "errorKind".to_string(),
+                    Value::from("no_workspace"),
+                )]),
             )));
         };
         let approver: Option<Arc<dyn Approver>> = match asking {

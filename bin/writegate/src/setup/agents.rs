@@ -1,9 +1,9 @@
 //! What `writegate setup` writes for each agent: the files, the entries in
 //! them, and what it tells the person afterwards (the tool names the model
 //! sees, what still writes files without writegate, the one step left).
-//! Checked against qwen-code 0.24.4, Gemini CLI 0.61.0, Claude Code's and
-//! Codex's documented settings, and Zed's `context_servers` and
-//! `agent_servers`.
+//! Checked by `scripts/check-agents.sh` against qwen-code 0.24.4, Gemini
+//! CLI 0.61.0, Claude Code 2.1.332 and Codex 0.171.0, and against Zed's
+//! documented `context_servers` and `agent_servers`.
 
 use super::edit::JsonEdit;
 use serde_json::json;
@@ -65,8 +65,8 @@ pub(crate) struct Env {
 pub(crate) enum Content {
     /// JSON or JSONC settings: these entries.
     Json(Vec<JsonEdit>),
-    /// Codex's TOML: `[mcp_servers.writegate]` with these args.
-    CodexToml(Vec<&'static str>),
+    /// Codex's TOML: `[mcp_servers.writegate]` with these args and keys.
+    CodexToml(Vec<&'static str>, Vec<(&'static str, &'static str)>),
     /// A file that is writegate's alone (created, or removed by `--remove`).
     Owned(String),
 }
@@ -79,33 +79,65 @@ pub(crate) struct Target {
     pub(crate) content: Content,
 }
 
-/// The arguments of the MCP entry: the workspaces are the session's
-/// directories, which the agent hands over as MCP roots; writegate trusts
-/// them (they are the directories the person opened the agent in).
+/// The arguments of Zed's MCP entry: the workspaces are the session's
+/// directories, which Zed hands over as MCP roots; writegate trusts them
+/// (they are the directories the person opened).
 const MCP_ARGS: [&str; 3] = ["mcp", "--client-roots", "trusted"];
 
+/// The arguments of a command-line agent's MCP entry: its MCP roots, and
+/// when it shares none (MCP 2026-07-28 has no roots to ask for) the
+/// directory it starts writegate in, which is the directory it runs in:
+/// never `/`, the home directory or above it (`--cwd-workspace`).
+const AGENT_MCP_ARGS: [&str; 4] = ["mcp", "--client-roots", "trusted", "--cwd-workspace"];
+
 fn mcp_entry(env: &Env) -> serde_json::Value {
-    json!({ "command": env.writegate, "args": MCP_ARGS })
+    json!({ "command": env.writegate, "args": AGENT_MCP_ARGS })
 }
 
 /// qwen-code's own file-writing tools (`tools.disabled` unregisters them).
 const QWEN_WRITE_TOOLS: [&str; 3] = ["write_file", "edit", "notebook_edit"];
 
 /// Claude Code's own file-writing tools (permission deny rules).
-const CLAUDE_WRITE_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
+/// (Claude Code 2.1.332 has no `MultiEdit` and warns about a rule naming it.)
+const CLAUDE_WRITE_TOOLS: [&str; 3] = ["Write", "Edit", "NotebookEdit"];
 
-/// Gemini CLI's policy file: deny rules for its own `write_file` and
-/// `replace` (a deny rule without arguments removes the tool from what the
-/// model sees; writegate's are `mcp_writegate_*` and do not match).
+/// writegate's tools in Claude Code's permission rules: allowed, because
+/// writegate's approval gate is the one that asks (Claude asking too would
+/// ask twice, and `claude -p` would refuse every call).
+const CLAUDE_WRITEGATE_TOOLS: [&str; 1] = ["mcp__writegate__*"];
+
+/// Gemini CLI's own file-writing tools, by class name (`tools.exclude`).
+/// Gemini hides a tool whose name, class name or, for an MCP tool, bare
+/// name (without `mcp_<server>_`) is excluded; an exclusion by tool name
+/// (`write_file`, which is what a policy deny rule adds) hides writegate's
+/// `mcp_writegate_write_file` too. The class names are only the built-in
+/// tools': `WriteFileTool` is `write_file`, `EditTool` is `replace`.
+const GEMINI_WRITE_TOOL_CLASSES: [&str; 2] = ["WriteFileTool", "EditTool"];
+
+/// Gemini CLI's policy file. writegate's tools are allowed: its gate is
+/// the one that asks, and without a rule `gemini -p` hides every tool that
+/// would ask. Gemini's own `write_file` and `replace` are asked about, not
+/// denied: Gemini hides a tool when a name it goes by is denied, and an MCP
+/// tool goes by its bare name too, so a deny (or, under `gemini -p`, no
+/// rule at all) for `write_file` hides `mcp_writegate_write_file` as well.
+/// Those two are off through `tools.exclude` by class name instead.
 const GEMINI_POLICY: &str = "\
 # Written by `writegate setup gemini-cli`; `writegate setup gemini-cli --remove` deletes it.
-# Gemini CLI's own file-writing tools are off: its writes go through writegate's
-# MCP tools (mcp_writegate_write_file, mcp_writegate_edit_file).
+# writegate's tools run without Gemini asking: writegate's approval gate asks before a
+# sensitive write (.env, .git/, keys).
+[[rule]]
+mcpName = \"writegate\"
+toolName = \"*\"
+decision = \"allow\"
+priority = 910
+
+# Gemini's own write_file and replace are off through tools.exclude in settings.json (by
+# class name). They must not be denied here, nor left without a rule under `gemini -p`:
+# Gemini hides a tool whose bare name is denied, and that hides mcp_writegate_write_file too.
 [[rule]]
 toolName = [\"write_file\", \"replace\"]
-decision = \"deny\"
+decision = \"ask_user\"
 priority = 900
-denyMessage = \"File writes go through writegate: use mcp_writegate_write_file or mcp_writegate_edit_file.\"
 ";
 
 /// The files `agent` needs and what goes in them.
@@ -115,17 +147,25 @@ pub(crate) fn targets(agent: Agent, env: &Env) -> Vec<Target> {
         Agent::QwenCode => vec![Target {
             path: home.join(".qwen/settings.json"),
             content: Content::Json(vec![
-                JsonEdit::Set(vec!["mcpServers", "writegate"], mcp_entry(env)),
+                // `trust`: qwen-code runs writegate's tools without asking
+                // (writegate's gate asks; `qwen -p` refuses a tool that would).
+                JsonEdit::Set(
+                    vec!["mcpServers", "writegate"],
+                    json!({ "command": env.writegate, "args": AGENT_MCP_ARGS, "trust": true }),
+                ),
                 JsonEdit::Contains(vec!["tools", "disabled"], QWEN_WRITE_TOOLS.to_vec()),
             ]),
         }],
         Agent::GeminiCli => vec![
             Target {
                 path: home.join(".gemini/settings.json"),
-                content: Content::Json(vec![JsonEdit::Set(
-                    vec!["mcpServers", "writegate"],
-                    mcp_entry(env),
-                )]),
+                content: Content::Json(vec![
+                    JsonEdit::Set(vec!["mcpServers", "writegate"], mcp_entry(env)),
+                    JsonEdit::Contains(
+                        vec!["tools", "exclude"],
+                        GEMINI_WRITE_TOOL_CLASSES.to_vec(),
+                    ),
+                ]),
             },
             Target {
                 path: home.join(".gemini/policies/writegate.toml"),
@@ -137,28 +177,31 @@ pub(crate) fn targets(agent: Agent, env: &Env) -> Vec<Target> {
                 path: home.join(".claude.json"),
                 content: Content::Json(vec![JsonEdit::Set(
                     vec!["mcpServers", "writegate"],
-                    json!({"type": "stdio", "command": env.writegate, "args": MCP_ARGS, "env": {}}),
+                    json!({"type": "stdio", "command": env.writegate, "args": AGENT_MCP_ARGS, "env": {}}),
                 )]),
             },
             Target {
                 path: home.join(".claude/settings.json"),
-                content: Content::Json(vec![JsonEdit::Contains(
-                    vec!["permissions", "deny"],
-                    CLAUDE_WRITE_TOOLS.to_vec(),
-                )]),
+                content: Content::Json(vec![
+                    JsonEdit::Contains(vec!["permissions", "deny"], CLAUDE_WRITE_TOOLS.to_vec()),
+                    JsonEdit::Contains(
+                        vec!["permissions", "allow"],
+                        CLAUDE_WRITEGATE_TOOLS.to_vec(),
+                    ),
+                ]),
             },
         ],
         Agent::Codex => vec![Target {
             path: env.codex_home.join("config.toml"),
             // Codex may not share MCP roots: its own directory (the
-            // project it was started in) is the workspace too.
-            content: Content::CodexToml(vec![
-                "mcp",
-                "--client-roots",
-                "trusted",
-                "--workspace",
-                ".",
-            ]),
+            // project it was started in) is the workspace then.
+            // `default_tools_approval_mode = "approve"`: Codex runs
+            // writegate's tools without asking (writegate's gate asks;
+            // `codex exec` refuses a tool that would).
+            content: Content::CodexToml(
+                AGENT_MCP_ARGS.to_vec(),
+                vec![("default_tools_approval_mode", "approve")],
+            ),
         }],
         Agent::Zed => vec![Target {
             path: env.config_home.join("zed/settings.json"),
@@ -201,15 +244,21 @@ pub(crate) fn notes(agent: Agent) -> &'static str {
         Agent::QwenCode => "\
 qwen-code: the model sees writegate's tools as mcp__writegate__read_file, mcp__writegate__write_file
   and mcp__writegate__edit_file; qwen-code's own write_file, edit and notebook_edit are unregistered
-  (tools.disabled). Its shell tool (run_shell_command) can still write files.
-  The workspace is the directory qwen runs in (its MCP roots).
+  (tools.disabled). writegate's server is trusted (`trust`): qwen runs its tools without asking,
+  since writegate's gate asks before sensitive writes. Its shell tool (run_shell_command) can
+  still write files.
+  The workspace is the directory qwen runs in (its MCP roots, else the directory it starts
+  writegate in; never your home directory or /).
 next: in a project, `qwen mcp list` shows `writegate ... Connected`; start `qwen` there.
 ",
         Agent::GeminiCli => "\
 gemini-cli: the model sees writegate's tools as mcp_writegate_read_file, mcp_writegate_write_file
-  and mcp_writegate_edit_file; Gemini's own write_file and replace are denied by the policy file
-  ~/.gemini/policies/writegate.toml (tools.exclude is deprecated). Its shell tool
-  (run_shell_command) can still write files. The workspace is the directory gemini runs in.
+  and mcp_writegate_edit_file, allowed by the policy file ~/.gemini/policies/writegate.toml
+  (writegate's gate asks before sensitive writes). Gemini's own write_file and replace are off:
+  tools.exclude in ~/.gemini/settings.json names their classes (WriteFileTool, EditTool), because
+  a policy rule that denies write_file would hide writegate's write_file too; Gemini warns that
+  tools.exclude is deprecated. Its shell tool (run_shell_command) can still write files.
+  The workspace is the directory gemini runs in (never your home directory or /).
 next: Gemini CLI starts MCP servers only in trusted folders: run `gemini` once in each project and
   choose \"Trust folder\" (under Zed, in ACP mode, it never asks: trust the folder this way first).
   Then `gemini mcp list` there shows `writegate ... Connected`.
@@ -217,8 +266,10 @@ next: Gemini CLI starts MCP servers only in trusted folders: run `gemini` once i
         Agent::ClaudeCode => "\
 claude-code: the model sees writegate's tools as mcp__writegate__read_file, mcp__writegate__write_file
   and mcp__writegate__edit_file (user scope, ~/.claude.json); permission rules in
-  ~/.claude/settings.json deny Claude Code's own Write, Edit, MultiEdit and NotebookEdit.
-  Its Bash tool can still write files. The workspace is the directory claude runs in.
+  ~/.claude/settings.json deny Claude Code's own Write, Edit and NotebookEdit and
+  allow mcp__writegate__* (writegate's gate asks before sensitive writes, so Claude does not ask
+  too). Its Bash tool can still write files. The workspace is the directory claude runs in
+  (never your home directory or /).
 next: restart claude; `claude mcp list` shows writegate as connected.
 ",
         Agent::Codex => "\
@@ -226,7 +277,9 @@ codex: writegate's tools are listed under the server `writegate` in `/mcp` (read
   edit_file). Codex has no setting that turns off its own apply_patch tool, and its shell can write
   files too: nothing of Codex's is retired. With sandbox_mode = \"read-only\" in config.toml, Codex
   asks you before its own patches and shell writes, while writegate's tools write without asking.
-  The workspace is the directory codex runs in.
+  writegate's tools run without Codex asking (default_tools_approval_mode = \"approve\"): writegate's
+  gate asks before sensitive writes. The workspace is the directory codex runs in (never your home
+  directory or /).
 next: `codex mcp list` shows writegate; start `codex` in a project.
 ",
         Agent::Zed => "\

@@ -263,9 +263,10 @@ fn contains(top: &CstObject, path: &[&str], items: &[&str], remove: bool) -> Res
 }
 
 /// Sets (or, with `remove`, takes out) the table `[mcp_servers.<name>]`'s
-/// `command` and `args` in Codex's TOML `text`; its other keys are kept on
-/// a set. A remove takes the table out only when it is what the set-up
-/// writes (that `command`, those `args`, nothing else); another table of
+/// `command`, `args` and the string keys `keys` in Codex's TOML `text`; its
+/// other keys are kept on a set. A remove takes the table out only when it
+/// is what the set-up writes (that `command`, those `args` and `keys`,
+/// nothing else); another table of
 /// that name is left, and said so. TOML has no duplicate keys: a text
 /// with a key twice does not parse and is refused.
 pub(crate) fn edit_codex_toml(
@@ -273,6 +274,7 @@ pub(crate) fn edit_codex_toml(
     name: &str,
     command: &str,
     args: &[&str],
+    keys: &[(&str, &str)],
     remove: bool,
 ) -> Result<Edited, String> {
     use toml_edit::{Array, DocumentMut, Item, Table, value};
@@ -290,7 +292,10 @@ pub(crate) fn edit_codex_toml(
         None => None,
     };
     let is_ours = |entry: &dyn toml_edit::TableLike| {
-        entry.len() == 2
+        entry.len() == 2 + keys.len()
+            && keys
+                .iter()
+                .all(|(k, v)| entry.get(k).and_then(Item::as_str) == Some(*v))
             && entry.get("command").and_then(Item::as_str) == Some(command)
             && entry.get("args").and_then(Item::as_array).is_some_and(|a| {
                 a.iter()
@@ -345,6 +350,11 @@ pub(crate) fn edit_codex_toml(
     });
     if !same_args {
         entry.insert("args", value(args.iter().copied().collect::<Array>()));
+    }
+    for (k, v) in keys {
+        if entry.get(k).and_then(Item::as_str) != Some(*v) {
+            entry.insert(k, value(*v));
+        }
     }
     Ok(Edited {
         text: doc.to_string(),
@@ -430,7 +440,7 @@ mod tests {
     #[test]
     fn toml_keeps_comments_and_other_servers() {
         let text = "# mine\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\" # keep\n";
-        let added = edit_codex_toml(text, "writegate", "wg", &["mcp"], false)
+        let added = edit_codex_toml(text, "writegate", "wg", &["mcp"], &[], false)
             .unwrap()
             .text;
         assert!(added.starts_with("# mine\nmodel = \"o3\""), "{added}");
@@ -440,22 +450,22 @@ mod tests {
             "{added}"
         );
         assert_eq!(
-            edit_codex_toml(&added, "writegate", "wg", &["mcp"], false)
+            edit_codex_toml(&added, "writegate", "wg", &["mcp"], &[], false)
                 .unwrap()
                 .text,
             added
         );
         assert_eq!(
-            edit_codex_toml(&added, "writegate", "wg", &["mcp"], true)
+            edit_codex_toml(&added, "writegate", "wg", &["mcp"], &[], true)
                 .unwrap()
                 .text,
             text
         );
         assert!(
-            edit_codex_toml("a = ", "writegate", "wg", &[], false)
+            edit_codex_toml("a = ", "writegate", "wg", &[], &[], false)
                 .unwrap_err()
                 .contains("not valid TOML")
         );
-        assert!(edit_codex_toml("mcp_servers = 1", "w", "wg", &[], false).is_err());
+        assert!(edit_codex_toml("mcp_servers = 1", "w", "wg", &[], &[], false).is_err());
     }
 }

@@ -101,8 +101,9 @@ fn plan(target: &Target, cur: &disk::Current, env: &Env, remove: bool) -> Result
     };
     match &target.content {
         Content::Json(edits) => edit::edit_json(&cur.text, edits, remove).map(edited),
-        Content::CodexToml(args) => {
-            edit::edit_codex_toml(&cur.text, "writegate", &env.writegate, args, remove).map(edited)
+        Content::CodexToml(args, keys) => {
+            edit::edit_codex_toml(&cur.text, "writegate", &env.writegate, args, keys, remove)
+                .map(edited)
         }
         Content::Owned(text) if remove => {
             if !cur.exists() || cur.text == *text {
