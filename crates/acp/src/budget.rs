@@ -9,9 +9,9 @@ use tokio::sync::Semaphore;
 /// `ceil(len / 1 KiB)` units (at most the whole budget) from the moment it
 /// is read until its answer is built.
 ///
-/// Lines still being read count too: a connection whose buffer holds more
-/// than [`PARTIAL_FREE`] bytes of an incomplete line stops reading until it
-/// holds a [`Budget::reservation`] (enough for the longest line allowed,
+/// Lines still being read count too: a connection whose buffer holds
+/// [`PARTIAL_FREE`] bytes of an incomplete line (its unbudgeted reads stop
+/// there) reads no more until it holds a [`Budget::reservation`] (enough for the longest line allowed,
 /// at most the whole budget), taken at once so that every connection that
 /// holds one can finish its line (no two half-read lines can wait for each
 /// other); when the line is complete the reservation shrinks to the line's

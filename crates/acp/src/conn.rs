@@ -307,7 +307,7 @@ pub async fn run_connection<H, R, W>(
                 break 'lines;
             }
             // A long line is read on only with budget for all of it.
-            if reserved.is_none() && input.partial() > PARTIAL_FREE {
+            if reserved.is_none() && input.partial() >= PARTIAL_FREE {
                 let units = shared.budget.reservation(max);
                 reserved = tokio::select! {
                     biased;
@@ -321,10 +321,16 @@ pub async fn run_connection<H, R, W>(
                     input.presize(max.saturating_add(2).min(PRESIZE_MAX));
                 }
             }
+            // Without a reservation a read stops at `PARTIAL_FREE` bytes of
+            // the line, so a connection waiting for room holds at most
+            // that much of it (hundreds of waiting connections each held
+            // up to twice that).
             let limit = if reserved.is_some() {
                 READ_MAX
             } else {
                 READ_CHUNK
+                    .min(PARTIAL_FREE.saturating_sub(input.partial()))
+                    .max(1)
             };
             // Under a reservation, a read that brings nothing for
             // `line_stall` ends the connection (the time spent waiting for
