@@ -13,14 +13,20 @@ use writegate_fs::{CreatedDirs, Dir, LeafStat};
 
 impl Op<'_> {
     /// The history record this commit will keep, or `None` when history is
-    /// off (or the store could not be opened at start).
+    /// off (or the store could not be opened at start), or when the file
+    /// it replaces is larger than `max_write_bytes`: undo could never write
+    /// such an image back (it is refused `file_too_large`), so keeping it
+    /// would only fill the store, and refusing the write for want of room
+    /// would make a huge file unwritable.
     pub(super) fn before_image(
         &self,
         target: &Target,
         identity: Option<LeafStat>,
         made: &CreatedDirs,
     ) -> Option<Record> {
-        if !self.cfg.history.enabled {
+        if !self.cfg.history.enabled
+            || identity.is_some_and(|st| st.len > self.cfg.max_write_bytes)
+        {
             return None;
         }
         self.svc.history()?;
