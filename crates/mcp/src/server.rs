@@ -6,6 +6,7 @@
 use crate::ALLOWANCES;
 use crate::approver::{self, ElicitApprover};
 use crate::input::{self, Answered, Questions};
+use crate::out::{Answer, Pending};
 use crate::reply::{self, Situation};
 use crate::roots::{Picked, Workspaces};
 use crate::tools::{self, Entry, Facts, Parsed};
@@ -96,7 +97,8 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     let grace = Duration::from_millis(service.config().shutdown_grace_ms);
     let input_ended = CancellationToken::new();
     let transport = crate::transport::Stdio::new(max_line, grace, input_ended.clone());
-    let server = McpServer::new(service, opts, input_ended);
+    let pending = transport.pending();
+    let server = McpServer::new(service, opts, input_ended, pending);
     let running = match server.serve(transport).await {
         Ok(running) => running,
         Err(e) if client_went_away(&e) => {
@@ -167,6 +169,8 @@ struct McpServer {
     /// Cancelled by the transport when stdin ends: a 2025 elicitation
     /// question still open can get no answer any more.
     input_ended: CancellationToken,
+    /// The connection's prebuilt answers, sent only by its `out::Out`.
+    pending: Pending,
 }
 
 /// Most bytes of file content a call may carry and still run on the
@@ -221,7 +225,12 @@ struct Call {
 }
 
 impl McpServer {
-    fn new(service: Arc<Service>, opts: McpOptions, input_ended: CancellationToken) -> McpServer {
+    fn new(
+        service: Arc<Service>,
+        opts: McpOptions,
+        input_ended: CancellationToken,
+        pending: Pending,
+    ) -> McpServer {
         McpServer {
             workspaces: Workspaces::new(service.clone()),
             service,
@@ -229,6 +238,7 @@ impl McpServer {
             running: Mutex::new(HashMap::new()),
             questions: Questions::default(),
             input_ended,
+            pending,
         }
     }
 
@@ -311,7 +321,7 @@ impl McpServer {
         call: &Call,
         cx: &RequestContext<RoleServer>,
         parsed: Parsed,
-    ) -> Result<CallToolResult, Failure> {
+    ) -> Result<Answer, Failure> {
         let inline = {
             let mut running = self.running_calls();
             let inline = parsed.content_len <= INLINE_CONTENT_MAX && running.is_empty();
@@ -445,12 +455,16 @@ impl ServerHandler for McpServer {
             Err(r) => return Ok((*r).into()),
         };
         match self.run(&call, &context, parsed).await {
-            Ok(r) => {
+            Ok(Answer::Typed(r)) => Ok(r.into()),
+            Ok(Answer::Prebuilt(p)) => {
+                let placeholder = self.pending.hold(context.id.clone(), p);
                 if context.ct.is_cancelled() {
-                    // `rmcp` drops a cancelled call's answer unsent.
-                    crate::out::discard(&r);
+                    // `rmcp` drops a cancelled call's answer unsent (a
+                    // cancel that comes after this check is
+                    // `on_cancelled`'s to discard).
+                    self.pending.discard(&context.id);
                 }
-                Ok(r.into())
+                Ok(placeholder.into())
             }
             Err(f) => {
                 if asking == Asking::InputRequired
@@ -468,10 +482,11 @@ impl ServerHandler for McpServer {
         notification: CancelledNotificationParam,
         _context: NotificationContext<RoleServer>,
     ) {
-        if let Some(id) = notification.request_id
-            && let Some(flag) = self.running_calls().get(&id)
-        {
-            flag.store(true, Ordering::SeqCst);
+        if let Some(id) = notification.request_id {
+            if let Some(flag) = self.running_calls().get(&id) {
+                flag.store(true, Ordering::SeqCst);
+            }
+            self.pending.discard(&id);
         }
     }
 

@@ -13,7 +13,7 @@
 //! to `rmcp`'s parser as it is. Outgoing messages are lines written by
 //! [`crate::out`].
 
-use crate::out::Out;
+use crate::out::{Out, Pending};
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientNotification,
     ClientRequest, ErrorData, GetMeta, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0,
@@ -308,6 +308,13 @@ impl Stdio {
             grace,
             input_ended,
         }
+    }
+}
+
+impl Stdio {
+    /// The table of prebuilt answers this transport's writer sends.
+    pub(crate) fn pending(&self) -> Pending {
+        self.out.pending()
     }
 }
 
