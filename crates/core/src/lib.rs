@@ -36,7 +36,7 @@ pub use api::{
     WriteOutcome, WriteParams, validate_edit,
 };
 pub use config::Config;
-pub use error::{Detail, ErrorKind, Failure, Refusal};
+pub use error::{Detail, ErrorKind, Failure, Refusal, guarded};
 pub use hash::{hex, path_hash, path_text, sha256_tagged, unpredictable_hex};
 pub use read_answer::{Extent, LinesView, ReadFacts};
 pub use routing::MarkerSource;

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
-use writegate_core::{Approver, ErrorKind, Failure, OpCtx, Refusal, Service};
+use writegate_core::{Approver, Failure, OpCtx, Service};
 
 /// How `writegate mcp` runs.
 #[derive(Debug, Clone)]
@@ -109,7 +109,7 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     };
     let stop = running.cancellation_token();
     let signals = tokio::spawn(async move {
-        let why = stop_signal().await;
+        let why = writegate_stdio::run::stop_signal().await;
         tracing::info!("{why}: stopping");
         stop.cancel();
     });
@@ -135,24 +135,6 @@ fn client_went_away(e: &ServerInitializeError) -> bool {
     }
 }
 
-/// Waits for SIGTERM, SIGINT or SIGHUP (forever if they cannot be watched).
-async fn stop_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::warn!("cannot watch signals; stopping only when stdin closes");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-        _ = hup.recv() => "SIGHUP",
-    }
-}
-
 /// The handler of one MCP connection (one per process).
 struct McpServer {
     service: Arc<Service>,
@@ -172,12 +154,6 @@ struct McpServer {
     /// The connection's prebuilt answers, sent only by its `out::Out`.
     pending: Pending,
 }
-
-/// Most bytes of file content a call may carry and still run on the
-/// runtime worker that read it (when no other call is running), as ACP's
-/// `WORKER_LINE_MAX`: a small write costs no thread hand-off; a larger one
-/// runs on a blocking thread, so reading goes on meanwhile.
-const INLINE_CONTENT_MAX: usize = 64 * 1024;
 
 /// How the client of one request can be asked about a held call.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -324,7 +300,8 @@ impl McpServer {
     ) -> Result<Answer, Failure> {
         let inline = {
             let mut running = self.running_calls();
-            let inline = parsed.content_len <= INLINE_CONTENT_MAX && running.is_empty();
+            let inline =
+                parsed.content_len <= writegate_stdio::run::INLINE_MAX && running.is_empty();
             running.insert(cx.id.clone(), call.ctx.cancel.clone());
             inline
         };
@@ -333,28 +310,25 @@ impl McpServer {
             call.ctx.cancel.store(true, Ordering::SeqCst);
         }
         let op = parsed.op;
+        let tool = call.ctx.route;
         let result = if inline {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                op(&self.service, &call.ctx, &call.path)
-            }))
-            .map_err(|_| "panicked".to_string())
+            writegate_core::guarded(tool, || op(&self.service, &call.ctx, &call.path))
         } else {
             let service = self.service.clone();
             let ctx = call.ctx.clone();
             let path = call.path.clone();
-            tokio::task::spawn_blocking(move || op(&service, &ctx, &path))
-                .await
-                .map_err(|e| e.to_string())
+            tokio::task::spawn_blocking(move || {
+                writegate_core::guarded(tool, || op(&service, &ctx, &path))
+            })
+            .await
+            .unwrap_or_else(|e| {
+                // Not started before the runtime stopped.
+                tracing::error!(error = %e, call = tool, "a tool call's thread ended without an answer");
+                Err(Failure::internal())
+            })
         };
         self.running_calls().remove(&cx.id);
-        result.unwrap_or_else(|e| {
-            tracing::error!(error = %e, "a tool call's operation panicked");
-            Err(Refusal::new(
-                ErrorKind::InternalError,
-                "the operation failed inside writegate (see its log); read the file again before retrying",
-            )
-            .into())
-        })
+        result.and_then(|r| r)
     }
 
     fn running_calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Arc<AtomicBool>>> {
