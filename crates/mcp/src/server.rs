@@ -3,13 +3,13 @@
 //! core operation on a blocking thread; and [`run`], which serves it on
 //! stdin/stdout until the client goes away or a signal arrives.
 
-use crate::ALLOWANCES;
 use crate::approver::{self, ElicitApprover};
 use crate::input::{self, Answered, Questions};
 use crate::out::{Answer, Pending};
 use crate::reply::{self, Situation};
 use crate::roots::{Picked, Workspaces};
 use crate::tools::{self, Entry, Facts, Parsed};
+use crate::transport::Transport;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId,
@@ -271,7 +271,7 @@ impl McpServer {
             ctx: OpCtx {
                 runtime,
                 session_id: Some(self.opts.session_id.clone()),
-                allows: ALLOWANCES,
+                allows: Transport::Stdio.allowances(),
                 route: tool.route,
                 cancel: Arc::new(AtomicBool::new(false)),
                 approver,

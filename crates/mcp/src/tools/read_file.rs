@@ -67,15 +67,13 @@ impl Tool for ReadFile {
         Some(&args.path)
     }
 
-    fn check(_args: &ReadArgs) -> Result<(), String> {
-        if crate::ALLOWANCES.reads {
-            Ok(())
-        } else {
-            Err("reads are not served".to_string())
-        }
-    }
-
     fn run(service: &Service, ctx: &OpCtx, path: &Path, args: ReadArgs) -> Result<Answer, Failure> {
+        // What the connection's transport allows (`transport::Transport`).
+        if !ctx.allows.reads {
+            return Err(Failure::InvalidParams(
+                "reads are not served on this transport".to_string(),
+            ));
+        }
         let params = ReadParams {
             path: path.to_path_buf(),
             line: args.line,
