@@ -113,9 +113,14 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
         tracing::info!("{why}: stopping");
         stop.cancel();
     });
-    let reason = running.waiting().await;
+    let reason = match running.waiting().await {
+        Ok(rmcp::service::QuitReason::Cancelled) => "stopped".to_string(),
+        Ok(rmcp::service::QuitReason::Closed) => "the client closed it".to_string(),
+        Ok(rmcp::service::QuitReason::JoinError(e)) | Err(e) => e.to_string(),
+        Ok(_) => "unknown".to_string(),
+    };
     signals.abort();
-    tracing::info!(?reason, "MCP connection closed");
+    tracing::info!(reason = %reason, "MCP connection closed");
     Ok(())
 }
 
