@@ -265,9 +265,10 @@ fn tests_read_only_the_repository() {
     }
 }
 
-/// Architecture Invariant: core speaks no wire: no JSON values, no `_meta`
-/// keys, no JSON-RPC codes in `writegate-core` (the audit log's own JSON
-/// lines are serialised from typed structs in `audit/`).
+/// Architecture Invariant: core speaks no wire: it may write its own
+/// outcomes' serde shape as bytes (`read_answer`, the audit line), but
+/// knows no envelope: no JSON values, no `_meta` keys, no JSON-RPC message
+/// or code, no MCP content blocks in `writegate-core`.
 #[test]
 fn core_speaks_no_wire() {
     let hits = find(
@@ -279,6 +280,10 @@ fn core_speaks_no_wire() {
             "\"_meta\"",
             "-32",
             "qwen-code/",
+            "jsonrpc",
+            "structuredContent",
+            "\"content\":[",
+            "content\\\":[",
         ],
     );
     assert!(
