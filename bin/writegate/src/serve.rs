@@ -402,7 +402,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
         }) as Arc<dyn Fn() + Send + Sync>
     };
     // At least 4 workers: up to all but one may be running a small request
-    // (writegate_acp::conn::WORKER_LINE_MAX), one stays free for I/O.
+    // (writegate_stdio::run::INLINE_MAX), one stays free for I/O.
     let workers = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .max(4);

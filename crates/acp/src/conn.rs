@@ -61,7 +61,7 @@ pub struct Shared {
     /// either. `None`: no floor (with `line_stall` `None`, the proxy).
     pub line_min_rate: Option<u64>,
     /// How many requests may run on the runtime's own workers at once (see
-    /// [`crate::serve::WORKER_LINE_MAX`]); the server gives it one less
+    /// `writegate_stdio::run::INLINE_MAX`); the server gives it one less
     /// than the number of workers, so one worker always stays free for
     /// reading, accepting and signals.
     pub worker_slots: Arc<Semaphore>,

@@ -13,22 +13,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use writegate_core::Runtime;
 use writegate_stdio::NonBlockingFd;
-
-/// Longest request line that may run directly on a runtime worker instead
-/// of a blocking thread.
-///
-/// The hand-off to a blocking thread wakes a sleeping thread, which on a
-/// small VM costs about as much as the rest of a small request's IPC
-/// (docs/decisions/0002-small-write-latency.md has the figures). A request
-/// runs on the worker that read it only when that is safe to block on for
-/// a moment: its line is at most this long, no other request of its
-/// connection is in flight or already buffered behind it (so the
-/// connection's requests still run concurrently), no path lock is held
-/// anywhere in the daemon, and one of `workers - 1` worker slots is free
-/// (one worker always stays free for reading, accepting and signals).
-/// Everything else goes to the blocking pool. Either way the reader task
-/// is not blocked: the request is a task of its own.
-pub const WORKER_LINE_MAX: usize = 64 * 1024;
+use writegate_stdio::run::INLINE_MAX;
 
 /// The `serve` handler of one connection.
 pub struct Serve {
@@ -80,9 +65,20 @@ impl Serve {
             return;
         }
         let (flag, alone) = self.state.begin(&id, link.shared.shutdown.is_cancelled());
+        // Which requests run on a runtime worker instead of a blocking thread.
+        //
+        // A request runs on the worker that read it only when that is safe to
+        // block on for a moment: its line is at most
+        // `INLINE_MAX` long, no other request of its
+        // connection is in flight or already buffered behind it (so the
+        // connection's requests still run concurrently), no path lock is held
+        // anywhere in the daemon, and one of `workers - 1` worker slots is free
+        // (one worker always stays free for reading, accepting and signals).
+        // Everything else goes to the blocking pool. Either way the reader task
+        // is not blocked: the request is a task of its own.
         let slot = if alone
             && !ticket.more
-            && ticket.len <= WORKER_LINE_MAX
+            && ticket.len <= INLINE_MAX
             && link.shared.service.live_locks() == 0
         {
             link.shared.worker_slots.clone().try_acquire_owned().ok()
@@ -102,20 +98,16 @@ impl Serve {
                 first,
                 approver: None,
             };
-            let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match params {
+            let line = methods::answer_guarded(&id, &method, || match params {
                 Params::Value(v) => methods::answer(&call, &id, &method, v),
                 Params::Raw(r) => methods::answer_raw(&call, &id, &method, r),
-            }))
-            .unwrap_or_else(|_| {
-                tracing::error!(method = %method, "request panicked");
-                methods::internal_error(&id)
             });
             ticket.built();
             state.end(&id);
             out.answer(line, ticket);
         };
         match slot {
-            // A task of its own on this worker (see WORKER_LINE_MAX).
+            // A task of its own on this worker (see INLINE_MAX).
             Some(slot) => {
                 link.tasks().spawn(async move {
                     answer();

@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::net::UnixListener;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use writegate_core::Service;
+use writegate_stdio::run::{Signal, Signals};
 use writegate_stdio::{NonBlockingFd, StdioEnds};
 
 /// What `serve` listens on.
@@ -212,9 +212,7 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
         .primary()
         .ok_or_else(|| io::Error::other("no workspace registered: pass --workspace DIR"))?;
     // Handlers first, so a signal sent as soon as the socket answers is ours.
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    let mut signals = Signals::watch()?;
     let shared = Arc::new(Shared {
         service: service.clone(),
         shutdown: CancellationToken::new(),
@@ -301,12 +299,13 @@ pub async fn serve(service: Arc<Service>, opts: ServeOptions) -> io::Result<()> 
     loop {
         tokio::select! {
             () = shared.shutdown.cancelled() => break,
-            _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); shared.shutdown.cancel(); }
-            _ = int.recv() => { tracing::info!("SIGINT: shutting down"); shared.shutdown.cancel(); }
-            _ = hup.recv() => {
+            s = signals.next() => if s == Signal::Hup {
                 tracing::info!("SIGHUP: reloading config");
                 if let Some(r) = &opts.on_reload { r(); }
-            }
+            } else {
+                tracing::info!("{}: shutting down", s.name());
+                shared.shutdown.cancel();
+            },
         }
     }
     notify("STOPPING=1");

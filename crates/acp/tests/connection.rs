@@ -1,7 +1,7 @@
 //! How a connection schedules its requests: the daemon-wide in-flight
 //! budget (`max_inflight_bytes`), the per-connection limit of outstanding
 //! lines (docs/behaviour.md, "Limits"), and small requests run on a runtime
-//! worker without holding up the connection (`WORKER_LINE_MAX`).
+//! worker without holding up the connection (`writegate_stdio::run::INLINE_MAX`).
 //! Connections are served in-process over in-memory pipes, against a real
 //! `Service` on a temp workspace with real files.
 

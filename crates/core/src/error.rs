@@ -338,6 +338,30 @@ impl From<Refusal> for Failure {
     }
 }
 
+impl Failure {
+    /// `internal_error` for a bug caught at the edge (a panic while a
+    /// request ran): the one sentence every front end answers with.
+    pub fn internal() -> Failure {
+        Refusal::new(
+            ErrorKind::InternalError,
+            "the request failed inside writegate (see its log); read the file again before retrying",
+        )
+        .into()
+    }
+}
+
+/// Runs `op` and catches a panic in it as [`Failure::internal`], logged
+/// with `what` (the method or tool): a front end answers every request
+/// once, whatever its handling does. An operation that panics has already
+/// done its cleanup on unwinding (the publisher removes its temp file, the
+/// pipeline writes the operation's one audit event).
+pub fn guarded<T>(what: &str, op: impl FnOnce() -> T) -> Result<T, Failure> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)).map_err(|_| {
+        tracing::error!(call = %what, "a request panicked; answered internal_error");
+        Failure::internal()
+    })
+}
+
 impl From<writegate_paths::ResolveError> for Refusal {
     fn from(e: writegate_paths::ResolveError) -> Self {
         use writegate_paths::ResolveError as R;
@@ -429,6 +453,19 @@ impl From<writegate_text::TextError> for Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The defect pinned: a panic in a request at the edge must still be
+    /// answered, once, as `internal_error` in the one sentence.
+    #[test]
+    fn a_panic_in_a_guarded_call_is_the_internal_failure() {
+        assert_eq!(guarded("ok", || 7).ok(), Some(7));
+        let f = guarded("boom", || -> u8 { panic!("boom") }).unwrap_err();
+        let Failure::Refused(r) = &f else {
+            panic!("{f:?}")
+        };
+        assert_eq!(r.kind, ErrorKind::InternalError);
+        assert_eq!(f.to_string(), Failure::internal().to_string());
+    }
 
     #[test]
     fn every_kind_round_trips_and_has_a_status_from_the_table() {

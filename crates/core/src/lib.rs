@@ -11,8 +11,12 @@
 //!
 //! It is synchronous: callers at the edge run operations on blocking
 //! threads. It must never write to disk itself (every write goes through
-//! `writegate-fs`), never speak a wire (no JSON, no JSON-RPC codes, no
-//! `_meta` parsing in its API), and never depend on an async runtime.
+//! `writegate-fs`) and never depend on an async runtime. It owns the
+//! serialised shape of its outcomes (serde, camelCase) and may write that
+//! shape as bytes (`read_answer`, the audit line) where a test holds them
+//! equal to serde's; it never speaks a wire: it knows no envelope (no
+//! JSON-RPC message or code, no `_meta`, no MCP content blocks) and no
+//! `serde_json::Value` in its API.
 
 pub mod api;
 pub mod audit;
@@ -36,7 +40,7 @@ pub use api::{
     WriteOutcome, WriteParams, validate_edit,
 };
 pub use config::Config;
-pub use error::{Detail, ErrorKind, Failure, Refusal};
+pub use error::{Detail, ErrorKind, Failure, Refusal, guarded};
 pub use hash::{hex, path_hash, path_text, sha256_tagged, unpredictable_hex};
 pub use read_answer::{Extent, LinesView, ReadFacts};
 pub use routing::MarkerSource;

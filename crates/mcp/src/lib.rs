@@ -7,7 +7,7 @@
 //! the client's MCP roots become workspaces as the config says.
 //!
 //! This crate owns its wire types (tool arguments with their JSON schemas,
-//! results, the text a model reads, the [`ALLOWANCES`] of an MCP connection)
+//! results, the text a model reads, what each transport allows)
 //! and nothing else. It must never implement a rule of its own (paths,
 //! encodings, approvals, the audit format all come from `writegate-core`),
 //! never write to disk itself, and never put anything but MCP messages on
@@ -23,16 +23,3 @@ mod tools;
 mod transport;
 
 pub use server::{McpOptions, RunError, run};
-
-use writegate_core::Allowances;
-
-/// What an MCP connection may do, declared in this one place: read files,
-/// yes; the external host writer, no (an MCP tool call carries no
-/// tool-write-origin marker, so it never writes outside a workspace);
-/// choosing its workspace by name, no (client roots are registered as
-/// `[mcp] client_roots` says, never by a request).
-pub const ALLOWANCES: Allowances = Allowances {
-    external_writer: false,
-    choose_workspace: false,
-    reads: true,
-};

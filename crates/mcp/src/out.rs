@@ -1,129 +1,142 @@
 //! The outgoing side of the stdio transport: each message one line, written
 //! whole under one lock, in the order sent. A message is serialised by
 //! serde before the lock is taken; a tool result whose members are already
-//! JSON text (a [`prebuilt`] result: a large read's lines, written straight
+//! JSON text (a [`Prebuilt`] answer: a large read's lines, written straight
 //! from the file by `writegate_core::read_answer`) is copied into its line
 //! as it is. Through `rmcp`'s types the same answer is a `Value` tree of one
 //! object per line, built and serialised again: 272-308 ms for a 5 MiB
 //! file against 28-39 ms this way, in the throughput bench
 //! (docs/decisions/0023-large-answers-and-kept-buffers.md).
+//!
+//! A prebuilt answer's text waits in its connection's [`Pending`] table,
+//! under the id of the request it answers, and `rmcp` carries a
+//! placeholder in its place: an error result that says the answer was
+//! lost. [`Out`] swaps the text in when it writes the response; any other
+//! writer (`rmcp`'s own transports, a test's serde) sends the placeholder,
+//! a visible error, never an empty successful read.
 
-use rmcp::model::{CallToolResult, ContentBlock, JsonRpcMessage, MetaObject, ServerResult};
+use rmcp::model::{
+    CallToolResult, ContentBlock, JsonRpcMessage, MetaObject, RequestId, ServerResult,
+};
 use rmcp::service::{RoleServer, TxJsonRpcMessage};
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use writegate_stdio::NonBlockingFd;
 
-/// `_meta` key of a [`prebuilt`] result: the handle of its members' text.
-/// Never on the wire: the line is written from the text it stands for.
+/// `_meta` key that marks a placeholder: its text waits in [`Pending`]
+/// under the response's request id. Never on the wire from [`Out`]: the
+/// line is written from the text it stands for.
 const PREBUILT_KEY: &str = "writegate/prebuilt";
 
-/// How long a prebuilt text waits to be sent before it is dropped. `rmcp`
-/// hands a result to [`Out::send`] as soon as its call returns, unless it
-/// drops the answer (the call was cancelled, its id reused, or the server
-/// is stopping): then nothing takes the text, and the next result made
-/// drops it.
-const PREBUILT_TTL: Duration = Duration::from_secs(60);
-
-/// A prebuilt result's pieces, written one after the other, and when they
-/// were made.
-struct Pieces {
-    made: Instant,
-    pieces: Vec<Vec<u8>>,
-}
-
-/// The prebuilt results not sent yet, by handle.
-static PREBUILT: Mutex<BTreeMap<u64, Pieces>> = Mutex::new(BTreeMap::new());
-static NEXT: AtomicU64 = AtomicU64::new(1);
-
-fn prebuilt_texts() -> std::sync::MutexGuard<'static, BTreeMap<u64, Pieces>> {
-    PREBUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+/// What a placeholder says, to whoever receives it instead of its text.
+const LOST: &str = "internal_error: this answer was sent without its text; call the tool again";
 
 /// A successful tool result whose members (`"content":[...],
 /// "structuredContent":{...},"isError":false`, without the braces) are
 /// already JSON text, in pieces: the line that answers it holds exactly
 /// the pieces' text, one after the other (a large piece is not copied to
-/// join the others). Sent through [`Out`] only (rmcp's own writer would
-/// send it empty).
-pub(crate) fn prebuilt(members: Vec<Vec<u8>>) -> CallToolResult {
-    let handle = NEXT.fetch_add(1, Ordering::Relaxed);
-    let mut texts = prebuilt_texts();
-    texts.retain(|_, p| p.made.elapsed() < PREBUILT_TTL);
-    texts.insert(
-        handle,
-        Pieces {
-            made: Instant::now(),
-            pieces: members,
-        },
-    );
-    drop(texts);
-    let mut meta = MetaObject::new();
-    meta.0.insert(PREBUILT_KEY.to_string(), handle.into());
-    CallToolResult::success(Vec::new()).with_meta(Some(meta))
+/// join the others).
+pub(crate) struct Prebuilt(pub(crate) Vec<Vec<u8>>);
+
+/// What a tool call answers: a result in `rmcp`'s types, or a
+/// [`Prebuilt`] one, which only its connection's [`Out`] can send.
+pub(crate) enum Answer {
+    Typed(CallToolResult),
+    Prebuilt(Prebuilt),
 }
 
-/// The handle of a [`prebuilt`] result.
-fn handle_of(result: &CallToolResult) -> Option<u64> {
-    result.meta.as_ref()?.0.get(PREBUILT_KEY)?.as_u64()
-}
-
-/// Drops the text of a [`prebuilt`] result that will not be sent (its call
-/// was cancelled: `rmcp` drops the answer).
-pub(crate) fn discard(result: &CallToolResult) {
-    if let Some(handle) = handle_of(result) {
-        prebuilt_texts().remove(&handle);
+impl From<CallToolResult> for Answer {
+    fn from(r: CallToolResult) -> Answer {
+        Answer::Typed(r)
     }
 }
 
-/// `item` as one `\n`-terminated line, in pieces to be written in order.
-pub(crate) fn line_of(item: &TxJsonRpcMessage<RoleServer>) -> std::io::Result<Vec<Vec<u8>>> {
-    if let JsonRpcMessage::Response(r) = item
-        && let ServerResult::CallToolResult(c) = &r.result
-        && let Some(handle) = handle_of(c)
-    {
-        let Some(Pieces {
-            pieces: members, ..
-        }) = prebuilt_texts().remove(&handle)
-        else {
-            // Never an empty success: the model would take it for an
-            // empty file.
-            tracing::error!(
-                handle,
-                "a prebuilt tool result was dropped before it was sent"
-            );
-            let mut lost = CallToolResult::error(vec![ContentBlock::text(
-                "internal_error: writegate lost this answer before sending it; call the tool again",
-            )]);
-            lost.result_type.clone_from(&c.result_type);
-            let answer: TxJsonRpcMessage<RoleServer> =
-                JsonRpcMessage::response(ServerResult::CallToolResult(lost), r.id.clone());
-            let mut line = serde_json::to_vec(&answer)?;
-            line.push(b'\n');
-            return Ok(vec![line]);
-        };
-        let mut head = br#"{"jsonrpc":"2.0","id":"#.to_vec();
-        head.extend_from_slice(&serde_json::to_vec(&r.id)?);
-        head.extend_from_slice(br#","result":{"#);
-        if let Some(t) = &c.result_type {
-            head.extend_from_slice(br#""resultType":"#);
-            head.extend_from_slice(&serde_json::to_vec(t.as_str())?);
-            head.push(b',');
+/// The error result that stands in for a lost prebuilt answer.
+fn lost() -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(LOST)])
+}
+
+/// The prebuilt answers of one connection not sent yet, by the id of the
+/// request they answer. An entry leaves when its response is written, or
+/// when its call is cancelled ([`Pending::discard`]); a request id the
+/// client uses again replaces it. The table lives as long as its [`Out`]:
+/// nothing here outlives the connection.
+#[derive(Clone, Default)]
+pub(crate) struct Pending(Arc<Mutex<HashMap<RequestId, Vec<Vec<u8>>>>>);
+
+impl Pending {
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Vec<Vec<u8>>>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps `answer`'s text for the response to request `id`, and returns
+    /// the placeholder `rmcp` carries in its place: an error result that
+    /// says the answer was lost, marked in `_meta`.
+    pub(crate) fn hold(&self, id: RequestId, answer: Prebuilt) -> CallToolResult {
+        self.table().insert(id, answer.0);
+        let mut meta = MetaObject::new();
+        meta.0.insert(PREBUILT_KEY.to_string(), true.into());
+        lost().with_meta(Some(meta))
+    }
+
+    /// Drops the text held for request `id`: its call was cancelled, and
+    /// `rmcp` drops a cancelled call's answer unsent.
+    pub(crate) fn discard(&self, id: &RequestId) {
+        self.table().remove(id);
+    }
+
+    /// `item` as one `\n`-terminated line, in pieces to be written in
+    /// order: a placeholder's text is taken out of the table and written
+    /// in its place.
+    pub(crate) fn line_of(
+        &self,
+        item: &TxJsonRpcMessage<RoleServer>,
+    ) -> std::io::Result<Vec<Vec<u8>>> {
+        if let JsonRpcMessage::Response(r) = item
+            && let ServerResult::CallToolResult(c) = &r.result
+            && is_placeholder(c)
+        {
+            let Some(members) = self.table().remove(&r.id) else {
+                // Never an empty success: the model would take it for an
+                // empty file.
+                tracing::error!(id = %r.id, "a prebuilt tool result was dropped before it was sent");
+                let mut lost = lost();
+                lost.result_type.clone_from(&c.result_type);
+                let answer: TxJsonRpcMessage<RoleServer> =
+                    JsonRpcMessage::response(ServerResult::CallToolResult(lost), r.id.clone());
+                let mut line = serde_json::to_vec(&answer)?;
+                line.push(b'\n');
+                return Ok(vec![line]);
+            };
+            let mut head = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+            head.extend_from_slice(&serde_json::to_vec(&r.id)?);
+            head.extend_from_slice(br#","result":{"#);
+            if let Some(t) = &c.result_type {
+                head.extend_from_slice(br#""resultType":"#);
+                head.extend_from_slice(&serde_json::to_vec(t.as_str())?);
+                head.push(b',');
+            }
+            let mut pieces = Vec::with_capacity(members.len() + 2);
+            pieces.push(head);
+            pieces.extend(members);
+            pieces.push(b"}}\n".to_vec());
+            return Ok(pieces);
         }
-        let mut pieces = Vec::with_capacity(members.len() + 2);
-        pieces.push(head);
-        pieces.extend(members);
-        pieces.push(b"}}\n".to_vec());
-        return Ok(pieces);
+        let mut line = serde_json::to_vec(item)?;
+        line.push(b'\n');
+        Ok(vec![line])
     }
-    let mut line = serde_json::to_vec(item)?;
-    line.push(b'\n');
-    Ok(vec![line])
+}
+
+/// Whether `result` is a [`Pending::hold`] placeholder.
+fn is_placeholder(result: &CallToolResult) -> bool {
+    result
+        .meta
+        .as_ref()
+        .is_some_and(|m| m.0.contains_key(PREBUILT_KEY))
 }
 
 /// A line this long is a large answer: before the first, a stdout pipe
@@ -138,6 +151,8 @@ pub(crate) struct Out {
     /// The writer's descriptor, to enlarge before the first large answer
     /// (taken then: `None` after, or when stdout is no pipe or socket).
     grow: Arc<Mutex<Option<NonBlockingFd>>>,
+    /// The prebuilt answers waiting for their responses.
+    pending: Pending,
 }
 
 impl Out {
@@ -148,7 +163,14 @@ impl Out {
         Out {
             writer: Arc::new(tokio::sync::Mutex::new(Some(writer))),
             grow: Arc::new(Mutex::new(fd)),
+            pending: Pending::default(),
         }
+    }
+
+    /// The table of this connection's prebuilt answers, for the handler
+    /// that makes them.
+    pub(crate) fn pending(&self) -> Pending {
+        self.pending.clone()
     }
 
     /// Writes `item` as one line and flushes it. The line is made now
@@ -158,7 +180,7 @@ impl Out {
         &self,
         item: &TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = std::io::Result<()>> + Send + use<> {
-        let line = line_of(item);
+        let line = self.pending.line_of(item);
         if line
             .as_ref()
             .is_ok_and(|p| p.iter().map(Vec::len).sum::<usize>() >= LARGE_LINE)
@@ -203,8 +225,8 @@ mod tests {
     use rmcp::model::{ContentBlock, RequestId, ResultType};
     use serde_json::{Value, json};
 
-    fn wire(item: &TxJsonRpcMessage<RoleServer>) -> Value {
-        let line = line_of(item).unwrap().concat();
+    fn wire(pending: &Pending, item: &TxJsonRpcMessage<RoleServer>) -> Value {
+        let line = pending.line_of(item).unwrap().concat();
         assert_eq!(line.last(), Some(&b'\n'));
         serde_json::from_slice(&line).unwrap()
     }
@@ -230,32 +252,83 @@ mod tests {
             };
             // Split anywhere: the pieces are one text.
             let (a, b) = members.split_at(members.len() / 3);
-            let mut fast = prebuilt(vec![a.to_vec(), b.to_vec()]);
+            let pending = Pending::default();
+            let mut fast =
+                pending.hold(RequestId::Number(4), Prebuilt(vec![a.to_vec(), b.to_vec()]));
             fast.result_type = result_type;
-            assert_eq!(wire(&response(fast)), wire(&response(typed)));
+            assert_eq!(
+                wire(&pending, &response(fast)),
+                wire(&pending, &response(typed))
+            );
         }
     }
 
-    /// The defect pinned: a result whose text is gone (sent already,
-    /// discarded, or dropped after `PREBUILT_TTL`) must not go out as an
-    /// empty successful read.
+    /// The defect pinned: a prebuilt result sent by any writer but its
+    /// connection's `Out` (rmcp's own transports, a layer that rebuilds
+    /// results) must not reach the model as an empty successful read.
+    #[test]
+    fn a_prebuilt_result_serialised_by_serde_is_an_error() {
+        let pending = Pending::default();
+        let placeholder = pending.hold(
+            RequestId::Number(4),
+            Prebuilt(vec![br#""content":[],"isError":false"#.to_vec()]),
+        );
+        let plain: Value =
+            serde_json::from_slice(&serde_json::to_vec(&response(placeholder)).unwrap()).unwrap();
+        assert_eq!(plain["result"]["isError"], json!(true), "{plain}");
+        let text = plain["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("internal_error:"), "{text}");
+    }
+
+    /// The defect pinned: a result whose text is gone (sent already, or
+    /// discarded when its call was cancelled) must not go out as an empty
+    /// successful read.
     #[test]
     fn a_prebuilt_text_is_sent_once_and_a_lost_one_is_an_error() {
-        let fast = prebuilt(vec![br#""content":[],"isError":false"#.to_vec()]);
+        let pending = Pending::default();
+        let fast = pending.hold(
+            RequestId::Number(4),
+            Prebuilt(vec![br#""content":[],"isError":false"#.to_vec()]),
+        );
         let item = response(fast);
-        let first = wire(&item);
+        let first = wire(&pending, &item);
         assert_eq!(
             first["result"],
             json!({"resultType": "complete", "content": [], "isError": false})
         );
-        let again = wire(&item);
+        let again = wire(&pending, &item);
         assert_eq!(again["result"]["isError"], json!(true), "{again}");
         assert!(again["result"].get("_meta").is_none(), "{again}");
         let text = again["result"]["content"][0]["text"].as_str().unwrap();
         assert!(text.starts_with("internal_error:"), "{text}");
 
-        let cancelled = prebuilt(vec![b"x".to_vec()]);
-        discard(&cancelled);
-        assert_eq!(wire(&response(cancelled))["result"]["isError"], json!(true));
+        let cancelled = pending.hold(RequestId::Number(4), Prebuilt(vec![b"x".to_vec()]));
+        pending.discard(&RequestId::Number(4));
+        assert_eq!(
+            wire(&pending, &response(cancelled))["result"]["isError"],
+            json!(true)
+        );
+    }
+
+    /// Each connection's table is its own: one connection's answer never
+    /// stands in for another's under the same request id.
+    #[test]
+    fn two_connections_keep_their_own_prebuilt_answers() {
+        let (one, two) = (Pending::default(), Pending::default());
+        let a = one.hold(
+            RequestId::Number(4),
+            Prebuilt(vec![br#""content":[],"isError":false"#.to_vec()]),
+        );
+        let b = two.hold(
+            RequestId::Number(4),
+            Prebuilt(vec![
+                br#""content":[{"type":"text","text":"b"}],"isError":false"#.to_vec(),
+            ]),
+        );
+        assert_eq!(
+            wire(&two, &response(b))["result"]["content"][0]["text"],
+            json!("b")
+        );
+        assert_eq!(wire(&one, &response(a))["result"]["content"], json!([]));
     }
 }

@@ -3,6 +3,7 @@
 //! and one or two sentences the model can act on. The only place a core
 //! [`Failure`] becomes MCP.
 
+use crate::out::Prebuilt;
 use crate::tools::{EditOut, WriteOut};
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Map, Value, json};
@@ -100,8 +101,8 @@ pub(crate) fn lines_json(view: &LinesView<'_>) -> ReadLinesJson {
 
 /// `read_file`'s result: numbered lines, then one line of facts, and the
 /// structured content (`path` and core's `LinesRead` members), written as
-/// JSON text ([`crate::out::prebuilt`]).
-pub(crate) fn read(path: &Path, j: ReadLinesJson, facts: &ReadFacts) -> CallToolResult {
+/// JSON text ([`Prebuilt`]: only the connection's `out::Out` sends it).
+pub(crate) fn read(path: &Path, j: ReadLinesJson, facts: &ReadFacts) -> Prebuilt {
     let summary = read_summary(path, j.first, j.last, j.count, facts);
     let mut head = j.head;
     head.reserve(summary.len() + path.as_os_str().len() + 64);
@@ -112,7 +113,7 @@ pub(crate) fn read(path: &Path, j: ReadLinesJson, facts: &ReadFacts) -> CallTool
     let mut tail = Vec::with_capacity(256);
     facts.write_members(&mut tail);
     tail.extend_from_slice(br#"},"isError":false"#);
-    crate::out::prebuilt(vec![head, j.lines, tail])
+    Prebuilt(vec![head, j.lines, tail])
 }
 
 /// The line of facts after the numbered lines: which lines these are, the
@@ -339,6 +340,7 @@ pub(crate) fn failure(f: &Failure, s: &Situation<'_>) -> CallToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::out::{Answer, Pending};
     use crate::tools::ReadOut;
     use rmcp::model::{JsonRpcMessage, RequestId, ServerResult};
     use writegate_core::{LinesRead, Refusal, sha256_tagged};
@@ -369,9 +371,14 @@ mod tests {
         success(text, &out)
     }
 
-    fn wire(r: CallToolResult) -> Value {
+    fn wire(r: Answer) -> Value {
+        let pending = Pending::default();
+        let r = match r {
+            Answer::Typed(r) => r,
+            Answer::Prebuilt(p) => pending.hold(RequestId::Number(1), p),
+        };
         let item = JsonRpcMessage::response(ServerResult::CallToolResult(r), RequestId::Number(1));
-        serde_json::from_slice(&crate::out::line_of(&item).unwrap().concat()).unwrap()
+        serde_json::from_slice(&pending.line_of(&item).unwrap().concat()).unwrap()
     }
 
     #[test]
@@ -394,7 +401,11 @@ mod tests {
                 };
                 let typed = typed_read(path, facts.clone().with_lines(view.numbered()));
                 let written = read(path, lines_json(&view), &facts);
-                assert_eq!(wire(written), wire(typed), "{bytes:?} {line:?} {limit:?}");
+                assert_eq!(
+                    wire(Answer::Prebuilt(written)),
+                    wire(typed.into()),
+                    "{bytes:?} {line:?} {limit:?}"
+                );
             }
         }
     }

@@ -247,7 +247,7 @@ impl Workspaces {
                 )
             })
             .collect();
-        tracing::info!(?roots, client_roots = mode.as_str(), "client roots");
+        tracing::info!(roots = %roots.join(", "), client_roots = mode.as_str(), "client roots");
         *self
             .client
             .lock()

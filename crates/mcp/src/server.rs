@@ -3,12 +3,13 @@
 //! core operation on a blocking thread; and [`run`], which serves it on
 //! stdin/stdout until the client goes away or a signal arrives.
 
-use crate::ALLOWANCES;
 use crate::approver::{self, ElicitApprover};
 use crate::input::{self, Answered, Questions};
+use crate::out::{Answer, Pending};
 use crate::reply::{self, Situation};
 use crate::roots::{Picked, Workspaces};
 use crate::tools::{self, Entry, Facts, Parsed};
+use crate::transport::Transport;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId,
@@ -25,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
-use writegate_core::{Approver, ErrorKind, Failure, OpCtx, Refusal, Service};
+use writegate_core::{Approver, Failure, OpCtx, Service};
 
 /// How `writegate mcp` runs.
 #[derive(Debug, Clone)]
@@ -102,7 +103,8 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     let grace = Duration::from_millis(service.config().shutdown_grace_ms);
     let input_ended = CancellationToken::new();
     let transport = crate::transport::Stdio::new(max_line, grace, input_ended.clone());
-    let server = McpServer::new(service, opts, input_ended);
+    let pending = transport.pending();
+    let server = McpServer::new(service, opts, input_ended, pending);
     let running = match server.serve(transport).await {
         Ok(running) => running,
         Err(e) if client_went_away(&e) => {
@@ -113,13 +115,18 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     };
     let stop = running.cancellation_token();
     let signals = tokio::spawn(async move {
-        let why = stop_signal().await;
+        let why = writegate_stdio::run::stop_signal().await;
         tracing::info!("{why}: stopping");
         stop.cancel();
     });
-    let reason = running.waiting().await;
+    let reason = match running.waiting().await {
+        Ok(rmcp::service::QuitReason::Cancelled) => "stopped".to_string(),
+        Ok(rmcp::service::QuitReason::Closed) => "the client closed it".to_string(),
+        Ok(rmcp::service::QuitReason::JoinError(e)) | Err(e) => e.to_string(),
+        Ok(_) => "unknown".to_string(),
+    };
     signals.abort();
-    tracing::info!(?reason, "MCP connection closed");
+    tracing::info!(reason = %reason, "MCP connection closed");
     Ok(())
 }
 
@@ -139,24 +146,6 @@ fn client_went_away(e: &ServerInitializeError) -> bool {
     }
 }
 
-/// Waits for SIGTERM, SIGINT or SIGHUP (forever if they cannot be watched).
-async fn stop_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::warn!("cannot watch signals; stopping only when stdin closes");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-        _ = hup.recv() => "SIGHUP",
-    }
-}
-
 /// The handler of one MCP connection (one per process).
 struct McpServer {
     service: Arc<Service>,
@@ -173,13 +162,9 @@ struct McpServer {
     /// Cancelled by the transport when stdin ends: a 2025 elicitation
     /// question still open can get no answer any more.
     input_ended: CancellationToken,
+    /// The connection's prebuilt answers, sent only by its `out::Out`.
+    pending: Pending,
 }
-
-/// Most bytes of file content a call may carry and still run on the
-/// runtime worker that read it (when no other call is running), as ACP's
-/// `WORKER_LINE_MAX`: a small write costs no thread hand-off; a larger one
-/// runs on a blocking thread, so reading goes on meanwhile.
-const INLINE_CONTENT_MAX: usize = 64 * 1024;
 
 /// How the client of one request can be asked about a held call.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -227,7 +212,12 @@ struct Call {
 }
 
 impl McpServer {
-    fn new(service: Arc<Service>, opts: McpOptions, input_ended: CancellationToken) -> McpServer {
+    fn new(
+        service: Arc<Service>,
+        opts: McpOptions,
+        input_ended: CancellationToken,
+        pending: Pending,
+    ) -> McpServer {
         let cwd = opts.cwd_workspace.then(|| {
             let dir = std::env::current_dir()
                 .map_err(|e| format!("the directory it was started in cannot be read: {e}"))?;
@@ -248,6 +238,7 @@ impl McpServer {
             running: Mutex::new(HashMap::new()),
             questions: Questions::default(),
             input_ended,
+            pending,
         }
     }
 
@@ -313,7 +304,7 @@ impl McpServer {
             ctx: OpCtx {
                 runtime,
                 session_id: Some(self.opts.session_id.clone()),
-                allows: ALLOWANCES,
+                allows: Transport::Stdio.allowances(),
                 route: tool.route,
                 cancel: Arc::new(AtomicBool::new(false)),
                 approver,
@@ -339,10 +330,11 @@ impl McpServer {
         call: &Call,
         cx: &RequestContext<RoleServer>,
         parsed: Parsed,
-    ) -> Result<CallToolResult, Failure> {
+    ) -> Result<Answer, Failure> {
         let inline = {
             let mut running = self.running_calls();
-            let inline = parsed.content_len <= INLINE_CONTENT_MAX && running.is_empty();
+            let inline =
+                parsed.content_len <= writegate_stdio::run::INLINE_MAX && running.is_empty();
             running.insert(cx.id.clone(), call.ctx.cancel.clone());
             inline
         };
@@ -351,28 +343,25 @@ impl McpServer {
             call.ctx.cancel.store(true, Ordering::SeqCst);
         }
         let op = parsed.op;
+        let tool = call.ctx.route;
         let result = if inline {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                op(&self.service, &call.ctx, &call.path)
-            }))
-            .map_err(|_| "panicked".to_string())
+            writegate_core::guarded(tool, || op(&self.service, &call.ctx, &call.path))
         } else {
             let service = self.service.clone();
             let ctx = call.ctx.clone();
             let path = call.path.clone();
-            tokio::task::spawn_blocking(move || op(&service, &ctx, &path))
-                .await
-                .map_err(|e| e.to_string())
+            tokio::task::spawn_blocking(move || {
+                writegate_core::guarded(tool, || op(&service, &ctx, &path))
+            })
+            .await
+            .unwrap_or_else(|e| {
+                // Not started before the runtime stopped.
+                tracing::error!(error = %e, call = tool, "a tool call's thread ended without an answer");
+                Err(Failure::internal())
+            })
         };
         self.running_calls().remove(&cx.id);
-        result.unwrap_or_else(|e| {
-            tracing::error!(error = %e, "a tool call's operation panicked");
-            Err(Refusal::new(
-                ErrorKind::InternalError,
-                "the operation failed inside writegate (see its log); read the file again before retrying",
-            )
-            .into())
-        })
+        result.and_then(|r| r)
     }
 
     fn running_calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Arc<AtomicBool>>> {
@@ -473,12 +462,16 @@ impl ServerHandler for McpServer {
             Err(r) => return Ok((*r).into()),
         };
         match self.run(&call, &context, parsed).await {
-            Ok(r) => {
+            Ok(Answer::Typed(r)) => Ok(r.into()),
+            Ok(Answer::Prebuilt(p)) => {
+                let placeholder = self.pending.hold(context.id.clone(), p);
                 if context.ct.is_cancelled() {
-                    // `rmcp` drops a cancelled call's answer unsent.
-                    crate::out::discard(&r);
+                    // `rmcp` drops a cancelled call's answer unsent (a
+                    // cancel that comes after this check is
+                    // `on_cancelled`'s to discard).
+                    self.pending.discard(&context.id);
                 }
-                Ok(r.into())
+                Ok(placeholder.into())
             }
             Err(f) => {
                 if asking == Asking::InputRequired
@@ -496,10 +489,11 @@ impl ServerHandler for McpServer {
         notification: CancelledNotificationParam,
         _context: NotificationContext<RoleServer>,
     ) {
-        if let Some(id) = notification.request_id
-            && let Some(flag) = self.running_calls().get(&id)
-        {
-            flag.store(true, Ordering::SeqCst);
+        if let Some(id) = notification.request_id {
+            if let Some(flag) = self.running_calls().get(&id) {
+                flag.store(true, Ordering::SeqCst);
+            }
+            self.pending.discard(&id);
         }
     }
 

@@ -1,5 +1,6 @@
-//! The stdio transport: MCP messages are lines (SPEC of MCP's stdio
-//! transport).
+//! The transports an MCP connection can come over and what each allows
+//! ([`Transport`]), and the stdio transport ([`Stdio`]): MCP messages are
+//! lines (SPEC of MCP's stdio transport).
 //! Incoming lines are read here with the line reader every front end
 //! shares (`writegate_stdio::lines`), bounded by `max_frame_bytes` (a
 //! longer line is skipped and logged; the connection goes on), and parsed in one pass
@@ -13,14 +14,13 @@
 //! to `rmcp`'s parser as it is. Outgoing messages are lines written by
 //! [`crate::out`].
 
-use crate::out::Out;
+use crate::out::{Out, Pending};
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientNotification,
     ClientRequest, ErrorData, GetMeta, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0,
     RequestId,
 };
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
-use rmcp::transport::Transport;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -30,9 +30,36 @@ use std::time::Duration;
 use tokio::io::AsyncRead;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use writegate_core::Allowances;
 use writegate_jsonscan::{Lookup, Member};
 use writegate_stdio::lines::{Frame, LineReader};
 use writegate_stdio::{Restore, StdioEnds};
+
+/// Which transport an MCP connection came over. What each allows is
+/// decided here, in one match: a variant added later must state its
+/// allowances, and core's [`Allowances::default`] allows nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// stdin/stdout of the client that spawned `writegate mcp`.
+    Stdio,
+}
+
+impl Transport {
+    /// What a connection over this transport may do. Over stdio: read
+    /// files, yes; the external host writer, no (an MCP tool call carries
+    /// no tool-write-origin marker, so it never writes outside a
+    /// workspace); choosing its workspace by name, no (client roots are
+    /// registered as `[mcp] client_roots` says, never by a request).
+    pub(crate) fn allowances(self) -> Allowances {
+        match self {
+            Transport::Stdio => Allowances {
+                external_writer: false,
+                choose_workspace: false,
+                reads: true,
+            },
+        }
+    }
+}
 
 /// A `tools/call` request, parsed without buffering. Any other key, method
 /// or shape fails here and goes to the general parser.
@@ -311,6 +338,13 @@ impl Stdio {
     }
 }
 
+impl Stdio {
+    /// The table of prebuilt answers this transport's writer sends.
+    pub(crate) fn pending(&self) -> Pending {
+        self.out.pending()
+    }
+}
+
 impl Drop for Stdio {
     fn drop(&mut self) {
         if let Some(r) = self.restore.take() {
@@ -319,7 +353,7 @@ impl Drop for Stdio {
     }
 }
 
-impl Transport<RoleServer> for Stdio {
+impl rmcp::transport::Transport<RoleServer> for Stdio {
     type Error = std::io::Error;
 
     fn send(
@@ -426,6 +460,19 @@ mod tests {
 
     fn line(v: &serde_json::Value) -> Vec<u8> {
         serde_json::to_vec(v).unwrap()
+    }
+
+    /// An MCP client over stdio reads files, but never takes the external
+    /// writer (no tool-write-origin marker) or picks a workspace by name.
+    #[test]
+    fn stdio_allows_reads_only() {
+        assert_eq!(
+            Transport::Stdio.allowances(),
+            Allowances {
+                reads: true,
+                ..Allowances::NONE
+            }
+        );
     }
 
     /// The one-pass parse gives what rmcp's own parser gives.

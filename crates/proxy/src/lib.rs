@@ -31,7 +31,6 @@ use std::ffi::OsString;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -39,6 +38,7 @@ use writegate_acp::budget::Budget;
 use writegate_acp::conn::{Shared, run_connection};
 use writegate_core::Service;
 use writegate_stdio::StdioEnds;
+use writegate_stdio::run::Signals;
 
 /// What to run as the agent.
 #[derive(Debug, Clone)]
@@ -66,9 +66,7 @@ pub struct ProxyOptions {
 /// installed.
 pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
     let grace = Duration::from_millis(service.config().proxy.agent_exit_grace_ms);
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    let mut signals = Signals::watch()?;
     let agent = agent::spawn(&opts.program, &opts.args).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -129,9 +127,7 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
                 tracing::debug!("the agent closed its stdout");
                 deadline.get_or_insert(Instant::now() + grace);
             }
-            Some(()) = term.recv() => pass_on(&child, &mut deadline, grace, "SIGTERM"),
-            Some(()) = int.recv() => pass_on(&child, &mut deadline, grace, "SIGINT"),
-            Some(()) = hup.recv() => pass_on(&child, &mut deadline, grace, "SIGHUP"),
+            s = signals.next() => pass_on(&child, &mut deadline, grace, s.name()),
             () = tokio::time::sleep_until(kill_at), if deadline.is_some() => {
                 tracing::warn!(grace_ms = grace.as_millis(), "the agent did not exit within the grace period: killing it");
                 let _ = child.start_kill();

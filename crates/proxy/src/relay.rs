@@ -336,12 +336,8 @@ impl Relay {
                 first: false,
                 approver: Some(Arc::new(approver)),
             };
-            let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let line = methods::answer_guarded(&id, &method, || {
                 methods::answer(&call, &id, &method, params)
-            }))
-            .unwrap_or_else(|_| {
-                tracing::error!(method = %method, "request panicked");
-                methods::internal_error(&id)
             });
             ticket.built();
             session.state.end(&id);

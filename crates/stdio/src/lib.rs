@@ -9,7 +9,9 @@
 //! is registered only for what it waits for ([`ReadEnd`], [`WriteEnd`]).
 //!
 //! [`lines`] is the one bounded line reader every front end frames its
-//! input with (ACP's connection loop, MCP's transport).
+//! input with (ACP's connection loop, MCP's transport). [`run`] is what
+//! they share about running a call: the inline threshold and the signals
+//! that stop them.
 //!
 //! This crate moves bytes and splits them into lines; it never decides
 //! what to write, never parses anything, and knows no protocol: the front
@@ -21,6 +23,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 mod ends;
 pub mod lines;
+pub mod run;
 pub use ends::{NonBlockingFd, ReadEnd, WriteEnd};
 
 /// Size the stdin pipe is enlarged to (the unprivileged maximum by

@@ -32,7 +32,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
-use writegate_core::{Approver, ErrorKind, Failure, OpCtx, Refusal};
+use writegate_core::{Approver, Failure, OpCtx};
 
 pub use cancel_request::CANCEL_REQUEST;
 
@@ -368,7 +368,7 @@ fn respond_params<M: Method>(
     let result = if M::INLINE {
         M::handle(call, params)
     } else {
-        run(call, || M::handle(call, params))
+        run(call, M::NAME, || M::handle(call, params))
     };
     match result {
         Ok(r) => (M::result_line(id, &r), Outcome::Ok),
@@ -379,37 +379,26 @@ fn respond_params<M: Method>(
 
 /// Runs a method unless it was cancelled before it began (then `-32800`,
 /// and no audit event: it never reached routing). A panic in it becomes
-/// `internal_error`, so the request is still answered once; the publisher
-/// has removed its temp file on unwinding, and the pipeline has written the
-/// operation's one audit event.
-fn run<T>(call: &Call<'_>, op: impl FnOnce() -> Result<T, MethodError>) -> Result<T, MethodError> {
+/// `internal_error` (`writegate_core::guarded`), so the request is still
+/// answered once; the publisher has removed its temp file on unwinding,
+/// and the pipeline has written the operation's one audit event.
+fn run<T>(
+    call: &Call<'_>,
+    name: &str,
+    op: impl FnOnce() -> Result<T, MethodError>,
+) -> Result<T, MethodError> {
     if call.cancel.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Failure::Cancelled.into());
     }
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)).unwrap_or_else(|_| {
-        tracing::error!("operation panicked");
-        Err(Failure::from(Refusal::new(
-            ErrorKind::InternalError,
-            "the operation failed unexpectedly; nothing was written",
-        ))
-        .into())
-    })
+    writegate_core::guarded(name, op).unwrap_or_else(|f| Err(f.into()))
 }
 
-/// The answer to a request whose handling panicked outside an operation:
-/// `internal_error`, nothing written.
-pub fn internal_error(id: &RequestId) -> Vec<u8> {
-    error_line(
-        id,
-        &failure_error(
-            &Refusal::new(
-                ErrorKind::InternalError,
-                "the request failed unexpectedly; nothing was written",
-            )
-            .into(),
-            "",
-        ),
-    )
+/// The answer to request `id` built by `answer`, or `internal_error`
+/// ([`Failure::internal`]) when building it panicked outside an operation
+/// (`writegate_core::guarded`): every request is answered once.
+pub fn answer_guarded(id: &RequestId, method: &str, answer: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+    writegate_core::guarded(method, answer)
+        .unwrap_or_else(|f| error_line(id, &failure_error(&f, "")))
 }
 
 /// `-32602` for a relative path (SPEC 3: paths must be absolute).

@@ -24,8 +24,7 @@ impl Op<'_> {
         identity: Option<LeafStat>,
         made: &CreatedDirs,
     ) -> Option<Record> {
-        if !self.cfg.history.enabled
-            || identity.is_some_and(|st| st.len > self.cfg.max_write_bytes)
+        if !self.cfg.history.enabled || identity.is_some_and(|st| st.len > self.cfg.max_write_bytes)
         {
             return None;
         }

@@ -2,8 +2,9 @@
 //! append, write), keeping every byte outside the edit.
 
 use super::{Facts, Tool, roots_sentence, size};
+use crate::out::Answer;
 use crate::reply;
-use rmcp::model::{CallToolResult, ToolAnnotations};
+use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -138,12 +139,7 @@ impl Tool for EditFile {
         }
     }
 
-    fn run(
-        service: &Service,
-        ctx: &OpCtx,
-        path: &Path,
-        args: EditArgs,
-    ) -> Result<CallToolResult, Failure> {
+    fn run(service: &Service, ctx: &OpCtx, path: &Path, args: EditArgs) -> Result<Answer, Failure> {
         let params = EditParams {
             path: path.to_path_buf(),
             mode: args.mode.unwrap_or(EditMode::Replace),
@@ -157,6 +153,8 @@ impl Tool for EditFile {
             marker: None,
             convert_encoding: false,
         };
-        service.edit_text_file(ctx, &params).map(reply::edited)
+        service
+            .edit_text_file(ctx, &params)
+            .map(|r| reply::edited(r).into())
     }
 }

@@ -19,6 +19,7 @@ pub(crate) use edit_file::EditOut;
 pub(crate) use read_file::ReadOut;
 pub(crate) use write_file::WriteOut;
 
+use crate::out::Answer;
 use crate::reply;
 use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
@@ -67,13 +68,13 @@ pub(crate) trait Tool {
         ctx: &OpCtx,
         path: &Path,
         args: Self::Args,
-    ) -> Result<CallToolResult, Failure>;
+    ) -> Result<Answer, Failure>;
 }
 
 /// The operation of one parsed call: runs on whichever thread the server
 /// picks.
 pub(crate) type Operation =
-    Box<dyn FnOnce(&Service, &OpCtx, &Path) -> Result<CallToolResult, Failure> + Send>;
+    Box<dyn FnOnce(&Service, &OpCtx, &Path) -> Result<Answer, Failure> + Send>;
 
 /// One parsed call, ready to run.
 pub(crate) struct Parsed {

@@ -1,8 +1,9 @@
 //! `read_file`: a text file as numbered lines, with its hash and format.
 
 use super::{Facts, Tool, roots_sentence, size};
+use crate::out::Answer;
 use crate::reply;
-use rmcp::model::{CallToolResult, ToolAnnotations};
+use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -24,7 +25,8 @@ pub(crate) struct ReadArgs {
 /// `read_file` result: the path and core's [`LinesRead`] as it serialises
 /// itself (the same members as ACP's `_writegate/read_lines` result). Its
 /// schema is the tool's `outputSchema`; the result itself is written as
-/// JSON text by [`reply::read`] (a test checks the two agree).
+/// JSON text by [`reply::read`] (a test checks the two agree), and only
+/// the connection's `out::Out` sends it.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct ReadOut {
     /// The path read, as given (made absolute).
@@ -65,20 +67,13 @@ impl Tool for ReadFile {
         Some(&args.path)
     }
 
-    fn check(_args: &ReadArgs) -> Result<(), String> {
-        if crate::ALLOWANCES.reads {
-            Ok(())
-        } else {
-            Err("reads are not served".to_string())
+    fn run(service: &Service, ctx: &OpCtx, path: &Path, args: ReadArgs) -> Result<Answer, Failure> {
+        // What the connection's transport allows (`transport::Transport`).
+        if !ctx.allows.reads {
+            return Err(Failure::InvalidParams(
+                "reads are not served on this transport".to_string(),
+            ));
         }
-    }
-
-    fn run(
-        service: &Service,
-        ctx: &OpCtx,
-        path: &Path,
-        args: ReadArgs,
-    ) -> Result<CallToolResult, Failure> {
         let params = ReadParams {
             path: path.to_path_buf(),
             line: args.line,
@@ -87,6 +82,6 @@ impl Tool for ReadFile {
         // The lines are written as JSON while the file is hashed.
         service
             .read_lines_with(ctx, &params, reply::lines_json)
-            .map(|(lines, facts)| reply::read(path, lines, &facts))
+            .map(|(lines, facts)| Answer::Prebuilt(reply::read(path, lines, &facts)))
     }
 }

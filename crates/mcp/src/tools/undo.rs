@@ -19,8 +19,9 @@
 //!   `intent: "undo"`.
 
 use super::{Facts, Tool};
+use crate::out::Answer;
 use crate::reply;
-use rmcp::model::{CallToolResult, ToolAnnotations};
+use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::Path;
@@ -89,7 +90,7 @@ impl Tool for Undo {
         ctx: &OpCtx,
         _path: &Path,
         args: UndoArgs,
-    ) -> Result<CallToolResult, Failure> {
+    ) -> Result<Answer, Failure> {
         let params = UndoParams {
             op_id: args.op_id,
             force: false,
@@ -100,7 +101,7 @@ impl Tool for Undo {
         };
         service
             .undo(ctx, &params)
-            .map(|o| reply::undone(&o))
+            .map(|o| reply::undone(&o).into())
             .map_err(|f| in_tool_words(f, &params.op_id))
     }
 }

@@ -1,8 +1,9 @@
 //! `write_file`: create a file, or replace a file's whole content.
 
 use super::{Facts, Tool, roots_sentence, size};
+use crate::out::Answer;
 use crate::reply;
-use rmcp::model::{CallToolResult, ToolAnnotations};
+use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -76,7 +77,7 @@ impl Tool for WriteFile {
         ctx: &OpCtx,
         path: &Path,
         args: WriteArgs,
-    ) -> Result<CallToolResult, Failure> {
+    ) -> Result<Answer, Failure> {
         let params = WriteParams {
             path: path.to_path_buf(),
             content: args.content,
@@ -86,6 +87,6 @@ impl Tool for WriteFile {
         };
         service
             .write_text_file(ctx, &params)
-            .map(|w| reply::wrote(path, w))
+            .map(|w| reply::wrote(path, w).into())
     }
 }
