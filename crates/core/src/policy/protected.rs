@@ -563,9 +563,11 @@ mod tests {
         ] {
             assert_eq!(read_protected_reason(Path::new(p)), Some(reason), "{p}");
         }
+        // (The agents' settings, `.gemini/settings.json` and the like, are
+        // protected paths, so a read of them is held too.)
         for p in [
-            "/h/.gemini/settings.json",
-            "/h/.qwen/settings.json",
+            "/h/.gemini/GEMINI.md",
+            "/h/.qwen/QWEN.md",
             "/h/.config/github-copilot/versions.json",
             "/h/.local/share/opencode/log/x.log",
             "/h/.gem/specs/x",
