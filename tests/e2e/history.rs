@@ -613,45 +613,6 @@ fn two_daemons_share_one_store() {
     }
 }
 
-/// A tmpfs of `size` at `path` (root only), unmounted when dropped.
-struct Tmpfs {
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(path: &Path, size: &str, test: &str) -> Option<Tmpfs> {
-        if !rustix::process::geteuid().is_root() {
-            eprintln!("note: {test} mounts a tmpfs and needs root; skipped");
-            return None;
-        }
-        fs::create_dir_all(path).unwrap();
-        let ok = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("note: {test}: cannot mount a tmpfs; skipped");
-            return None;
-        }
-        Some(Tmpfs {
-            path: path.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.path).status();
-    }
-}
-
 /// Issue 27: a full disk while keeping a before-image. The store is on a
 /// 64 KiB tmpfs (another filesystem than the file's: the copy path); a
 /// write whose before-image does not fit is refused cleanly (`io_error`
@@ -660,10 +621,10 @@ impl Drop for Tmpfs {
 #[test]
 fn a_full_history_filesystem_refuses_the_write_and_changes_nothing() {
     let t = Tree::new(BIN);
-    let Some(fs_) = Tmpfs::mount(&t.base.join("histfs"), "64k", "a_full_history_filesystem") else {
+    let Some(fs_) = writegate_testkit::Tmpfs::mount_at(&t.base.join("histfs"), "64k") else {
         return;
     };
-    let root = fs_.path.join("store");
+    let root = fs_.path().join("store");
     let root_s = root.to_str().unwrap().to_string();
     let (_d, mut c) = serve(&t, &[], &[("WRITEGATE_HISTORY_PATH", &root_s)]);
     let big = t.ws.join("big.txt");

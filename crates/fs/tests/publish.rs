@@ -557,14 +557,8 @@ fn existing_keeps_the_replaced_inode_open_across_the_publish() {
 fn deferred_frees_only_on_local_disk_filesystems() {
     let proc_dir = Dir::open_canonical(Path::new("/proc")).unwrap();
     assert!(!proc_dir.can_defer_frees());
-    let shm_is_tmpfs = std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            let dash = f.iter().position(|x| *x == "-");
-            f.get(4) == Some(&"/dev/shm") && dash.and_then(|i| f.get(i + 1)) == Some(&"tmpfs")
-        });
+    let shm_is_tmpfs = writegate_testkit::MountInfo::of(Path::new("/dev/shm"))
+        .is_some_and(|m| m.fstype == "tmpfs" && m.point == Path::new("/dev/shm"));
     if shm_is_tmpfs {
         assert!(
             Dir::open_canonical(Path::new("/dev/shm"))

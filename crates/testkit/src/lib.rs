@@ -26,7 +26,7 @@ mod tree;
 pub use alloc::CountingAlloc;
 pub use files::{Entry, audit_lines, mode_of, names, snapshot, tempdir, temps};
 pub use lines::LineClient;
-pub use mount::{BindMount, Tmpfs};
+pub use mount::{BindMount, MountInfo, Tmpfs};
 pub use process::{Finished, find_program, is_root, proc_status_kib, run_with_stdin};
 pub use tree::{Daemon, Opts, Tree};
 

@@ -155,3 +155,45 @@ impl Drop for BindMount {
         let _ = Command::new("umount").arg(&self.target).status();
     }
 }
+
+/// The mount that holds a path, as `/proc/self/mountinfo` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    /// The filesystem type (`ext4`, `tmpfs`).
+    pub fstype: String,
+    /// The mount source (`/dev/vda`, `tmpfs`).
+    pub source: String,
+    /// The mount point.
+    pub point: PathBuf,
+}
+
+impl MountInfo {
+    /// The mount holding `path`: the longest mount point it starts with in
+    /// `/proc/self/mountinfo` (`None` when that cannot be read).
+    pub fn of(path: &Path) -> Option<MountInfo> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mut best: Option<MountInfo> = None;
+        for line in info.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let Some(sep) = f.iter().position(|x| *x == "-") else {
+                continue;
+            };
+            if f.len() < sep + 3 || f.len() < 5 {
+                continue;
+            }
+            let point = PathBuf::from(f[4].replace("\\040", " "));
+            if path.starts_with(&point)
+                && best
+                    .as_ref()
+                    .is_none_or(|b| point.as_os_str().len() > b.point.as_os_str().len())
+            {
+                best = Some(MountInfo {
+                    fstype: f[sep + 1].to_string(),
+                    source: f[sep + 2].to_string(),
+                    point,
+                });
+            }
+        }
+        best
+    }
+}

@@ -47,28 +47,12 @@ pub(crate) fn tree(name: &str) -> Tree {
     t
 }
 
-/// `fstype device (mount point)` of the mount holding `path`, from
-/// /proc/self/mountinfo (longest mount-point prefix).
+/// `fstype device (mount point)` of the mount holding `path`.
 pub(crate) fn filesystem_of(path: &Path) -> String {
-    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut best: Option<(usize, String)> = None;
-    for line in info.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        let Some(sep) = f.iter().position(|x| *x == "-") else {
-            continue;
-        };
-        if f.len() < sep + 3 || f.len() < 5 {
-            continue;
-        }
-        let mnt = f[4].replace("\\040", " ");
-        if path.starts_with(&mnt) && best.as_ref().is_none_or(|(l, _)| mnt.len() > *l) {
-            best = Some((
-                mnt.len(),
-                format!("{} on {} (mounted at {mnt})", f[sep + 1], f[sep + 2]),
-            ));
-        }
-    }
-    best.map_or_else(|| "unknown".into(), |b| b.1)
+    writegate_testkit::MountInfo::of(path).map_or_else(
+        || "unknown".into(),
+        |m| format!("{} on {} (mounted at {})", m.fstype, m.source, m.point.display()),
+    )
 }
 
 /// glibc allocator settings passed from the bench's environment to the
