@@ -283,7 +283,11 @@ pub(crate) fn build_service(start: &Startup, need_workspace: bool) -> Result<Arc
 /// default config directory, the state directory, the audit log and the
 /// history store where the config puts them, the runtime directory, the
 /// systemd user units `writegate service install` writes, and this binary.
-fn own_files(start: &Startup, audit_path: &std::path::Path, history: &std::path::Path) -> OwnFiles {
+pub(crate) fn own_files(
+    start: &Startup,
+    audit_path: &std::path::Path,
+    history: &std::path::Path,
+) -> OwnFiles {
     let mut own = OwnFiles::default();
     if let Some(dir) = default_config_path()
         .as_deref()
