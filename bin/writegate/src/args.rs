@@ -403,9 +403,12 @@ pub(crate) struct EditArgs {
     /// Delete lines --line through --end-line (or just --line).
     #[arg(long, requires = "line", conflicts_with_all = ["append", "find", "content"])]
     pub(crate) delete: bool,
-    /// Append the new text to the end of the file.
+    /// Append the new text to the end of the file, as whole lines: a line ending (the file's own) is added when the text does not end with one.
     #[arg(long, conflicts_with_all = ["find", "line", "end_line"])]
     pub(crate) append: bool,
+    /// With --append: append the text exactly as given, without adding a line ending.
+    #[arg(long, requires = "append")]
+    pub(crate) no_newline: bool,
     /// The new text [default: stdin; empty stdin is refused].
     #[arg(long, value_name = "TEXT")]
     pub(crate) content: Option<String>,
