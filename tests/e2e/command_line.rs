@@ -1344,3 +1344,48 @@ fn the_cli_says_whether_a_write_happened_when_the_daemon_stops_mid_write() {
     assert!(o.stderr.contains("nothing was written"), "{o}");
     assert_eq!(fs::read(&f).unwrap(), b"old\n");
 }
+
+/// Before, `writegate service` had no `--dry-run` and no way back, and a
+/// usage error of `service install` showed `writegate service`'s usage.
+#[test]
+fn service_install_has_a_dry_run_and_an_uninstall_and_its_own_usage_line() {
+    let t = Tree::new(BIN);
+    let units = t.base.join("config/systemd/user");
+    let o = run(
+        &t,
+        &["service", "install", "--workspace", &s(&t.ws), "--dry-run"],
+        b"",
+    );
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(o.stdout.contains("would write"), "{o}");
+    assert!(o.stdout.contains("nothing was written"), "{o}");
+    assert!(!units.exists(), "{o}");
+    let o = run(
+        &t,
+        &[
+            "service",
+            "install",
+            "--workspace",
+            &s(&t.base.join("none")),
+        ],
+        b"",
+    );
+    assert_eq!(o.code, Some(2), "{o}");
+    assert!(o.stderr.contains("Usage: writegate service install"), "{o}");
+    let o = run(&t, &["service", "install", "--workspace", &s(&t.ws)], b"");
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(units.join("writegate.service").exists(), "{o}");
+    let o = run(&t, &["service", "uninstall", "--dry-run"], b"");
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(o.stdout.contains("would remove"), "{o}");
+    assert!(units.join("writegate.service").exists(), "{o}");
+    let o = run(&t, &["service", "uninstall"], b"");
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(o.stdout.contains("systemctl --user disable --now"), "{o}");
+    assert!(!units.join("writegate.service").exists(), "{o}");
+    assert!(!units.join("writegate.socket").exists(), "{o}");
+    assert!(
+        t.base.join("config/writegate/config.toml").exists(),
+        "the config stays"
+    );
+}

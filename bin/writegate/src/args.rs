@@ -258,7 +258,9 @@ pub(crate) enum Command {
         "\n",
         "install writes writegate.service (ExecStart = this binary's own path) and writegate.socket to\n",
         "$XDG_CONFIG_HOME/systemd/user/, and, when there is no config file yet, one that registers the\n",
-        "--workspace directories (trusted). It starts nothing itself.\n",
+        "--workspace directories (trusted). It starts nothing itself. --dry-run says what it would write.\n",
+        "uninstall removes the two units (after `systemctl --user disable --now writegate.socket\n",
+        "writegate.service`); the config file stays.\n",
         "\n",
         "Exit status:\n",
         "  0  written (or already up to date)\n",
@@ -532,6 +534,8 @@ pub(crate) struct ServiceArgs {
 pub(crate) enum ServiceCommand {
     /// Write the systemd user units (and a config with the workspaces when there is none).
     Install(ServiceInstallArgs),
+    /// Remove the systemd user units `install` wrote (the config file stays).
+    Uninstall(ServiceUninstallArgs),
 }
 
 /// `writegate service install`.
@@ -540,6 +544,17 @@ pub(crate) struct ServiceInstallArgs {
     /// A directory agents may write in, registered trusted in a new config file (repeatable).
     #[arg(long = "workspace", value_name = "DIR")]
     pub(crate) workspaces: Vec<PathBuf>,
+    /// Say what would be written; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+/// `writegate service uninstall`.
+#[derive(Args)]
+pub(crate) struct ServiceUninstallArgs {
+    /// Say what would be removed; remove nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 /// `writegate completions`.
