@@ -1283,7 +1283,11 @@ fn audit_table_columns_line_up_on_approval_rows() {
         json!({"v":1,"ts":"2026-12-04T10:00:00.000Z","type":"fs.access","opId":"a-1","intent":"write","mode":"write","pathHash":"0123456789abcdef","bytesAfter":3,"sessionId":"s"}),
         json!({"v":1,"ts":"2026-12-04T10:00:01.000Z","type":"approval.grant","opId":"a-2","route":"x","workspace":"w","scope":"once","form":"command","mode":"write","pathHash":"0123456789abcdef","sessionId":"s"}),
     ];
-    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    let text = rows.iter().fold(String::new(), |mut acc, r| {
+        acc.push_str(&r.to_string());
+        acc.push('\n');
+        acc
+    });
     fs::write(&log, text).unwrap();
     let o = run(&t, &["audit", "--audit-log", &s(&log)], b"");
     assert_eq!(o.code, Some(0), "{o}");

@@ -180,13 +180,13 @@ impl Store {
         Ok(entries
             .into_iter()
             .filter(|e| target.as_ref().is_none_or(|t| e.record.canonical() == *t))
-            .map(entry_json)
+            .map(|e| entry_json(&e))
             .collect())
     }
 }
 
 /// One operation as `history --json` prints it.
-fn entry_json(e: HistoryEntry) -> Value {
+fn entry_json(e: &HistoryEntry) -> Value {
     let r = &e.record;
     let mut v = json!({
         "opId": r.op_id,
@@ -353,13 +353,12 @@ impl<'a> Undoer<'a> {
     /// in the workspace the operation was recorded in, on the store.
     fn undo_here(&mut self, rec: &Value, force: bool, dry_run: bool) -> Result<Value, Status> {
         let op_id = text(rec, "opId");
-        let service = match &self.local {
-            Some(s) => s.clone(),
-            None => {
-                let s = local_service(self.config)?;
-                self.local = Some(s.clone());
-                s
-            }
+        let service = if let Some(s) = &self.local {
+            s.clone()
+        } else {
+            let s = local_service(self.config)?;
+            self.local = Some(s.clone());
+            s
         };
         let runtime = workspace_of(&service, rec)?;
         let ctx = OpCtx {
