@@ -1158,3 +1158,238 @@ fn log_level_from_flags_writegate_log_and_rust_log() {
         "{log}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Words for a person, and next steps
+// ---------------------------------------------------------------------------
+
+/// Before, edit messages and refusals spoke the request's fields ("the one
+/// occurrence of find", "matches find exactly"), `read` counted "1 lines",
+/// and a path outside every workspace said "ask the user to register".
+#[test]
+fn edit_and_read_messages_speak_flags_not_request_fields() {
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
+    let f = t.ws.join("one.txt");
+    fs::write(&f, "hi\n").unwrap();
+    let o = run(
+        &t,
+        &["edit", &s(&f), "--find", "hi", "--content", "ho"],
+        b"",
+    );
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(
+        o.stdout.contains("the one occurrence of the --find text"),
+        "{o}"
+    );
+    let o = run(
+        &t,
+        &["edit", &s(&f), "--find", "zz", "--content", "ho"],
+        b"",
+    );
+    assert_eq!(o.code, Some(1), "{o}");
+    assert!(o.stderr.contains("matches the --find text exactly"), "{o}");
+    let o = run(&t, &["read", &s(&f)], b"");
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(o.stdout.contains("(1 line,"), "{o}");
+    let outside = t.out.join("x.txt");
+    let o = run(&t, &["write", &s(&outside)], b"x\n");
+    assert_eq!(o.code, Some(1), "{o}");
+    assert!(!o.stderr.contains("ask the user"), "{o}");
+    assert!(o.stderr.contains("--workspace DIR"), "{o}");
+}
+
+/// Before, a second `--append --content` joined the first appended line:
+/// appends are whole lines in the file's own ending, unless --no-newline.
+#[test]
+fn append_content_adds_whole_lines_in_the_files_line_ending() {
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
+    let f = t.ws.join("log.txt");
+    fs::write(&f, "a\r\n").unwrap();
+    for line in ["b", "c"] {
+        let o = run(&t, &["edit", &s(&f), "--append", "--content", line], b"");
+        assert_eq!(o.code, Some(0), "{o}");
+    }
+    assert_eq!(fs::read(&f).unwrap(), b"a\r\nb\r\nc\r\n");
+    let o = run(
+        &t,
+        &["edit", &s(&f), "--append", "--no-newline", "--content", "d"],
+        b"",
+    );
+    assert_eq!(o.code, Some(0), "{o}");
+    assert_eq!(fs::read(&f).unwrap(), b"a\r\nb\r\nc\r\nd");
+}
+
+/// Before, reading a binary file was refused with advice about editing it,
+/// and a missing file gave no next step.
+#[test]
+fn reading_a_binary_or_missing_file_says_what_to_do_for_a_read() {
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
+    let f = t.ws.join("blob.bin");
+    fs::write(&f, b"a\0b\n").unwrap();
+    let o = run(&t, &["read", &s(&f)], b"");
+    assert_eq!(o.code, Some(1), "{o}");
+    assert!(o.stderr.contains("refused: binary_file"), "{o}");
+    assert!(o.stderr.contains("cannot be read as text"), "{o}");
+    assert!(!o.stderr.contains("edited"), "{o}");
+    let o = run(&t, &["read", &s(&t.ws.join("nope.txt"))], b"");
+    assert_eq!(o.code, Some(1), "{o}");
+    assert!(o.stderr.contains("refused: path_not_found"), "{o}");
+    assert!(o.stderr.contains("writegate write"), "{o}");
+}
+
+/// Before, a symlink out of the workspace was refused with "write to the
+/// real target path instead", which is refused too.
+#[test]
+fn the_symlink_refusal_advises_what_can_work() {
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
+    let target = t.out.join("real.txt");
+    fs::write(&target, "x\n").unwrap();
+    let link = t.ws.join("link.txt");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let o = run(&t, &["write", &s(&link)], b"y\n");
+    assert_eq!(o.code, Some(1), "{o}");
+    assert!(o.stderr.contains("refused: symlink_escape"), "{o}");
+    assert!(!o.stderr.contains("real target path instead"), "{o}");
+    assert!(o.stderr.contains("register it as a workspace"), "{o}");
+    assert_eq!(fs::read(&target).unwrap(), b"x\n");
+}
+
+/// Before, `audit --kind TYPO` printed nothing and exited 0.
+#[test]
+fn audit_with_an_unknown_kind_is_a_usage_error() {
+    let t = Tree::new(BIN);
+    let o = run(
+        &t,
+        &["audit", "--audit-log", &s(&t.audit_log), "--kind", "denyed"],
+        b"",
+    );
+    assert_eq!(o.code, Some(2), "{o}");
+    assert!(o.stderr.contains("--kind takes one of"), "{o}");
+    assert!(o.stderr.contains("fs.denied"), "{o}");
+    assert!(o.stderr.contains("Usage: writegate audit"), "{o}");
+}
+
+/// Before, an `approval.grant` row pushed its columns one place right of
+/// the `fs.*` rows'.
+#[test]
+fn audit_table_columns_line_up_on_approval_rows() {
+    let t = Tree::new(BIN);
+    let log = t.base.join("state/cols.jsonl");
+    let rows = [
+        json!({"v":1,"ts":"2026-12-04T10:00:00.000Z","type":"fs.access","opId":"a-1","intent":"write","mode":"write","pathHash":"0123456789abcdef","bytesAfter":3,"sessionId":"s"}),
+        json!({"v":1,"ts":"2026-12-04T10:00:01.000Z","type":"approval.grant","opId":"a-2","route":"x","workspace":"w","scope":"once","form":"command","mode":"write","pathHash":"0123456789abcdef","sessionId":"s"}),
+    ];
+    let text = rows.iter().fold(String::new(), |mut acc, r| {
+        acc.push_str(&r.to_string());
+        acc.push('\n');
+        acc
+    });
+    fs::write(&log, text).unwrap();
+    let o = run(&t, &["audit", "--audit-log", &s(&log)], b"");
+    assert_eq!(o.code, Some(0), "{o}");
+    let cols: Vec<usize> = o
+        .stdout
+        .lines()
+        .map(|l| l.find("0123456789abcdef").unwrap())
+        .collect();
+    assert_eq!(cols.len(), 2, "{o}");
+    assert_eq!(cols[0], cols[1], "{o}");
+}
+
+/// Before, a second daemon on a socket already served logged its start-up
+/// lines, then refused with no next step.
+#[test]
+fn a_second_daemon_on_the_same_socket_says_what_to_do() {
+    let t = Tree::new(BIN);
+    let _d = serve(&t, &[]);
+    let o = run(&t, &["serve", "--workspace", &s(&t.ws)], b"");
+    assert_eq!(o.code, Some(2), "{o}");
+    assert!(o.stderr.contains("already answering"), "{o}");
+    assert!(o.stderr.contains("--socket PATH"), "{o}");
+    assert!(o.stderr.contains("stop it first"), "{o}");
+    assert!(!o.stderr.contains("INFO"), "no start-up lines: {o}");
+}
+
+/// Before, a daemon that stopped mid-write left the CLI saying "Broken
+/// pipe ... start it", not whether the write happened.
+#[test]
+fn the_cli_says_whether_a_write_happened_when_the_daemon_stops_mid_write() {
+    let t = Tree::new(BIN);
+    // A listener that accepts, answers initialize, then closes on the write.
+    let sock = t.base.join("run/fake.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let ws = t.ws.clone();
+    let server = std::thread::spawn(move || {
+        for _ in 0..1 {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut w = stream;
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let req: Value = serde_json::from_str(&line).unwrap();
+            let ans = json!({"jsonrpc":"2.0","id":req["id"],"result":{"protocolVersion":1,
+                "_meta":{"writegate":{"workspace":{"id":"000000000000","root":ws,"trusted":true}}}}});
+            writeln!(w, "{ans}").unwrap();
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            // Gone without answering.
+        }
+    });
+    let f = t.ws.join("w.txt");
+    fs::write(&f, "old\n").unwrap();
+    let o = run(&t, &["write", &s(&f), "--socket", &s(&sock)], b"new\n");
+    server.join().unwrap();
+    assert_eq!(o.code, Some(3), "{o}");
+    assert!(o.stderr.contains("stopped before answering"), "{o}");
+    assert!(o.stderr.contains("nothing was written"), "{o}");
+    assert_eq!(fs::read(&f).unwrap(), b"old\n");
+}
+
+/// Before, `writegate service` had no `--dry-run` and no way back, and a
+/// usage error of `service install` showed `writegate service`'s usage.
+#[test]
+fn service_install_has_a_dry_run_and_an_uninstall_and_its_own_usage_line() {
+    let t = Tree::new(BIN);
+    let units = t.base.join("config/systemd/user");
+    let o = run(
+        &t,
+        &["service", "install", "--workspace", &s(&t.ws), "--dry-run"],
+        b"",
+    );
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(o.stdout.contains("would write"), "{o}");
+    assert!(o.stdout.contains("nothing was written"), "{o}");
+    assert!(!units.exists(), "{o}");
+    let o = run(
+        &t,
+        &[
+            "service",
+            "install",
+            "--workspace",
+            &s(&t.base.join("none")),
+        ],
+        b"",
+    );
+    assert_eq!(o.code, Some(2), "{o}");
+    assert!(o.stderr.contains("Usage: writegate service install"), "{o}");
+    let o = run(&t, &["service", "install", "--workspace", &s(&t.ws)], b"");
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(units.join("writegate.service").exists(), "{o}");
+    let o = run(&t, &["service", "uninstall", "--dry-run"], b"");
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(o.stdout.contains("would remove"), "{o}");
+    assert!(units.join("writegate.service").exists(), "{o}");
+    let o = run(&t, &["service", "uninstall"], b"");
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(o.stdout.contains("systemctl --user disable --now"), "{o}");
+    assert!(!units.join("writegate.service").exists(), "{o}");
+    assert!(!units.join("writegate.socket").exists(), "{o}");
+    assert!(
+        t.base.join("config/writegate/config.toml").exists(),
+        "the config stays"
+    );
+}

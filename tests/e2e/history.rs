@@ -40,8 +40,13 @@ impl std::fmt::Display for Out {
 /// `writegate <args>` in the tree's environment; `--socket` is added for
 /// the subcommands that talk to a daemon.
 fn cli(t: &Tree, args: &[&str]) -> Out {
+    cli_env(t, args, &[])
+}
+
+/// [`cli`] with more environment (the daemon's, where it names the store).
+fn cli_env(t: &Tree, args: &[&str], env: &[(&str, &str)]) -> Out {
     let mut cmd = t.command();
-    cmd.args(args);
+    cmd.args(args).envs(env.iter().copied());
     if matches!(args[0], "history" | "undo" | "rewind") {
         cmd.arg("--socket").arg(&t.sock);
     }
@@ -287,15 +292,16 @@ fn an_external_write_outside_the_workspace_is_undone() {
 #[test]
 fn the_history_commands_exit_as_the_rest_of_the_cli() {
     let t = Tree::new(BIN);
-    // No daemon: 3.
-    for args in [
-        &["history"][..],
-        &["undo", "0123456789ab-1"],
-        &["rewind", "--session", "s"],
-    ] {
-        let o = cli(&t, args);
-        assert_eq!(o.code, Some(3), "{args:?}: {o}");
-    }
+    // No daemon: the store is read all the same (before, exit 3).
+    let o = cli(&t, &["history"]);
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(o.stdout.contains("no operations"), "{o}");
+    let o = cli(&t, &["undo", "0123456789ab-1"]);
+    assert_eq!(o.code, Some(1), "{o}");
+    assert!(o.stderr.contains("refused: not_undoable"), "{o}");
+    let o = cli(&t, &["rewind", "--session", "s"]);
+    assert_eq!(o.code, Some(0), "{o}");
+    assert!(o.stdout.contains("0 operations undone"), "{o}");
     // Usage: 2.
     for args in [
         &["undo"][..],
@@ -532,7 +538,8 @@ fn history_survives_a_reload() {
     };
     reload("[history]\nenabled = false\n", &d, &mut c);
     write_ok(&mut c, write_params(&f, "2\n"));
-    let ops = history(&t, &[f.to_str().unwrap()]);
+    // The command line reads the daemon's config file as the daemon does.
+    let ops = history(&t, &["--config", &conf_s, f.to_str().unwrap()]);
     assert_eq!(ops.len(), 1, "nothing kept with history off: {ops:?}");
     assert_eq!(ops[0]["undoable"], false, "{ops:?}");
     assert!(
@@ -542,7 +549,7 @@ fn history_survives_a_reload() {
 
     reload("[history]\nenabled = true\n", &d, &mut c);
     write_ok(&mut c, write_params(&f, "3\n"));
-    let ops = history(&t, &[f.to_str().unwrap()]);
+    let ops = history(&t, &["--config", &conf_s, f.to_str().unwrap()]);
     assert_eq!(ops.len(), 2, "{ops:?}");
     assert_eq!(ops[0]["hashBefore"], json!(sha(b"2\n")), "{ops:?}");
     let o = cli(&t, &["undo", &text(&ops[0], "opId")]);
@@ -643,9 +650,12 @@ fn a_full_history_filesystem_refuses_the_write_and_changes_nothing() {
     let small = t.ws.join("small.txt");
     fs::write(&small, "s0\n").unwrap();
     write_ok(&mut c, write_params(&small, "s1\n"));
-    let op = newest_on(&t, &small);
-    assert_eq!(op["image"], "copy", "{op}");
-    let o = cli(&t, &["undo", &text(&op, "opId")]);
+    // The command line reads the store the environment names, as the daemon.
+    let env = [("WRITEGATE_HISTORY_PATH", root_s.as_str())];
+    let o = cli_env(&t, &["history", "--json", small.to_str().unwrap()], &env);
+    let op: Value = serde_json::from_str(o.stdout.lines().next().unwrap_or("null")).unwrap();
+    assert_eq!(op["image"], "copy", "{o}");
+    let o = cli_env(&t, &["undo", &text(&op, "opId")], &env);
     assert_eq!(o.code, Some(0), "{o}");
     assert_eq!(fs::read(&small).unwrap(), b"s0\n");
 }

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
+mod history_without_daemon;
 mod own_files;
 mod questions;
 mod undo;

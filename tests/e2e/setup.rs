@@ -761,3 +761,56 @@ fn remove_leaves_an_entry_that_is_not_what_setup_wrote() {
     );
     assert_eq!(std::fs::read_to_string(&codex).unwrap(), text);
 }
+
+/// Before, `--remove --dry-run` ended with a hint to run `writegate setup
+/// X`, which installs; backups piled up one per run; `--remove` left an
+/// empty `~/.gemini/policies/`; and Gemini's folder trust was only "run
+/// gemini once".
+#[test]
+fn remove_dry_run_hints_remove_backups_stay_bounded_and_remove_leaves_no_empty_policies_dir() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let settings = h.join(".gemini/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, "{\"ui\": {\"theme\": \"Dracula\"}}\n").unwrap();
+    let o = run(h, &["setup", "gemini-cli"]);
+    assert!(o.status.success(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("trustedFolders.json"), "{text}");
+    assert!(text.contains("TRUST_FOLDER"), "{text}");
+
+    let o = run(h, &["setup", "gemini-cli", "--remove", "--dry-run"]);
+    assert!(o.status.success(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("`writegate setup gemini-cli --remove` without --dry-run"),
+        "{text}"
+    );
+
+    // Set up and take out again and again: at most three backups.
+    for _ in 0..4 {
+        assert!(
+            run(h, &["setup", "gemini-cli", "--remove"])
+                .status
+                .success()
+        );
+        assert!(run(h, &["setup", "gemini-cli"]).status.success());
+    }
+    let backups = std::fs::read_dir(h.join(".gemini"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("settings.json.writegate-backup-")
+        })
+        .count();
+    assert!((1..=3).contains(&backups), "{backups} backups");
+    let o = run(h, &["setup", "gemini-cli", "--remove"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        !h.join(".gemini/policies").exists(),
+        "no empty policies/ left"
+    );
+}

@@ -33,6 +33,13 @@ macro_rules! client_exit_statuses {
     };
 }
 
+/// The exit statuses of `history`, `undo` and `rewind`, which need no daemon.
+macro_rules! history_exit_statuses {
+    () => {
+        "Exit status:\n  0  done\n  1  refused (errorKind and hint on stderr; the file is unchanged)\n  2  usage error: bad arguments, or an invalid config"
+    };
+}
+
 /// The exit statuses of the subcommands that only print (`completions`, `man`).
 macro_rules! print_exit_statuses {
     () => {
@@ -173,39 +180,47 @@ pub(crate) enum Command {
     Audit(AuditArgs),
     /// List the writes and edits that can be taken back, newest first.
     #[command(after_help = concat!(
-        "Every committed write and edit keeps what it replaced (see `[history]` in the config).\n",
-        "With --json: one object a line (opId, ts, path, sessionId, intent, created, bytesBefore,\n",
-        "bytesAfter, hashBefore, hashAfter, undoable, reason), of every workspace the daemon serves.\n",
+        "Every committed write and edit keeps what it replaced (see `[history]` in the config), from\n",
+        "every front end: `serve`, `proxy` and `mcp`. The history store is read directly; no daemon\n",
+        "need run. With --json: one object a line (opId, ts, path, workspace, sessionId, intent,\n",
+        "created, bytesBefore, bytesAfter, hashBefore, hashAfter, undoable, reason).\n",
         "\n",
         "Examples:\n",
         "  writegate history src/a.py\n",
         "  writegate history --session cli --json | jq .\n",
         "\n",
-        client_exit_statuses!()
+        history_exit_statuses!()
     ))]
     History(crate::history::HistoryArgs),
     /// Take back one write or edit by its opId: the file gets back its old bytes and mode.
     #[command(after_help = concat!(
-        "The undo goes through the daemon like a write (resolver, approval gate, lock, atomic publish)\n",
-        "and is itself an operation in the history (undo it to redo). If the file changed since that\n",
-        "operation it is refused (file_changed) unless --force. Undoing a creation removes the file\n",
-        "and the directories it created, if they are empty (any other is left and named).\n",
-        "The operation is looked for in every workspace the daemon serves (--workspace: only there).\n",
+        "The undo goes through writegate like a write (resolver, approval gate, lock, atomic publish,\n",
+        "one audit event) and is itself an operation in the history (undo it to redo): through the\n",
+        "daemon at --socket when it serves the file's workspace, else in this command, so an agent's\n",
+        "writes through `writegate mcp` are taken back with no daemon running. When the approval gate\n",
+        "holds it (a protected file), you are asked on the terminal; --yes allows it without asking.\n",
+        "If the file changed since that operation it is refused (file_changed) unless --force.\n",
+        "Undoing a creation removes the file and the directories it created, if they are empty (any\n",
+        "other is left and named).\n",
         "\n",
         "Examples:\n",
         "  writegate undo 2944fdb83859-17 --dry-run\n",
         "  writegate undo 2944fdb83859-17\n",
         "\n",
-        client_exit_statuses!()
+        history_exit_statuses!()
     ))]
     Undo(crate::history::UndoArgs),
     /// Undo a session's writes and edits, newest first, stopping at the first conflict.
     #[command(after_help = concat!(
-        "Examples:\n",
-        "  writegate rewind --session cli --dry-run\n",
-        "  writegate rewind --session cli --to 2944fdb83859-12\n",
+        "Each undo goes as `writegate undo` does (through the daemon, or in this command). A session\n",
+        "that wrote in several workspaces (session `cli` is every command-line write) is rewound in\n",
+        "all of them, and a note says so: --workspace DIR limits it to the files under DIR.\n",
         "\n",
-        client_exit_statuses!()
+        "Examples:\n",
+        "  writegate rewind --session cli --workspace . --dry-run\n",
+        "  writegate rewind --session mcp-4242-1a2b3c4d --to 2944fdb83859-12\n",
+        "\n",
+        history_exit_statuses!()
     ))]
     Rewind(crate::history::RewindArgs),
     /// Show what one write or edit changed, as a unified diff of the text.
@@ -243,7 +258,9 @@ pub(crate) enum Command {
         "\n",
         "install writes writegate.service (ExecStart = this binary's own path) and writegate.socket to\n",
         "$XDG_CONFIG_HOME/systemd/user/, and, when there is no config file yet, one that registers the\n",
-        "--workspace directories (trusted). It starts nothing itself.\n",
+        "--workspace directories (trusted). It starts nothing itself. --dry-run says what it would write.\n",
+        "uninstall removes the two units (after `systemctl --user disable --now writegate.socket\n",
+        "writegate.service`); the config file stays.\n",
         "\n",
         "Exit status:\n",
         "  0  written (or already up to date)\n",
@@ -388,9 +405,12 @@ pub(crate) struct EditArgs {
     /// Delete lines --line through --end-line (or just --line).
     #[arg(long, requires = "line", conflicts_with_all = ["append", "find", "content"])]
     pub(crate) delete: bool,
-    /// Append the new text to the end of the file.
+    /// Append the new text to the end of the file, as whole lines: a line ending (the file's own) is added when the text does not end with one.
     #[arg(long, conflicts_with_all = ["find", "line", "end_line"])]
     pub(crate) append: bool,
+    /// With --append: append the text exactly as given, without adding a line ending.
+    #[arg(long, requires = "append")]
+    pub(crate) no_newline: bool,
     /// The new text [default: stdin; empty stdin is refused].
     #[arg(long, value_name = "TEXT")]
     pub(crate) content: Option<String>,
@@ -514,6 +534,8 @@ pub(crate) struct ServiceArgs {
 pub(crate) enum ServiceCommand {
     /// Write the systemd user units (and a config with the workspaces when there is none).
     Install(ServiceInstallArgs),
+    /// Remove the systemd user units `install` wrote (the config file stays).
+    Uninstall(ServiceUninstallArgs),
 }
 
 /// `writegate service install`.
@@ -522,6 +544,17 @@ pub(crate) struct ServiceInstallArgs {
     /// A directory agents may write in, registered trusted in a new config file (repeatable).
     #[arg(long = "workspace", value_name = "DIR")]
     pub(crate) workspaces: Vec<PathBuf>,
+    /// Say what would be written; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+/// `writegate service uninstall`.
+#[derive(Args)]
+pub(crate) struct ServiceUninstallArgs {
+    /// Say what would be removed; remove nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 /// `writegate completions`.

@@ -106,7 +106,7 @@ fn human(e: &Value) -> String {
         sizes.push_str(" (dry run)");
     }
     let mut line = format!(
-        "{}  {:<10} {:<14} {:<24} {:<16}  {}",
+        "{}  {:<14} {:<14} {:<24} {:<16}  {}",
         field("ts").unwrap_or("-"),
         field("type").unwrap_or("-"),
         intent,
@@ -203,7 +203,44 @@ impl Tail {
 }
 
 /// `writegate audit`.
+/// Every value `--kind` matches: the event types (`fs.access` also as
+/// `access`), the intents and the errorKinds.
+fn kinds() -> Vec<String> {
+    let mut all: Vec<String> = [
+        "fs.access",
+        "fs.denied",
+        "access",
+        "denied",
+        "approval.grant",
+        "audit.gap",
+        "write",
+        "edit",
+        "read",
+        "undo",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    all.extend(
+        writegate_core::ErrorKind::ALL
+            .iter()
+            .map(|k| k.as_str().to_string()),
+    );
+    all
+}
+
 pub(crate) fn run(a: &AuditArgs) -> Status {
+    if let Some(kind) = &a.kind
+        && !kinds().contains(kind)
+    {
+        return crate::usage_error(
+            "audit",
+            &format!(
+                "no event is of kind `{kind}`; --kind takes one of: {}",
+                kinds().join(", ")
+            ),
+        );
+    }
     let path = match log_path(a) {
         Ok(p) => p,
         Err(e) => {

@@ -37,6 +37,37 @@ fn unreachable(e: &std::io::Error, socket: &Path) -> Status {
     Status::Unreachable
 }
 
+/// What the file at `path` holds now (`None`: missing or unreadable), to
+/// tell after a broken connection whether a write happened.
+fn snapshot(path: &Path) -> Option<Vec<u8>> {
+    std::fs::read(path).ok()
+}
+
+/// Prints that the daemon went away during a write or edit of `path`, and
+/// whether the file changed since `before` (the write happened, or nothing
+/// was written); [`Status::Unreachable`].
+fn broke_mid_write(
+    e: &std::io::Error,
+    socket: &Path,
+    path: &Path,
+    before: Option<&[u8]>,
+) -> Status {
+    let now = snapshot(path);
+    let what = if now.as_deref() == before {
+        "the file is as it was before: nothing was written".to_string()
+    } else {
+        format!(
+            "the file changed since the command started: the write happened (see `writegate history {}`)",
+            shell_quote(&path.display().to_string())
+        )
+    };
+    eprintln!(
+        "writegate: the daemon at {} stopped before answering ({e}); {what}. Start it again (`writegate serve --workspace DIR`) to go on",
+        socket.display()
+    );
+    Status::Unreachable
+}
+
 /// Opens a connection for an operation on `target` (an absolute path, or
 /// `None`): on `--workspace` if given, else on the served workspace that
 /// contains the target's canonical path, else on the daemon's primary
@@ -236,7 +267,7 @@ fn cli_words(kind: &str, hint: &str) -> String {
                 remove it first and `writegate write` it anew"
             .to_string();
     }
-    let mut out = hint.to_string();
+    let mut out = cli_text(hint);
     for (wire, cli) in [
         (
             "use mode write to create it",
@@ -253,11 +284,57 @@ fn cli_words(kind: &str, hint: &str) -> String {
         ("fs/read_text_file", "`writegate read`"),
         ("_writegate/approve", "`writegate approve`"),
         ("data.command", "the command shown"),
+        (
+            "or ask the user to register that directory as a workspace",
+            "or register that directory as a workspace (`writegate serve --workspace DIR`, or a [[workspace]] entry in the config)",
+        ),
+        (
+            "Do not retry: tell the user what you wanted to change, and they change it themselves (the writegate command or their editor)",
+            "writegate never writes them: change it with your editor",
+        ),
         ("data.currentHash", "the hash shown"),
     ] {
         out = out.replace(wire, cli);
     }
     out
+}
+
+/// The words of the edit engine's messages and hints for a person at the
+/// command line: `find` (the request's field) becomes the `--find` text,
+/// "mode write" the `writegate write` command, "1 lines" one line.
+pub(crate) fn cli_text(text: &str) -> String {
+    let mut out = text.to_string();
+    for (wire, cli) in [
+        (
+            "the one occurrence of find",
+            "the one occurrence of the --find text",
+        ),
+        ("matches find exactly", "matches the --find text exactly"),
+        ("find is empty", "--find is empty"),
+        ("omit find and", "drop --find and"),
+        ("find occurs", "the --find text occurs"),
+        ("find text occurs", "the --find text occurs"),
+        ("does not contain find", "does not contain the --find text"),
+        ("or correct find", "or correct --find"),
+        ("edit by find instead", "edit with --find instead"),
+        ("with mode write", "with `writegate write`"),
+        ("insert also accepts", "--insert also accepts"),
+        ("The file has 1 lines", "The file has 1 line"),
+        ("the file has 1 lines", "the file has 1 line"),
+        ("the file's 1 lines", "the file's 1 line"),
+    ] {
+        out = out.replace(wire, cli);
+    }
+    out
+}
+
+/// `n line` or `n lines`.
+fn lines_word(n: u64) -> String {
+    if n == 1 {
+        "1 line".to_string()
+    } else {
+        format!("{n} lines")
+    }
 }
 
 /// The modes an approval can name, `write, append, ..., undo`.
@@ -331,12 +408,14 @@ pub(crate) fn write(a: &WriteArgs) -> Status {
     };
     let len = content.len();
     let params = json!({"sessionId": a.client.session, "path": path, "content": content});
-    match s.call("fs/write_text_file", &params, &a.client) {
+    let before = snapshot(&path);
+    match s.try_call("fs/write_text_file", &params) {
         Ok(_) => {
             out(&format!("wrote {} ({len} bytes of text)\n", path.display()));
             Status::Ok
         }
-        Err(st) => st,
+        Err(CallError::Io(e)) => broke_mid_write(&e, &s.socket, &path, before.as_deref()),
+        Err(e) => s.report(e, &a.client),
     }
 }
 
@@ -382,6 +461,16 @@ pub(crate) fn edit(a: &EditArgs) -> Status {
             Err(s) => return s,
         },
     };
+    // Whole lines: the daemon writes `\n` in the file's own line ending.
+    let content = match content {
+        Some(mut c)
+            if mode == EditMode::Append && !a.no_newline && !c.is_empty() && !c.ends_with('\n') =>
+        {
+            c.push('\n');
+            Some(c)
+        }
+        other => other,
+    };
     let path = absolutize(&a.path);
     let mut params = json!({
         "sessionId": a.client.session,
@@ -404,7 +493,13 @@ pub(crate) fn edit(a: &EditArgs) -> Status {
         Ok(s) => s,
         Err(st) => return st,
     };
-    match s.call("_writegate/edit_text_file", &params, &a.client) {
+    let before = snapshot(&path);
+    let answer = match s.try_call("_writegate/edit_text_file", &params) {
+        Ok(r) => Ok(r),
+        Err(CallError::Io(e)) => Err(broke_mid_write(&e, &s.socket, &path, before.as_deref())),
+        Err(e) => Err(s.report(e, &a.client)),
+    };
+    match answer {
         Ok(r) => {
             let mut text = String::new();
             if let Some(d) = r.get("diff").and_then(Value::as_str) {
@@ -414,7 +509,7 @@ pub(crate) fn edit(a: &EditArgs) -> Status {
                 }
             }
             if let Some(m) = r.get("message").and_then(Value::as_str) {
-                text.push_str(m);
+                text.push_str(&cli_text(m));
                 text.push('\n');
             }
             if let Some(h) = r.get("hash").and_then(Value::as_str) {
@@ -452,7 +547,21 @@ pub(crate) fn read(a: &ReadArgs) -> Status {
         );
         return Status::Refused;
     }
-    match s.call("_writegate/read_lines", &params, &a.client) {
+    let answer = match s.try_call("_writegate/read_lines", &params) {
+        Err(CallError::Rpc(r)) if r.kind() == "path_not_found" => {
+            let st = s.report(CallError::Rpc(r), &a.client);
+            eprintln!(
+                "writegate: check the path (relative paths are taken from the current directory, {}), or create the file with `writegate write {}`",
+                std::env::current_dir()
+                    .map_or_else(|_| "?".to_string(), |d| d.display().to_string()),
+                shell_quote(&a.path.display().to_string())
+            );
+            return st;
+        }
+        Err(e) => Err(s.report(e, &a.client)),
+        Ok(r) => Ok(r),
+    };
+    match answer {
         Ok(r) => {
             let mut text = String::new();
             for l in r["lines"].as_array().into_iter().flatten() {
@@ -465,9 +574,9 @@ pub(crate) fn read(a: &ReadArgs) -> Status {
             }
             let _ = writeln!(
                 text,
-                "hash: {} ({} lines, {}, bom {}, {})",
+                "hash: {} ({}, {}, bom {}, {})",
                 r["hash"].as_str().unwrap_or(""),
-                r["totalLines"],
+                lines_word(r["totalLines"].as_u64().unwrap_or(0)),
                 r["encoding"].as_str().unwrap_or(""),
                 r["bom"],
                 r["lineEnding"].as_str().unwrap_or("")

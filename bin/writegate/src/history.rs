@@ -1,26 +1,38 @@
-//! `writegate history`, `undo`, `rewind` and `diff` (issue 27): see and
-//! take back what agents wrote. `history`, `undo` and `rewind` talk to the
-//! running daemon (`_writegate/history`, `_writegate/undo`: an undo goes
-//! through the daemon's write pipeline); `diff` reads the history store
-//! directly, like `writegate audit` reads the log.
+//! `writegate history`, `undo`, `rewind` and `diff`: see and take back
+//! what agents wrote. The history store is the user's (`history.path`),
+//! shared by every front end (`serve`, `proxy`, `mcp`), so these commands
+//! read it themselves, under its lock, with or without a daemon running.
 //!
-//! The daemon answers those methods for the connection's own workspace
-//! only; the person at the terminal reaches every workspace it serves: the
-//! commands open one connection per workspace (`--workspace` limits them
-//! to one), list the operations of each, and undo each operation on the
-//! connection of its own workspace.
+//! An undo goes through a write's pipeline either way: when a daemon at
+//! the socket serves the operation's workspace, through that daemon
+//! (`_writegate/undo`, under its path lock); otherwise in this process,
+//! through the same service a daemon runs (resolver, approval gate, path
+//! lock, atomic durable publish, one audit event), in the workspace the
+//! operation was recorded in. The person who runs the command is the one
+//! the approval gate asks: on the terminal, or `--yes`. A daemon's path
+//! lock is its own; between a daemon and this process the publish's check
+//! that the file is still the one read (its inode, right before the
+//! rename) stops the second of two writers, and the store's index is
+//! appended under the store's lock.
 
 // The doc comments of the argument structs are the `--help` text.
 #![allow(clippy::doc_markdown)]
 
 use crate::args::ClientArgs;
-use crate::client::CallError;
+use crate::client::{CallError, Conn};
 use crate::commands::{Session, connect_each};
+use crate::serve::{Startup, own_files};
 use crate::{Status, absolutize, canonical_target, load_config_file, out};
 use clap::Args;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use writegate_core::api::{Allowances, ApprovalAnswer, ApprovalQuestion, Approver, OpCtx};
+use writegate_core::history::{History, HistoryEntry, Reach, UndoParams};
+use writegate_core::runtime::runtime_id;
+use writegate_core::{ErrorKind, Failure, Registry, Service};
 
 /// `writegate history`.
 #[derive(Args)]
@@ -33,28 +45,20 @@ pub(crate) struct HistoryArgs {
     /// One JSON object a line instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
-    #[command(flatten)]
-    pub(crate) daemon: DaemonArgs,
-}
-
-/// The daemon to ask (`--session` is the filter in these subcommands).
-#[derive(Args, Clone)]
-pub(crate) struct DaemonArgs {
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
-    #[arg(long, value_name = "PATH")]
+    /// Config file to take history.path from [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Accepted and unused: the history is read from the store, not a daemon.
+    #[arg(long, value_name = "PATH", hide = true)]
     pub(crate) socket: Option<PathBuf>,
 }
 
-impl DaemonArgs {
-    /// The client options: the socket, the daemon's own workspace choice,
-    /// audited as session `cli`.
-    fn client(&self) -> ClientArgs {
-        ClientArgs {
-            socket: self.socket.clone(),
-            workspace: None,
-            session: "cli".to_string(),
-        }
-    }
+/// The daemon to go through (`--session` is the filter in `rewind`).
+#[derive(Args, Clone)]
+pub(crate) struct DaemonArgs {
+    /// The socket of the daemon to undo through when it serves the file's workspace [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
 }
 
 /// `writegate undo`.
@@ -68,6 +72,12 @@ pub(crate) struct UndoArgs {
     /// Only check and say what would be done.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Allow the undo when the approval gate holds it (a protected file), without being asked.
+    #[arg(long)]
+    pub(crate) yes: bool,
+    /// Config file to take history.path, the audit log and the policy from [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) client: ClientArgs,
 }
@@ -81,9 +91,18 @@ pub(crate) struct RewindArgs {
     /// Stop after undoing this operation (default: all of the session's operations).
     #[arg(long, value_name = "OPID")]
     pub(crate) to: Option<String>,
+    /// Only the session's operations on files under this directory.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) workspace: Option<PathBuf>,
     /// Only print the plan.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Allow each undo the approval gate holds (a protected file), without being asked.
+    #[arg(long)]
+    pub(crate) yes: bool,
+    /// Config file to take history.path, the audit log and the policy from [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) daemon: DaemonArgs,
 }
@@ -98,66 +117,129 @@ pub(crate) struct DiffArgs {
     pub(crate) config: Option<PathBuf>,
 }
 
-/// The history as the daemon lists it on each of `conns` (`path`:
-/// canonical when it exists), merged newest first: each workspace's list
-/// keeps its order, and the lists are interleaved by `ts`. Each operation
-/// comes with the index of its connection in `conns`.
-fn list(
-    conns: &mut [Session],
-    c: &ClientArgs,
-    path: Option<&std::path::Path>,
-    session: Option<&str>,
-) -> Result<Vec<(usize, Value)>, Status> {
-    let target = path.map(absolutize);
-    let mut params = json!({});
-    if let Some(p) = &target {
-        params["path"] = json!(canonical_target(p));
-    }
-    if let Some(id) = session {
-        params["sessionId"] = json!(id);
-    }
-    let mut lists = Vec::new();
-    for s in conns.iter_mut() {
-        let r = s.call("_writegate/history", &params, c)?;
-        let ops = r["operations"].as_array().cloned().unwrap_or_default();
-        lists.push(std::collections::VecDeque::from(ops));
-    }
-    let mut merged = Vec::new();
-    loop {
-        // The list whose next operation is the newest (the first on a tie).
-        let next = lists
-            .iter()
-            .enumerate()
-            .filter_map(|(i, l)| l.front().map(|op| (i, text(op, "ts").to_string())))
-            .reduce(|a, b| if b.1 > a.1 { b } else { a });
-        let Some((i, _)) = next else { break };
-        if let Some(op) = lists[i].pop_front() {
-            merged.push((i, op));
+/// The history store the command line's config names (`history.path`),
+/// and that config. `None` for the store when there is none yet.
+pub(crate) struct Store {
+    cfg: writegate_core::Config,
+    root: PathBuf,
+    history: Option<History>,
+}
+
+impl Store {
+    /// Opens the store of `config` (the default config file when `None`)
+    /// without creating it.
+    fn open(config: Option<&Path>) -> Result<Store, Status> {
+        let cfg = match load_config_file(config, config.is_some()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("writegate: {e}");
+                return Err(Status::Usage);
+            }
+        };
+        let root = cfg.history_path(&crate::env_var);
+        if !root.join("index.jsonl").exists() {
+            return Ok(Store {
+                cfg,
+                root,
+                history: None,
+            });
+        }
+        match History::open(&root) {
+            Ok(h) => Ok(Store {
+                cfg,
+                root,
+                history: Some(h),
+            }),
+            Err(e) => {
+                eprintln!(
+                    "writegate: cannot read the history store {}: {e}",
+                    root.display()
+                );
+                Err(Status::Refused)
+            }
         }
     }
-    Ok(merged)
+
+    /// Every operation of the store within `reach`, newest first, as
+    /// `history --json` shows each (only of `path` when given), read under
+    /// the store's lock.
+    fn list(&self, path: Option<&Path>, reach: Reach<'_>) -> Result<Vec<Value>, Status> {
+        let Some(h) = &self.history else {
+            return Ok(Vec::new());
+        };
+        let target = path.map(canonical_target);
+        let entries = h
+            .entries(self.cfg.history.enabled, self.cfg.max_write_bytes, reach)
+            .map_err(|e| {
+                eprintln!(
+                    "writegate: cannot read the history store {}: {e}",
+                    self.root.display()
+                );
+                Status::Refused
+            })?;
+        Ok(entries
+            .into_iter()
+            .filter(|e| target.as_ref().is_none_or(|t| e.record.canonical() == *t))
+            .map(|e| entry_json(&e))
+            .collect())
+    }
+}
+
+/// One operation as `history --json` prints it.
+fn entry_json(e: &HistoryEntry) -> Value {
+    let r = &e.record;
+    let mut v = json!({
+        "opId": r.op_id,
+        "ts": r.ts,
+        "path": r.path,
+        "workspace": r.workspace,
+        "intent": r.intent,
+        "writer": r.writer,
+        "created": r.created,
+        "bytesBefore": r.bytes_before,
+        "bytesAfter": r.bytes_after,
+        "undoable": e.undoable,
+    });
+    for (k, val) in [
+        ("sessionId", r.session_id.clone()),
+        ("hashBefore", r.hash_before.clone()),
+        ("hashAfter", r.hash_after.clone()),
+        ("image", r.image.clone()),
+        ("undoes", r.undoes.clone()),
+        ("reason", e.reason.clone()),
+    ] {
+        if let Some(val) = val {
+            v[k] = json!(val);
+        }
+    }
+    if r.removed {
+        v["removed"] = json!(true);
+    }
+    v
 }
 
 fn text<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or("")
 }
 
-/// `writegate history`.
+/// `writegate history`: read from the store itself, so it lists the
+/// operations of every front end (`serve`, `proxy`, `mcp`) with or without
+/// a daemon running.
 pub(crate) fn history(a: &HistoryArgs) -> Status {
-    let client = a.daemon.client();
-    let ops = match connect_each(&client).and_then(|mut conns| {
-        list(
-            &mut conns,
-            &client,
-            a.path.as_deref(),
-            a.only_session.as_deref(),
-        )
-    }) {
+    let store = match Store::open(a.config.as_deref()) {
+        Ok(s) => s,
+        Err(st) => return st,
+    };
+    let reach = Reach {
+        session: a.only_session.as_deref(),
+        workspace: None,
+    };
+    let ops = match store.list(a.path.as_deref(), reach) {
         Ok(o) => o,
         Err(st) => return st,
     };
     let mut s = String::new();
-    for (_, op) in &ops {
+    for op in &ops {
         if a.json {
             s.push_str(&op.to_string());
             s.push('\n');
@@ -207,24 +289,282 @@ fn unknown_op(e: &CallError, op_id: &str) -> bool {
         && r.hint().starts_with(&format!("no operation {op_id} in the history")))
 }
 
-/// `writegate undo`: `_writegate/undo` on each workspace's connection in
-/// turn until one knows the operation (an unknown `opId` changes nothing
-/// and writes no audit event); when none does, that refusal.
-fn undo_anywhere(c: &ClientArgs, op_id: &str, force: bool, dry_run: bool) -> Result<Value, Status> {
-    let mut conns = connect_each(c)?;
-    let params = undo_params(c, op_id, force, dry_run);
-    let mut last = None;
-    for s in &mut conns {
-        match s.try_call("_writegate/undo", &params) {
-            Ok(r) => return Ok(r),
-            Err(e) if unknown_op(&e, op_id) => last = Some(e),
-            Err(e) => return Err(s.report(e, c)),
+/// How one run of `undo` or `rewind` takes operations back: through the
+/// running daemon when one serves the operation's workspace (its path
+/// lock then covers the undo), else in this process, on the store.
+struct Undoer<'a> {
+    client: &'a ClientArgs,
+    config: Option<&'a Path>,
+    yes: bool,
+    /// The daemon's connections, one per workspace it serves; `None` when
+    /// no daemon answers at the socket.
+    daemon: Option<Vec<Session>>,
+    /// The service of a local undo, built on first use.
+    local: Option<Arc<Service>>,
+}
+
+impl<'a> Undoer<'a> {
+    fn new(client: &'a ClientArgs, config: Option<&'a Path>, yes: bool) -> Undoer<'a> {
+        let socket = client.socket.as_deref().map_or_else(
+            || writegate_acp::default_socket_path(&crate::env_var),
+            absolutize,
+        );
+        // A daemon that does not answer is no error: the undo runs here.
+        let daemon = match Conn::open(&socket, None) {
+            Ok(_) => connect_each(client).ok(),
+            Err(_) => None,
+        };
+        Undoer {
+            client,
+            config,
+            yes,
+            daemon,
+            local: None,
         }
     }
-    match (last, conns.first()) {
-        (Some(e), Some(s)) => Err(s.report(e, c)),
-        _ => Err(Status::Refused),
+
+    /// Takes back `rec` (or, with `dry_run`, says what that would do).
+    /// A refusal is printed; the exit status is returned.
+    fn undo(&mut self, rec: &Value, force: bool, dry_run: bool) -> Result<Value, Status> {
+        let op_id = text(rec, "opId");
+        let workspace = text(rec, "workspace");
+        let path = Path::new(text(rec, "path"));
+        if let Some(conns) = &mut self.daemon {
+            let params = undo_params(self.client, op_id, force, dry_run);
+            let serving = conns.iter_mut().find(|s| {
+                s.conn
+                    .workspace()
+                    .is_some_and(|w| w.id == workspace || path.starts_with(&w.root))
+            });
+            if let Some(s) = serving {
+                match s.try_call("_writegate/undo", &params) {
+                    Ok(r) => return Ok(r),
+                    // Another store, or another workspace's operation: here.
+                    Err(e) if unknown_op(&e, op_id) => {}
+                    Err(e) => return Err(s.report(e, self.client)),
+                }
+            }
+        }
+        self.undo_here(rec, force, dry_run)
     }
+
+    /// The undo in this process: the service's own pipeline (resolver,
+    /// approval gate, path lock, atomic durable publish, one audit event),
+    /// in the workspace the operation was recorded in, on the store.
+    fn undo_here(&mut self, rec: &Value, force: bool, dry_run: bool) -> Result<Value, Status> {
+        let op_id = text(rec, "opId");
+        let service = if let Some(s) = &self.local {
+            s.clone()
+        } else {
+            let s = local_service(self.config)?;
+            self.local = Some(s.clone());
+            s
+        };
+        let runtime = workspace_of(&service, rec)?;
+        let ctx = OpCtx {
+            runtime,
+            session_id: Some(self.client.session.clone()),
+            allows: Allowances {
+                external_writer: true,
+                choose_workspace: false,
+                reads: false,
+            },
+            route: "cli undo",
+            cancel: Arc::new(AtomicBool::new(false)),
+            approver: Some(Arc::new(PersonApprover { yes: self.yes })),
+            client_root: false,
+        };
+        let params = UndoParams {
+            op_id: op_id.to_string(),
+            force,
+            dry_run,
+            session: None,
+            own_workspace: false,
+        };
+        match service.undo(&ctx, &params) {
+            Ok(outcome) => Ok(serde_json::to_value(outcome).unwrap_or_default()),
+            Err(Failure::Refused(r)) => {
+                let hint = if r.kind == ErrorKind::ApprovalRequired {
+                    let what = r.hint.split("; ask the user").next().unwrap_or(&r.hint);
+                    if self.yes {
+                        format!("{what}; you declined it")
+                    } else {
+                        format!(
+                            "{what}; nobody was asked (stdin is not a terminal): run it in a terminal to be asked, or add --yes to allow it"
+                        )
+                    }
+                } else if r.kind == ErrorKind::WritegateFile {
+                    format!(
+                        "{} is one of writegate's own files; writegate does not undo those: change it with your editor",
+                        text(rec, "path")
+                    )
+                } else {
+                    r.hint.clone()
+                };
+                eprintln!("writegate: refused: {}: {hint}", r.kind.as_str());
+                Err(Status::Refused)
+            }
+            Err(Failure::InvalidParams(why)) => {
+                eprintln!("writegate: {why}");
+                Err(Status::Usage)
+            }
+            Err(Failure::Cancelled) => {
+                eprintln!("writegate: refused: cancelled: nothing was changed");
+                Err(Status::Refused)
+            }
+        }
+    }
+
+    /// The last audit flush of a local undo.
+    fn close(&self) {
+        if let Some(s) = &self.local {
+            s.audit().close();
+        }
+    }
+}
+
+/// The approval gate's question in a local undo, put to the person who ran
+/// the command: on the terminal, or answered by `--yes`. Without either
+/// nobody is asked and the undo is refused `approval_required`.
+struct PersonApprover {
+    yes: bool,
+}
+
+impl PersonApprover {
+    fn terminal() -> bool {
+        use std::io::IsTerminal;
+        std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+    }
+}
+
+impl Approver for PersonApprover {
+    fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
+        if self.yes {
+            return ApprovalAnswer::AllowOnce;
+        }
+        eprint!(
+            "writegate: the undo writes {} ({}: {}). Allow it? [y/N] ",
+            q.path.display(),
+            q.level.as_str(),
+            q.reason
+        );
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(_) if matches!(line.trim(), "y" | "Y" | "yes") => ApprovalAnswer::AllowOnce,
+            _ => ApprovalAnswer::Deny,
+        }
+    }
+
+    fn asks_about(&self, _q: &ApprovalQuestion) -> bool {
+        self.yes || Self::terminal()
+    }
+}
+
+/// The service of an undo run in this process: the config, audit log,
+/// approvals, writegate's own files and history store a daemon would use,
+/// and no workspace yet ([`workspace_of`] adds the operation's).
+fn local_service(config: Option<&Path>) -> Result<Arc<Service>, Status> {
+    let start = Startup {
+        config: config.map(Path::to_path_buf),
+        audit_log: None,
+        allow_read: false,
+        no_external_writes: false,
+        workspaces: Vec::new(),
+        client_roots: None,
+    };
+    let cfg = start.load_config().map_err(|e| {
+        eprintln!("writegate: {e}");
+        Status::Usage
+    })?;
+    let audit_path = cfg.audit_path(&crate::env_var);
+    let approvals = writegate_core::config::state_dir(&crate::env_var).join("approvals.json");
+    let root = cfg.history_path(&crate::env_var);
+    let own = own_files(&start, &audit_path, &root);
+    let mut service = Service::new(cfg, Registry::default(), &audit_path, approvals);
+    service.protect_own_files(own);
+    if let Err(e) = service.open_history(&root) {
+        eprintln!(
+            "writegate: cannot open the history store {}: {e}",
+            root.display()
+        );
+        return Err(Status::Refused);
+    }
+    let audit = service.audit();
+    if let Some(problem) = audit.startup_problem()
+        && audit.required()
+    {
+        eprintln!(
+            "writegate: refused: audit_unavailable: cannot use the audit log {}: {problem}; nothing was changed",
+            audit_path.display()
+        );
+        return Err(Status::Refused);
+    }
+    Ok(Arc::new(service))
+}
+
+/// The workspace `rec` was recorded in, registered in `service`: the
+/// directory above its file whose runtime id is the record's (the id is a
+/// hash of the root), else a `[[workspace]]` of the config or a directory
+/// above the current one with that id. An operation of the external writer
+/// whose workspace is not found runs in the store's own directory, so that
+/// its file is outside and passes the external checks again.
+fn workspace_of(service: &Service, rec: &Value) -> Result<Arc<writegate_core::Runtime>, Status> {
+    let id = text(rec, "workspace");
+    let path = Path::new(text(rec, "path"));
+    let cfg = service.config();
+    let configured: Vec<(PathBuf, bool)> = cfg
+        .workspace
+        .iter()
+        .map(|w| (canonical_target(&w.root), w.trusted))
+        .collect();
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let found = path
+        .ancestors()
+        .skip(1)
+        .chain(cwd.ancestors())
+        .map(Path::to_path_buf)
+        .chain(configured.iter().map(|(r, _)| r.clone()))
+        .find(|r| runtime_id(r) == id);
+    let root = match found {
+        Some(r) => r,
+        None if text(rec, "writer") == "external" => cfg.history_path(&crate::env_var),
+        None => {
+            eprintln!(
+                "writegate: refused: not_undoable: the workspace {} was recorded in is not found above {}; nothing was changed",
+                text(rec, "opId"),
+                path.display()
+            );
+            return Err(Status::Refused);
+        }
+    };
+    let trusted = configured
+        .iter()
+        .find(|(r, _)| *r == root)
+        .is_none_or(|(_, t)| *t);
+    service.registry().register(&root, trusted).map_err(|e| {
+        eprintln!("writegate: refused: not_undoable: {e}; nothing was changed");
+        Status::Refused
+    })
+}
+
+/// The record of `op_id` in the store, or the refusal an unknown `opId`
+/// gets (printed).
+fn find(store: &Store, op_id: &str) -> Result<Value, Status> {
+    let all = store.list(
+        None,
+        Reach {
+            session: None,
+            workspace: None,
+        },
+    )?;
+    all.into_iter()
+        .find(|o| text(o, "opId") == op_id)
+        .ok_or_else(|| {
+            eprintln!(
+                "writegate: refused: not_undoable: no operation {op_id} in the history; `writegate history` lists the operations that can be undone"
+            );
+            Status::Refused
+        })
 }
 
 fn describe(r: &Value) -> String {
@@ -269,7 +609,18 @@ fn describe(r: &Value) -> String {
 
 /// `writegate undo`.
 pub(crate) fn undo(a: &UndoArgs) -> Status {
-    match undo_anywhere(&a.client, &a.op_id, a.force, a.dry_run) {
+    let store = match Store::open(a.config.as_deref()) {
+        Ok(s) => s,
+        Err(st) => return st,
+    };
+    let rec = match find(&store, &a.op_id) {
+        Ok(r) => r,
+        Err(st) => return st,
+    };
+    let mut undoer = Undoer::new(&a.client, a.config.as_deref(), a.yes);
+    let result = undoer.undo(&rec, a.force, a.dry_run);
+    undoer.close();
+    match result {
         Ok(r) => {
             out(&describe(&r));
             Status::Ok
@@ -281,34 +632,41 @@ pub(crate) fn undo(a: &UndoArgs) -> Status {
 /// `writegate rewind`: the session's undoable operations, newest first,
 /// each undone in turn; the first refusal stops it with a report.
 pub(crate) fn rewind(a: &RewindArgs) -> Status {
-    let client = a.daemon.client();
-    let mut conns = match connect_each(&client) {
-        Ok(c) => c,
+    let store = match Store::open(a.config.as_deref()) {
+        Ok(s) => s,
         Err(st) => return st,
     };
-    let ops = match list(&mut conns, &client, None, Some(&a.of_session)) {
+    let reach = Reach {
+        session: Some(&a.of_session),
+        workspace: None,
+    };
+    let mut ops = match store.list(None, reach) {
         Ok(o) => o,
         Err(st) => return st,
     };
+    if let Some(dir) = &a.workspace {
+        let dir = canonical_target(dir);
+        ops.retain(|o| Path::new(text(o, "path")).starts_with(&dir));
+    }
     // Undos the session made itself are not rewound (they are its way back
     // already); an operation already taken back is skipped.
     let undone: Vec<&str> = ops
         .iter()
-        .filter(|(_, o)| text(o, "intent") == "undo")
-        .map(|(_, o)| text(o, "undoes"))
+        .filter(|o| text(o, "intent") == "undo")
+        .map(|o| text(o, "undoes"))
         .collect();
     let mut plan = Vec::new();
-    for (conn, op) in &ops {
+    for op in &ops {
         if text(op, "intent") == "undo" || undone.contains(&text(op, "opId")) {
             continue;
         }
-        plan.push((*conn, op));
+        plan.push(op);
         if a.to.as_deref() == Some(text(op, "opId")) {
             break;
         }
     }
     if let Some(to) = &a.to
-        && !plan.iter().any(|(_, o)| text(o, "opId") == to)
+        && !plan.iter().any(|o| text(o, "opId") == to)
     {
         eprintln!(
             "writegate: refused: not_undoable: {to} is not an operation of session {} that can still be undone (see `writegate history --session {}`)",
@@ -316,13 +674,23 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
         );
         return Status::Refused;
     }
+    let mut workspaces: Vec<&str> = plan.iter().map(|o| text(o, "workspace")).collect();
+    workspaces.sort_unstable();
+    workspaces.dedup();
+    if a.workspace.is_none() && workspaces.len() > 1 {
+        eprintln!(
+            "writegate: note: session {} wrote in {} workspaces, and this rewind covers them all; pass --workspace DIR to rewind only the files under DIR",
+            a.of_session,
+            workspaces.len()
+        );
+    }
     if a.dry_run {
         let mut s = format!(
             "rewind of session {}: {} operations, newest first\n",
             a.of_session,
             plan.len()
         );
-        for (_, op) in &plan {
+        for op in &plan {
             let note = if op["undoable"] == json!(true) {
                 String::new()
             } else {
@@ -339,17 +707,22 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
         out(&s);
         return Status::Ok;
     }
+    let client = ClientArgs {
+        socket: a.daemon.socket.clone(),
+        workspace: None,
+        session: "cli".to_string(),
+    };
+    let mut undoer = Undoer::new(&client, a.config.as_deref(), a.yes);
     let mut done = 0;
-    for (conn, op) in &plan {
-        let params = undo_params(&client, text(op, "opId"), false, false);
-        // On the connection of the workspace that listed it.
-        match conns[*conn].call("_writegate/undo", &params, &client) {
+    for op in &plan {
+        match undoer.undo(op, false, false) {
             Ok(r) => {
                 out(&describe(&r));
                 done += 1;
             }
             Err(st) => {
-                let left: Vec<&str> = plan[done..].iter().map(|(_, o)| text(o, "opId")).collect();
+                undoer.close();
+                let left: Vec<&str> = plan[done..].iter().map(|o| text(o, "opId")).collect();
                 eprintln!(
                     "writegate: rewind stopped: {done} of {} operations undone; not undone: {}",
                     plan.len(),
@@ -359,6 +732,7 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
             }
         }
     }
+    undoer.close();
     out(&format!(
         "rewind of session {}: {done} operations undone\n",
         a.of_session
@@ -371,30 +745,16 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
 /// result (the next operation's before-image, or the file while it still
 /// holds that result).
 pub(crate) fn diff(a: &DiffArgs) -> Status {
-    let cfg = match load_config_file(a.config.as_deref(), a.config.is_some()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("writegate: {e}");
-            return Status::Usage;
-        }
+    let store = match Store::open(a.config.as_deref()) {
+        Ok(s) => s,
+        Err(st) => return st,
     };
-    let root = cfg.history_path(&crate::env_var);
-    if !root.join("index.jsonl").exists() {
+    let Some(h) = &store.history else {
         eprintln!(
             "writegate: refused: not_undoable: no history store at {}",
-            root.display()
+            store.root.display()
         );
         return Status::Refused;
-    }
-    let h = match writegate_core::history::History::open(&root) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!(
-                "writegate: cannot read the history store {}: {e}",
-                root.display()
-            );
-            return Status::Refused;
-        }
     };
     match h.versions(&a.op_id, writegate_core::history::DIFF_MAX_BYTES) {
         Ok((rec, before, after)) => {

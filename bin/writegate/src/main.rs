@@ -189,10 +189,15 @@ pub(crate) fn out(text: &str) -> bool {
 pub(crate) fn usage_error(subcommand: &str, message: &str) -> Status {
     let mut cmd = Cli::command();
     cmd.build();
-    let err = match cmd.find_subcommand_mut(subcommand) {
-        Some(sub) => sub.error(clap::error::ErrorKind::ValueValidation, message),
-        None => cmd.error(clap::error::ErrorKind::ValueValidation, message),
-    };
+    // `subcommand` may name a nested one: "service install".
+    let mut sub = cmd;
+    for name in subcommand.split(' ') {
+        match sub.find_subcommand(name) {
+            Some(s) => sub = s.clone(),
+            None => break,
+        }
+    }
+    let err = sub.error(clap::error::ErrorKind::ValueValidation, message);
     let _ = err.print();
     Status::Usage
 }

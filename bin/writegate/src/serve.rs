@@ -283,7 +283,11 @@ pub(crate) fn build_service(start: &Startup, need_workspace: bool) -> Result<Arc
 /// default config directory, the state directory, the audit log and the
 /// history store where the config puts them, the runtime directory, the
 /// systemd user units `writegate service install` writes, and this binary.
-fn own_files(start: &Startup, audit_path: &std::path::Path, history: &std::path::Path) -> OwnFiles {
+pub(crate) fn own_files(
+    start: &Startup,
+    audit_path: &std::path::Path,
+    history: &std::path::Path,
+) -> OwnFiles {
     let mut own = OwnFiles::default();
     if let Some(dir) = default_config_path()
         .as_deref()
@@ -361,6 +365,14 @@ pub(crate) fn run_on<F: std::future::Future>(
     result
 }
 
+/// What to do when a daemon already answers on `socket`.
+fn already_serving(socket: &std::path::Path) -> String {
+    format!(
+        "writegate: a daemon is already answering on {}: use that one (`writegate write`, `edit`, `read` talk to it), or stop it first (`systemctl --user stop writegate.socket writegate.service` if `writegate service install` set it up, else end its process), or start this one on another socket (--socket PATH)",
+        socket.display()
+    )
+}
+
 /// Runs the daemon until SIGTERM/SIGINT (or the end of stdin with `--stdio`
 /// alone). [`Status::Usage`] (2) when it cannot start.
 pub(crate) fn serve(a: &ServeArgs) -> Status {
@@ -374,6 +386,17 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
             return Status::Usage;
         }
     };
+    // A daemon already on the socket: say so before any start-up line.
+    if activated.is_none() && !(a.stdio && a.socket.is_none()) {
+        let path = a
+            .socket
+            .as_deref()
+            .map_or_else(|| writegate_acp::default_socket_path(&env_var), absolutize);
+        if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+            eprintln!("{}", already_serving(&path));
+            return Status::Usage;
+        }
+    }
     let start = a.startup();
     let service = match build_service(&start, true) {
         Ok(s) => s,

@@ -68,9 +68,12 @@ pub(crate) fn units_dir() -> Option<PathBuf> {
     Some(config_home(&home).join("systemd/user"))
 }
 
-/// `writegate service install`.
+/// `writegate service install` or `uninstall`.
 pub(crate) fn run(a: &ServiceArgs) -> Status {
-    let ServiceCommand::Install(i) = &a.command;
+    let i = match &a.command {
+        ServiceCommand::Install(i) => i,
+        ServiceCommand::Uninstall(u) => return uninstall(u.dry_run),
+    };
     let Some(home) = env_var("HOME").filter(|h| h.starts_with('/')) else {
         eprintln!("writegate: service install: $HOME is not set (or not absolute)");
         return Status::Usage;
@@ -89,7 +92,7 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
         match std::fs::canonicalize(absolutize(w)) {
             Ok(p) if p.is_dir() && p.to_str().is_none() => {
                 return crate::usage_error(
-                    "service",
+                    "service install",
                     &format!(
                         "--workspace {}: the path is not UTF-8, which the config file cannot hold",
                         w.display()
@@ -99,7 +102,7 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
             Ok(p) if p.is_dir() => roots.push(p),
             _ => {
                 return crate::usage_error(
-                    "service",
+                    "service install",
                     &format!("--workspace {}: not an existing directory", w.display()),
                 );
             }
@@ -128,6 +131,11 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
         };
         if cur.exists() && cur.text == content {
             let _ = writeln!(text, "{}: up to date", path.display());
+            continue;
+        }
+        if i.dry_run {
+            let verb = if cur.exists() { "update" } else { "write" };
+            let _ = writeln!(text, "{}: would {verb}", path.display());
             continue;
         }
         if let Err(e) = disk::write(&cur, &content) {
@@ -165,9 +173,60 @@ pub(crate) fn run(a: &ServiceArgs) -> Status {
             config.display()
         );
     }
+    if i.dry_run {
+        text.push_str("dry run: nothing was written\n");
+        out(&text);
+        return Status::Ok;
+    }
     text.push_str(
         "next:\n  systemctl --user daemon-reload\n  systemctl --user enable --now writegate.socket   # writegate starts on the first connection\n  loginctl enable-linger \"$USER\"                   # keep it running when you are not logged in\n",
     );
+    out(&text);
+    Status::Ok
+}
+
+/// `writegate service uninstall`: removes the units `install` wrote;
+/// the config file is left (it may hold more than the service's).
+fn uninstall(dry_run: bool) -> Status {
+    let Some(units) = units_dir() else {
+        eprintln!("writegate: service uninstall: $HOME is not set (or not absolute)");
+        return Status::Usage;
+    };
+    let mut text = String::from(
+        "first, if the service runs:\n  systemctl --user disable --now writegate.socket writegate.service\n",
+    );
+    for name in UNIT_NAMES {
+        let path = units.join(name);
+        if !path.exists() {
+            let _ = writeln!(text, "{}: not there", path.display());
+            continue;
+        }
+        if dry_run {
+            let _ = writeln!(text, "{}: would remove", path.display());
+            continue;
+        }
+        if let Err(e) = std::fs::remove_file(&path) {
+            out(&text);
+            eprintln!(
+                "writegate: service uninstall: cannot remove {}: {e}",
+                path.display()
+            );
+            return Status::Refused;
+        }
+        let _ = writeln!(text, "{}: removed", path.display());
+    }
+    if dry_run {
+        text.push_str("dry run: nothing was removed\n");
+    } else {
+        text.push_str("then:\n  systemctl --user daemon-reload\n");
+    }
+    if let Some(config) = default_config_path() {
+        let _ = writeln!(
+            text,
+            "{} is left as it is (remove it yourself if nothing else uses it)",
+            config.display()
+        );
+    }
     out(&text);
     Status::Ok
 }

@@ -302,7 +302,8 @@ impl Service {
             let ((made, total_lines, format), hash) = hashed_beside(&bytes, || {
                 let view = LinesView::of(&bytes, p.line, p.limit)?;
                 Ok((answer(&view), view.total_lines(), view.format()))
-            })?;
+            })
+            .map_err(read_words)?;
             Ok((
                 made,
                 ReadFacts {
@@ -348,7 +349,8 @@ impl Service {
                 let (content, format) =
                     writegate_text::read_text_borrowed(&bytes, p.line, p.limit)?;
                 Ok((answer(&content), FileFormat::from(&format)))
-            })?;
+            })
+            .map_err(read_words)?;
             Ok((made, hash, format))
         })();
         op.finish(result)
@@ -645,6 +647,19 @@ fn unknown_encoding() -> Failure {
 /// thread while `make` runs when `bytes` is 1 MiB or more (as a large
 /// write's hashes), so that the two share the two CPUs
 /// (docs/decisions/0022-large-reads-and-writes.md).
+/// A refusal of a read in a read's words: the text engine's `binary_file`
+/// hint speaks of editing, and a read edits nothing.
+fn read_words(f: Failure) -> Failure {
+    match f {
+        Failure::Refused(r) if r.kind == ErrorKind::BinaryFile => Refusal::new(
+            ErrorKind::BinaryFile,
+            "The file contains NUL bytes and is treated as binary; it cannot be read as text. Look at it with a tool for binary files, or replace it whole with a write if it should hold text.",
+        )
+        .into(),
+        other => other,
+    }
+}
+
 fn hashed_beside<T>(
     bytes: &[u8],
     make: impl FnOnce() -> Result<T, Failure>,

@@ -66,7 +66,7 @@ impl ResolveError {
                 "a DOS device name (con, prn, aux, nul, com1-com9, lpt1-lpt9, alone or before a dot) is refused everywhere, inside the workspace too, because it can alias a device; choose another name"
             }
             ResolveError::SymlinkEscape(_) => {
-                "a symlink leads outside the workspace (or loops, or the file changed while it was checked); write to the real target path instead"
+                "a symlink leads outside the workspace (or loops, or the file changed while it was checked), and writegate does not follow it out; write a path whose every component is inside the workspace, replace the symlink with the file itself, or, if the target's directory should be writable, register it as a workspace"
             }
             ResolveError::NotFound(_) => "the parent directory does not exist; create it first",
             ResolveError::PermissionDenied(_) => {

@@ -260,7 +260,8 @@ gemini-cli: the model sees writegate's tools as mcp_writegate_read_file, mcp_wri
   tools.exclude is deprecated. Its shell tool (run_shell_command) can still write files.
   The workspace is the directory gemini runs in (never your home directory or /).
 next: Gemini CLI starts MCP servers only in trusted folders: run `gemini` once in each project and
-  choose \"Trust folder\" (under Zed, in ACP mode, it never asks: trust the folder this way first).
+  choose \"Trust folder\", or, without asking (gemini -p, Zed's ACP mode, scripts), add the project
+  to ~/.gemini/trustedFolders.json: {\"/path/to/project\": \"TRUST_FOLDER\"}.
   Then `gemini mcp list` there shows `writegate ... Connected`.
 ",
         Agent::ClaudeCode => "\
@@ -290,7 +291,8 @@ zed: writegate is a context server (MCP) that Zed hands to every agent it runs, 
   gate holds (.env, .git/, keys). Zed's Claude and Codex agents write to disk themselves, which the
   proxy cannot see: they get writegate's tools from the context server, and their own tools stay.
 next: restart Zed's agent panel and start a thread with \"qwen-code (writegate)\" or
-  \"gemini-cli (writegate)\". Gemini needs the project folder trusted first (run `gemini` there once).
+  \"gemini-cli (writegate)\". Gemini needs the project folder trusted first (run `gemini` there once,
+  or add it to ~/.gemini/trustedFolders.json: {\"/path/to/project\": \"TRUST_FOLDER\"}).
 ",
     }
 }

@@ -186,7 +186,52 @@ pub(crate) fn backup(cur: &Current) -> Result<PathBuf, String> {
         &mut || Ok(()),
     )
     .map_err(|e| e.to_string())?;
+    prune_backups(&parent, &leaf);
     Ok(parent.join(name))
+}
+
+/// How many backups of one settings file `setup` keeps.
+pub(crate) const BACKUPS_KEPT: usize = 3;
+
+/// Removes all but the [`BACKUPS_KEPT`] newest backups of `leaf` in
+/// `parent` (their names sort by time: `<leaf>.writegate-backup-<UTC>[-n]`).
+fn prune_backups(parent: &Path, leaf: &std::ffi::OsStr) {
+    let mut prefix = leaf.to_os_string();
+    prefix.push(".writegate-backup-");
+    let prefix = prefix.as_encoded_bytes().to_vec();
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let mut backups: Vec<(String, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().as_encoded_bytes().starts_with(&prefix))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // `-n` after the stamp sorts after the stamp alone.
+            let key = name[prefix.len().min(name.len())..].to_string();
+            let key = match key.split_once('-') {
+                Some((stamp, n)) => format!("{stamp}-{n:0>6}"),
+                None => format!("{key}-000001"),
+            };
+            (key, e.path())
+        })
+        .collect();
+    backups.sort();
+    let extra = backups.len().saturating_sub(BACKUPS_KEPT);
+    for (_, path) in backups.into_iter().take(extra) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Removes the directory of the file read as `cur` if it is a `policies`
+/// directory (gemini's, made for writegate's policy file) and now empty.
+pub(crate) fn remove_dir_if_empty(cur: &Current) {
+    if let Some(parent) = cur.real.parent()
+        && parent.file_name().is_some_and(|n| n == "policies")
+    {
+        let _ = std::fs::remove_dir(parent);
+    }
 }
 
 /// The current UTC time as `YYYYMMDDTHHMMSSZ`.

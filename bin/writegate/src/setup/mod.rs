@@ -189,7 +189,7 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
         }
     }
     if a.dry_run {
-        return dry_run(agent, &planned, &kept);
+        return dry_run(agent, &planned, &kept, a.remove);
     }
     let mut text = String::new();
     for p in &planned {
@@ -224,14 +224,19 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
         if let Err(e) = done {
             return failed(&text, &p.cur.shown, &e);
         }
+        if p.new.is_none() {
+            // A directory the file was alone in (gemini's policies/) goes too.
+            disk::remove_dir_if_empty(&p.cur);
+        }
         let verb = match (&p.new, p.cur.exists()) {
             (None, _) => "removed".to_string(),
             (Some(_), false) => "created".to_string(),
             (Some(_), true) => format!(
-                "updated (the old file is {})",
+                "updated (the old file is {}; the {} newest backups are kept, older ones removed)",
                 backup
                     .as_deref()
-                    .map_or_else(String::new, |b| b.display().to_string())
+                    .map_or_else(String::new, |b| b.display().to_string()),
+                disk::BACKUPS_KEPT
             ),
         };
         let _ = writeln!(text, "{shown}: {verb}");
@@ -257,7 +262,7 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
 }
 
 /// `--dry-run`: the change as a unified diff per file; nothing written.
-fn dry_run(agent: Agent, planned: &[Planned], kept: &str) -> Status {
+fn dry_run(agent: Agent, planned: &[Planned], kept: &str, remove: bool) -> Status {
     let mut text = String::new();
     for p in planned {
         let shown = p.cur.shown.display().to_string();
@@ -288,8 +293,9 @@ fn dry_run(agent: Agent, planned: &[Planned], kept: &str) -> Status {
     text.push_str(kept);
     let _ = writeln!(
         text,
-        "dry run: nothing was written (run `writegate setup {}` without --dry-run to apply)",
-        agent.name()
+        "dry run: nothing was written (run `writegate setup {}{}` without --dry-run to apply)",
+        agent.name(),
+        if remove { " --remove" } else { "" }
     );
     out(&text);
     Status::Ok
