@@ -1,4 +1,4 @@
-//! `writegate history`, `undo`, `rewind` and `diff` (issue 27): see and
+//! `writegate history`, `undo`, `rewind` and `diff`: see and
 //! take back what agents wrote. `history`, `undo` and `rewind` talk to the
 //! running daemon (`_writegate/history`, `_writegate/undo`: an undo goes
 //! through the daemon's write pipeline); `diff` reads the history store
