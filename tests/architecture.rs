@@ -499,31 +499,29 @@ fn tracked_files() -> Vec<PathBuf> {
         .output()
         .ok()
         .filter(|o| o.status.success() && !o.stdout.is_empty());
-    let rel: Vec<PathBuf> = match listed {
-        Some(o) => o
-            .stdout
+    let rel: Vec<PathBuf> = if let Some(o) = listed {
+        o.stdout
             .split(|&b| b == 0)
             .filter(|s| !s.is_empty())
             .map(|s| PathBuf::from(String::from_utf8_lossy(s).into_owned()))
-            .collect(),
-        None => {
-            let mut out = Vec::new();
-            let mut stack = vec![PathBuf::new()];
-            while let Some(d) = stack.pop() {
-                for e in std::fs::read_dir(root.join(&d)).unwrap() {
-                    let e = e.unwrap();
-                    let p = d.join(e.file_name());
-                    if e.file_type().unwrap().is_dir() {
-                        if p != Path::new(".git") && p != Path::new("target") {
-                            stack.push(p);
-                        }
-                    } else {
-                        out.push(p);
+            .collect()
+    } else {
+        let mut out = Vec::new();
+        let mut stack = vec![PathBuf::new()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(root.join(&d)).unwrap() {
+                let e = e.unwrap();
+                let p = d.join(e.file_name());
+                if e.file_type().unwrap().is_dir() {
+                    if p != Path::new(".git") && p != Path::new("target") {
+                        stack.push(p);
                     }
+                } else {
+                    out.push(p);
                 }
             }
-            out
         }
+        out
     };
     rel.into_iter()
         .filter(|p| {
