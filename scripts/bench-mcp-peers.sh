@@ -1,6 +1,6 @@
 #!/bin/sh
 # writegate mcp next to the MCP filesystem servers people use today, on the
-# same workload in one run (issue 11; docs/performance.md has the figures):
+# same workload in one run (docs/performance.md has the figures):
 # installs @modelcontextprotocol/server-filesystem (npm) and rust-mcp-filesystem
 # (cargo install; several minutes on 2 cores, once) under target/mcp-peers/,
 # then runs bin/writegate/benches/mcp_peers.rs in the release profile. It

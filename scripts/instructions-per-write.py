@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""User-space instructions per 1 KiB overwrite through the daemon (issue 12).
+"""User-space instructions per 1 KiB overwrite through the daemon (ADR 0009).
 
 Runs `writegate serve --socket` under valgrind's callgrind twice, on a
 workspace in a fresh temp directory: once with 64 warm-up writes only, once

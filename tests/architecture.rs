@@ -386,7 +386,8 @@ fn only_the_transport_table_grants_capabilities() {
     );
 }
 
-/// Architecture Invariant: log lines never carry a `Debug` dump (issue 14):
+/// Architecture Invariant: log lines never carry a `Debug` dump (a dump can
+/// carry a path or file text the audit would hash):
 /// no `field = ?value`, `?value` shorthand, `{x:?}` or `{:#?}` inside a
 /// tracing macro, in any crate's non-test code. Values are logged with `%` (Display) or as plain
 /// numbers and strings.
@@ -485,4 +486,154 @@ fn the_testkit_is_only_a_dev_dependency() {
         toml.contains("publish = false"),
         "the testkit is never published"
     );
+}
+
+/// The repository's tracked files (`git ls-files`), or, where git or the
+/// history is not there (an unpacked archive), every file under the root
+/// but `.git` and `target`. Fuzz inputs are data, not prose: skipped.
+fn tracked_files() -> Vec<PathBuf> {
+    let root = repo();
+    let listed = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(&root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success() && !o.stdout.is_empty());
+    let rel: Vec<PathBuf> = if let Some(o) = listed {
+        o.stdout
+            .split(|&b| b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| PathBuf::from(String::from_utf8_lossy(s).into_owned()))
+            .collect()
+    } else {
+        let mut out = Vec::new();
+        let mut stack = vec![PathBuf::new()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(root.join(&d)).unwrap() {
+                let e = e.unwrap();
+                let p = d.join(e.file_name());
+                if e.file_type().unwrap().is_dir() {
+                    if p != Path::new(".git") && p != Path::new("target") {
+                        stack.push(p);
+                    }
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    };
+    rel.into_iter()
+        .filter(|p| {
+            let fuzz_input = p.starts_with("fuzz/seeds")
+                || p.starts_with("fuzz/corpus")
+                || (p.starts_with("fuzz/regressions") && !p.ends_with("README.md"));
+            !fuzz_input && !p.starts_with("target")
+        })
+        .map(|p| root.join(p))
+        .collect()
+}
+
+/// What a line refers to that only a work log knows, if anything: an
+/// issue number (the word, optionally plural, then a number after a space,
+/// `#` or `_`), a numbered work session (the word, a space, a number: a
+/// session id in code is `sessionId`, `"s1"`, `session_id`, never that),
+/// or the person who assigned the work.
+fn work_log_reference(line: &str) -> Option<&'static str> {
+    let l = line.to_ascii_lowercase();
+    let b = l.as_bytes();
+    let word_start = |i: usize| i == 0 || !b[i - 1].is_ascii_alphanumeric();
+    let digit_at = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    for (i, _) in l.match_indices("issue") {
+        if !word_start(i) {
+            continue;
+        }
+        let mut j = i + "issue".len();
+        if b.get(j) == Some(&b's') {
+            j += 1;
+        }
+        if b.get(j) == Some(&b'_') && digit_at(j + 1) {
+            return Some("an issue number");
+        }
+        while b.get(j) == Some(&b' ') {
+            j += 1;
+        }
+        if b.get(j) == Some(&b'#') {
+            j += 1;
+        }
+        if j > i + "issues".len() - 1 && digit_at(j) {
+            return Some("an issue number");
+        }
+    }
+    for (i, _) in l.match_indices("session ") {
+        if word_start(i) && (i == 0 || b[i - 1] != b'_') && digit_at(i + "session ".len()) {
+            return Some("a numbered work session");
+        }
+    }
+    let lead = concat!("the ", "lead");
+    for (i, _) in l.match_indices(lead) {
+        let after = b.get(i + lead.len());
+        if word_start(i) && !after.is_some_and(u8::is_ascii_alphanumeric) {
+            return Some("who assigned the work");
+        }
+    }
+    None
+}
+
+/// Architecture Invariant: the repository reads without its work log. No
+/// tracked text file (code, comments, test names, docs, ADRs, CHANGELOG,
+/// scripts, config) names an issue by its number (the word issue, then a
+/// number after a space, `#` or `_`), a numbered work session, or who
+/// assigned the work ("the" then "lead"). A number means nothing to a reader of the
+/// repository: a comment states the rule that holds and why, with an ADR
+/// (docs/decisions/) where a measurement or a decision is the reason, and a
+/// regression test is named after the defect it pins. Who asked for a
+/// change, and when, belongs in git history.
+#[test]
+fn no_work_log_references() {
+    let files = tracked_files();
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let mut hits = Vec::new();
+    for f in files {
+        // Not UTF-8 (a binary fixture) or not there (deleted, not staged).
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            if let Some(what) = work_log_reference(line) {
+                let at = f.strip_prefix(repo()).unwrap_or(&f).display();
+                hits.push(format!("{at}:{}: {what}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(hits.is_empty(), "work-log references:\n{}", hits.join("\n"));
+}
+
+/// The matcher of [`no_work_log_references`] on what it must and must not
+/// flag (the strings are built, so this file does not flag itself).
+#[test]
+fn work_log_reference_flags_only_work_log_words() {
+    let n = |w: &str, rest: &str| format!("{w}{rest}");
+    for bad in [
+        n("issue", " 12: two flock calls"),
+        n("Issues", " 12 and 13"),
+        n("see issue", " #7"),
+        n("fn regression_issue", "_12_x()"),
+        n("fn issue", "_25_a_read_only_file_is_held()"),
+        n("Session", " 12 found it"),
+        n("worth a decision by the", " lead."),
+    ] {
+        assert!(work_log_reference(&bad).is_some(), "{bad}");
+    }
+    for good in [
+        "an issue with the lock".to_string(),
+        n("the tiss", "ue 12"),
+        "sessionId: \"s1\", session_id 3".to_string(),
+        "a session's 2 prompts".to_string(),
+        "session {}".to_string(),
+        n("the lea", "ding zero"),
+        "mislead 4".to_string(),
+    ] {
+        assert!(work_log_reference(&good).is_none(), "{good}");
+    }
 }

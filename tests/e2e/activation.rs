@@ -1,4 +1,4 @@
-//! The service conventions (issue 14): socket activation the way systemd
+//! The service conventions: socket activation the way systemd
 //! does it (a listening socket as descriptor 3, `LISTEN_FDS=1`,
 //! `LISTEN_PID` = the daemon's own pid), `sd_notify` readiness, a start-up
 //! failure that names what to add and ends with the status the unit does not

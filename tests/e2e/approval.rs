@@ -229,12 +229,12 @@ fn a_config_rule_raises_an_ordinary_path_and_auto_approve_dangerous_lets_credent
     }
 }
 
-/// Issue 25: a write, append or edit of a read-only file (mode 0444)
+/// Defect pinned: a write, append or edit of a read-only file (mode 0444)
 /// replaced it silently through `serve`. It is held now (reason "read-only
 /// file"), leaving the tree as it was and no temp file; once the refused
 /// command is approved, the write lands and the file stays 0444.
 #[test]
-fn issue_25_a_read_only_file_is_held_until_approved() {
+fn a_read_only_file_is_held_until_approved() {
     use std::os::unix::fs::PermissionsExt;
     let t = Tree::new(BIN);
     let target = t.ws.join("frozen.txt");
@@ -296,12 +296,12 @@ fn issue_25_a_read_only_file_is_held_until_approved() {
     assert_eq!(audit.one("fs.access")["mode"], "replace");
 }
 
-/// Issue 25: NTFS spellings of protected names (an 8.3 short name, an
+/// Defect pinned: NTFS spellings of protected names (an 8.3 short name, an
 /// alternate data stream) were ordinary names, written without asking.
 /// Through `serve` they are held like the names they stand for, and
 /// nothing is created.
 #[test]
-fn issue_25_ntfs_spellings_of_protected_names_are_held() {
+fn ntfs_spellings_of_protected_names_are_held() {
     let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &[]);
     for rel in [
@@ -348,7 +348,7 @@ fn needs_approval(
 }
 
 /// Approves, and checks the grant's one `approval.grant` audit event
-/// (issue 14: every grant is audited, without raw text by default).
+/// (every grant is audited, without raw text by default).
 fn approve(c: &mut Client, audit: &mut Audit, session: &str, pattern: &str, scope: &str) {
     let r = c.call(
         "_writegate/approve",

@@ -1,5 +1,5 @@
-//! The audit log through the real binary (issues 12 item 5, 13 items 3-4,
-//! 14 item 3): a daemon that will not start without a working log, a full
+//! The audit log through the real binary (docs/behaviour.md, "Audit";
+//! ADR 0010): a daemon that will not start without a working log, a full
 //! audit filesystem (a real tmpfs, root only), kill -9 at exact points of a
 //! write (a real `SIGKILL` delivered while `strace` holds the daemon at a
 //! system call; skipped with a note without `strace`), and a kill -9 loop
@@ -84,7 +84,7 @@ fn stop(mut d: Daemon, mut c: Client) {
     assert!(st.success(), "{st:?}\n{}", d.stderr_text());
 }
 
-/// Issue 14 item 3: "when the audit log cannot be opened, the daemon logs
+/// Defect pinned: "when the audit log cannot be opened, the daemon logs
 /// one ERROR, starts, and acknowledges every write with no audit event".
 /// Now it refuses to start, naming the log and the way out; with
 /// `audit.required = false` it starts, says so loudly, and serves.
@@ -115,7 +115,7 @@ fn an_audit_log_that_cannot_be_opened_stops_the_daemon() {
     stop(d, c);
 }
 
-/// Issue 13 item 3 through the binary: the audit log on a 64 KiB tmpfs
+/// A full audit filesystem through the binary: the audit log on a 64 KiB tmpfs
 /// that fills up. No line is ever torn or glued; every acknowledged write
 /// has exactly one event; once the log cannot record a write, the write is
 /// refused (`io_error`) and its file is left as it was; when space comes
@@ -264,7 +264,7 @@ fn crash_at(
     Some(answers)
 }
 
-/// Issue 13 item 4: "kill -9 between the rename and the audit append
+/// Defect pinned: "kill -9 between the rename and the audit append
 /// leaves a committed change with no event". The daemon is killed right
 /// after the rename returned (held there by `strace`), before it could
 /// write the event; the next start writes exactly one `fs.access` for it,
@@ -412,7 +412,7 @@ fn kill_9_after_the_audit_append_writes_no_second_event() {
     assert!(!journal.exists(), "the dead process's journal is removed");
 }
 
-/// Retired intents are not cut from the journal one by one (issue 12):
+/// Retired intents are not cut from the journal one by one (ADR 0009):
 /// when none is pending, a retiring line is appended, and recovery reads a
 /// journal from after its last one. A daemon killed while idle, whose log
 /// is then moved away (rotated), gets no event in the new log at the next
@@ -420,7 +420,7 @@ fn kill_9_after_the_audit_append_writes_no_second_event() {
 /// (A first version left the last retired intent in the journal and wrote
 /// it again, `recovered: committed`.) In both flush modes.
 #[test]
-fn regression_issue_12_a_daemon_killed_while_idle_writes_nothing_after_the_log_is_rotated() {
+fn a_daemon_killed_while_idle_writes_nothing_after_the_log_is_rotated() {
     for flush in ["interval", "sync"] {
         let t = Tree::new(BIN);
         let env = [("WRITEGATE_AUDIT_FLUSH", flush)];
@@ -461,7 +461,7 @@ fn a_retiring_line_after_a_fragment_still_retires() {
 /// first two followed by a retiring line; reading them would have found
 /// no event for them in the new log and written two more.
 #[test]
-fn regression_issue_12_retired_intents_are_not_recovered_after_the_log_is_rotated() {
+fn retired_intents_are_not_recovered_after_the_log_is_rotated() {
     let t = Tree::new(BIN);
     let files: Vec<PathBuf> = (1..=3).map(|i| t.ws.join(format!("f{i}.txt"))).collect();
     fs::write(&files[2], "old\n").unwrap();
@@ -643,7 +643,7 @@ fn seed() -> u64 {
         })
 }
 
-/// Issues 12 item 5 and 13 item 4, `flush = "interval"` (the default):
+/// `flush = "interval"` (the default, ADR 0010):
 /// kill -9 during a stream of acknowledged writes loses no audit line,
 /// leaves no torn line, and after the next start every committed change
 /// has exactly one event.
@@ -752,7 +752,7 @@ fn find<'a>(calls: &'a [Call], name: &str, arg: &str) -> Vec<&'a Call> {
         .collect()
 }
 
-/// Issue 12 item 5, `flush = "sync"`, checked on the system calls the
+/// `flush = "sync"` (ADR 0010), checked on the system calls the
 /// daemon really makes: the operation's intent is `fdatasync`ed before its
 /// rename, and its event is written and `fdatasync`ed before the answer is
 /// written.
@@ -799,7 +799,7 @@ fn sync_flush_syncs_the_intent_before_the_rename_and_the_event_before_the_answer
     );
 }
 
-/// Issue 12 item 5, `flush = "interval"` (the default), on the daemon's
+/// `flush = "interval"` (the default, ADR 0010), on the daemon's
 /// system calls: the event is written to the log before the answer (so a
 /// killed daemon loses no event of an answered write), the journal is never
 /// `fdatasync`ed, and the log is `fdatasync`ed after the event (by the

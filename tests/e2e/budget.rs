@@ -1,4 +1,4 @@
-//! Long lines under the daemon-wide budget (issue 25 A): a connection that
+//! Long lines under the daemon-wide budget (ADR 0008): a connection that
 //! has buffered more than 64 KiB of a line reads on only while it holds a
 //! reservation of room for the longest line (`max_frame_bytes`). With the
 //! defaults two such lines are read at a time, and a peer that stops in the
@@ -136,7 +136,7 @@ fn still_open(s: &UnixStream) -> bool {
     open
 }
 
-/// Issue 25 A (2): a reservation for a long line was `max_frame_bytes + 2`
+/// Defect pinned: a reservation for a long line was `max_frame_bytes + 2`
 /// bytes, and two did not fit the default budget (32 MiB for 16 MiB
 /// lines), though docs/behaviour.md says two long lines are read at a
 /// time: a connection that sent 70 KB of a request and stopped kept every
@@ -173,7 +173,7 @@ fn regression_a_stalled_long_line_does_not_hold_up_another_clients_1_mib_write()
     );
 }
 
-/// Issue 25 A (1): a peer that stops in the middle of a long line kept its
+/// Defect pinned: a peer that stops in the middle of a long line kept its
 /// reservation for ever. Three of them hold more than the default budget
 /// (two reservations fit); a 1 MiB write from another client waits behind
 /// them. With `line_stall_timeout_ms` = 1 s, each staller loses its

@@ -31,7 +31,7 @@ fn serve(t: &Tree, args: &[&str]) -> Daemon {
         t.wsb.display().to_string(),
         "--audit-log".into(),
         t.audit_log.display().to_string(),
-        // `writegate read` needs reads on (issue 13: reads off means
+        // `writegate read` needs reads on (reads off means
         // `_writegate/read_lines` off too).
         "--allow-read".into(),
     ];
@@ -719,10 +719,10 @@ fn approve_once_then_write_a_held_file() {
     assert_eq!(fs::read(&env).unwrap(), b"KEY=3\n");
 }
 
-/// Issue 13 item 1: approving what a refusal for a file literally named
+/// Approving what a refusal for a file literally named
 /// `id_rsa*` shows approves that one file, never its look-alikes.
 #[test]
-fn issue_13_approving_a_glob_like_name_approves_that_file_only() {
+fn approving_a_glob_like_name_approves_that_file_only() {
     let t = Tree::new(BIN);
     let _d = serve(&t, &[]);
     let star = t.ws.join("id_rsa*");

@@ -295,7 +295,7 @@ pub(crate) fn check_initialize(r: &Value, ws: &Path, read: bool) -> String {
     for m in ["_writegate/edit_text_file", "_writegate/receipt"] {
         assert!(ext.contains(&m), "{m} missing from {ext:?}");
     }
-    // Advertised exactly when it is served (issue 28).
+    // Advertised exactly when it is served (ADR 0015).
     assert_eq!(ext.contains(&"_writegate/read_lines"), read, "{ext:?}");
     let w = &wg["workspace"];
     assert_eq!(w["root"], json!(ws), "{r}");
@@ -401,7 +401,7 @@ pub(crate) fn assert_refused(r: &Value, kind: &str) {
     }
 }
 
-/// The JSON-RPC code of a refusal (issue 14, docs/errors.md): the server
+/// The JSON-RPC code of a refusal (docs/errors.md): the server
 /// range, one per kind; `internal_error` keeps -32603.
 pub(crate) fn code_of(kind: &str) -> i64 {
     match kind {

@@ -1,4 +1,4 @@
-//! The environment and the logs (issue 14): an unknown `WRITEGATE_*`
+//! The environment and the logs: an unknown `WRITEGATE_*`
 //! variable stops the daemon naming it, an invalid value is blamed on its
 //! variable and not on the config file, and with debug logs on every request
 //! leaves one line (method, id, pathHash, outcome, duration) and nothing
@@ -83,7 +83,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
 }
 
-/// Issue 14: one debug line per request, with the method, the id, the
+/// One debug line per request, with the method, the id, the
 /// pathHash of the requested path (the audit event's, for a canonical
 /// path), the outcome and the duration in milliseconds; none at the
 /// default level; no `Debug` dump in any line.

@@ -193,7 +193,7 @@ fn external_size_caps_on_utf8_and_encoded_bytes_are_file_too_large() {
     for name in ["wide.txt", "exists.txt"] {
         let mut meta = marker("write_file");
         meta["encoding"] = json!("utf-16le");
-        // An existing file is converted only on explicit request (issue 10).
+        // An existing file is converted only on explicit request.
         meta["writegate/convertEncoding"] = json!(true);
         refused_write(
             &t,
@@ -334,7 +334,7 @@ fn external_leaf_symlink_is_symlink_escape_and_its_target_is_untouched() {
 }
 
 /// A fifo or socket leaf is `parse_error` (conformance case X20); a
-/// directory leaf says what it is, `not_a_file` (issue 14).
+/// directory leaf says what it is, `not_a_file`.
 #[test]
 fn external_leaf_fifo_or_socket_is_parse_error_and_a_directory_is_not_a_file() {
     let t = Tree::new(BIN);

@@ -41,7 +41,7 @@ fn handshake_over_socket_with_allow_read() {
         "fs/read_text_file",
         json!({"sessionId": "s", "path": s.ws.join("r.txt")}),
     );
-    // Issue 10: the read reports the file's format and hash in `_meta`.
+    // The read reports the file's format and hash in `_meta`.
     assert_eq!(
         r["result"],
         json!({"content": "one\r\ntwo\n", "_meta": {
@@ -111,10 +111,10 @@ fn handshake_socket_initialize_can_choose_another_registered_workspace() {
     );
 }
 
-/// Issue 13 item 8: with reads off (the default), `_writegate/read_lines`
+/// With reads off (the default), `_writegate/read_lines`
 /// is off too, like `fs/read_text_file`: `-32601`, nothing read, no event.
 #[test]
-fn issue_13_reads_off_means_read_lines_off() {
+fn reads_off_means_read_lines_off() {
     let s = Tree::new(BIN);
     fs::write(s.ws.join("r.txt"), "secret\n").unwrap();
     let mut d = s.stdio_daemon(&[]);

@@ -1,4 +1,4 @@
-//! History and undo through the real binary (issue 27): writes over ACP,
+//! History and undo through the real binary (ADR 0020): writes over ACP,
 //! then `writegate history --json`, `undo`, `rewind` and `diff` as a person
 //! runs them against the daemon's socket; a marked external write taken
 //! back; a kill -9 loop after which every acknowledged write is undone
@@ -141,7 +141,7 @@ fn assert_store_whole(root: &Path) {
     }
 }
 
-/// Issue 27: a write, its `history --json` fields, and `undo` putting the
+/// A write, its `history --json` fields, and `undo` putting the
 /// exact old bytes (a BOM, CRLF endings, no final newline) and mode back,
 /// with one audit event of intent `undo`; the undo is listed and undoable
 /// itself (redo), and the first operation is then refused with
@@ -620,7 +620,7 @@ fn two_daemons_share_one_store() {
     }
 }
 
-/// Issue 27: a full disk while keeping a before-image. The store is on a
+/// A full disk while keeping a before-image. The store is on a
 /// 64 KiB tmpfs (another filesystem than the file's: the copy path); a
 /// write whose before-image does not fit is refused cleanly (`io_error`
 /// naming the store and the way out), the file keeps its bytes, and no
@@ -679,7 +679,7 @@ impl Rng {
     }
 }
 
-/// Issue 27: "after a kill -9 at any point, every acknowledged write can
+/// The history's promise (ADR 0020): "after a kill -9 at any point, every acknowledged write can
 /// be undone, and nothing the store holds is half-written". Pipelined
 /// writes (half replace a file, half create one, in a new directory for a
 /// third of them) with the daemon killed at a random moment of each

@@ -1,4 +1,4 @@
-//! `writegate mcp` (issue 11) through the real binary, driven by the
+//! `writegate mcp` through the real binary, driven by the
 //! official MCP client (`rmcp`, client side) over the binary's real
 //! stdin/stdout: the three tools, every refusal as a tool error a model can
 //! act on, held writes asked through elicitation (accepted, always,
@@ -961,9 +961,9 @@ fn concurrent_calls_on_one_file_all_land_and_nothing_is_torn() {
     m.close();
 }
 
-/// SPEC 7.2 as changed by issue 10: the workspace writer creates missing
-/// parents. That is the publisher's (`crates/fs`, the lead's issue 10 work);
-/// `writegate mcp` adds nothing for it, so this passes once it lands.
+/// SPEC 7.2: the workspace writer creates missing parents. That is the
+/// publisher's (`crates/fs`, `open_creating`); `writegate mcp` adds nothing
+/// for it, and gets it through the shared pipeline.
 #[test]
 fn missing_parent_directories_are_created_inside_the_workspace() {
     let t = Tree::new(BIN);
@@ -1397,7 +1397,7 @@ fn a_client_root_of_a_home_directory_cannot_read_ssh_keys() {
     m.close();
 }
 
-/// Issue 25 B: `writegate mcp` exited 2 ("MCP initialization failed:
+/// Defect pinned: `writegate mcp` exited 2 ("MCP initialization failed:
 /// connection closed") when the client closed stdin before `initialize`,
 /// though its `--help` says 0 when the client closed stdin. A client that
 /// goes away is how a server is stopped, before the handshake as after it:

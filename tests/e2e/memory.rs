@@ -1,4 +1,4 @@
-//! Bounded memory under load (issue 12): many connections sending 5 MiB
+//! Bounded memory under load (ADR 0008): many connections sending 5 MiB
 //! writes at the same moment, connections that stop in the middle of a long
 //! line, and a long run of sequential 5 MiB overwrites, each against the
 //! daemon's peak resident memory (`VmHWM` from `/proc`). A memory bound is
@@ -357,7 +357,7 @@ fn five_mib_writes_over_stdio_land_within_the_same_bound() {
     );
 }
 
-/// Issue 12: sequential 5 MiB overwrites stay within the same bound after
+/// Sequential 5 MiB overwrites stay within the same bound (ADR 0008) after
 /// the daemon has served concurrent connections. glibc gives each thread
 /// that allocates an arena of its own (up to 8 per CPU) and keeps freed
 /// large buffers in it: after 8 concurrent connections had run on the

@@ -127,9 +127,8 @@ fn permission_denied_when_the_daemon_runs_as_nobody() {
 /// file's owner. A file of another owner in a directory the daemon may
 /// write is still replaced, and still edited, as before the flag.
 #[test]
-fn regression_issue_12_a_file_of_another_owner_is_replaced_without_o_noatime() {
-    if !running_as_root("regression_issue_12_a_file_of_another_owner_is_replaced_without_o_noatime")
-    {
+fn a_file_of_another_owner_is_replaced_without_o_noatime() {
+    if !running_as_root("a_file_of_another_owner_is_replaced_without_o_noatime") {
         return;
     }
     let Some(setpriv) = find_program("setpriv") else {

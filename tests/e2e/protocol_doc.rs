@@ -1,4 +1,4 @@
-//! docs/protocol.md is run, not just read (issue 14): every fenced block
+//! docs/protocol.md is run, not just read: every fenced block
 //! marked `json request` is sent, in the order of the page, to one real
 //! `writegate serve --stdio --allow-read` daemon on the tree the page
 //! describes, and the answer must match the `json response` block after it

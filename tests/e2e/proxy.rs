@@ -284,7 +284,7 @@ fn initialize_offers_fs_and_fs_requests_are_answered_by_writegate() {
     assert!(st.success(), "{st:?}");
 }
 
-/// Issue 10 item 1 through the proxy: the agent reads, edits and writes
+/// Round-trip fidelity through the proxy: the agent reads, edits and writes
 /// back declaring UTF-8 without BOM (as qwen-code does); the file keeps its
 /// own encoding, BOM and line endings, every byte outside the edit equal.
 #[test]
@@ -747,7 +747,7 @@ fn an_agent_that_cannot_start_is_a_clear_error() {
     );
 }
 
-/// Issue 10: the agent's notifications are forwarded as read (several of a
+/// The agent's notifications are forwarded as read (ADR 0011; several of a
 /// burst in one write to the editor). A burst of 3,000 lines of every shape
 /// the scan meets (escapes, non-ASCII, surrogate pairs, nesting, numbers
 /// it leaves to `serde_json`), with a request to the editor and a request

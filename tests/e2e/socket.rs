@@ -201,13 +201,13 @@ print("CLOSED eof" if d == b"" else "DATA " + d.decode(errors="replace"))
     );
 }
 
-/// Issue 12: a connection's socket and a stdio daemon's pipes are polled
+/// A connection's socket and a stdio daemon's pipes are polled (ADR 0007)
 /// only for what the daemon waits for. Registered for writing as well
 /// (tokio's stream halves, its pipe sender), they woke a worker every time
 /// the peer read an answer; answers are written directly, so nothing waits
 /// to write while the peer keeps up.
 #[test]
-fn regression_issue_12_idle_connections_are_not_polled_for_writing() {
+fn idle_connections_are_not_polled_for_writing() {
     let s = Tree::new(BIN);
     let mut d = s.socket_daemon(&[]);
     // What is registered before the connection (the listener, the
@@ -284,7 +284,7 @@ fn regression_issue_12_idle_connections_are_not_polled_for_writing() {
 /// once: each holds two descriptors, so with the limit it was given,
 /// accepts failed after about two dozen.
 #[test]
-fn regression_issue_12_the_daemon_raises_its_descriptor_limit() {
+fn the_daemon_raises_its_descriptor_limit() {
     let Some(prlimit) = find_program("prlimit") else {
         eprintln!("note: prlimit is missing; skipping the descriptor-limit test");
         return;

@@ -177,11 +177,11 @@ fn write_outside_workspace_is_refused_with_one_denied_event_and_nothing_changes(
     }
 }
 
-/// Issue 10 item 3: a workspace write creates its missing parent
+/// A workspace write creates its missing parent
 /// directories (agents write `src/new/mod.rs` directly), inside the
 /// workspace only, and lists them in its one audit event.
 #[test]
-fn issue_10_write_creates_missing_parents_inside_the_workspace() {
+fn a_write_creates_missing_parents_inside_the_workspace() {
     let s = Tree::new(BIN);
     let mut d = s.stdio_daemon(&[]);
     let mut c = d.stdio_client();
@@ -206,7 +206,7 @@ fn issue_10_write_creates_missing_parents_inside_the_workspace() {
 /// The parent of a missing tail that leads through a symlink out of the
 /// workspace is never created: refused, nothing made on either side.
 #[test]
-fn issue_10_missing_parents_are_never_created_through_a_symlink() {
+fn missing_parents_are_never_created_through_a_symlink() {
     let s = Tree::new(BIN);
     let outside = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(outside.path(), s.ws.join("out")).unwrap();
@@ -235,7 +235,7 @@ fn read_of_a_missing_file_is_resource_not_found_with_uri() {
     assert!(!s.ws.join("missing").exists(), "a read creates nothing");
 }
 
-/// A directory where a file is needed is `not_a_file` (issue 14; it was
+/// A directory where a file is needed is `not_a_file` (not the generic
 /// `parse_error`) for a write, an edit and a read, with the path and the
 /// next step in the message; the directory and its contents are untouched.
 #[test]
@@ -556,13 +556,13 @@ fn path_of_len(base: &Path, total: usize) -> PathBuf {
     p
 }
 
-/// Issue 25: a 4,239-byte path was created component by component by the
+/// Defect pinned: a 4,239-byte path was created component by component by the
 /// first write, and every later write, edit or read of it failed with
 /// `ENAMETOOLONG`. Paths of 4096 bytes or more and names over 255 bytes
 /// are refused `parse_error` before anything is created, the message
 /// naming the limit.
 #[test]
-fn issue_25_paths_over_path_max_and_names_over_name_max_are_refused_before_anything_is_created() {
+fn paths_over_path_max_and_names_over_name_max_are_refused_before_anything_is_created() {
     let t = Tree::new(BIN);
     let (_d, mut c, mut audit) = stdio_session(&t, &["--allow-read"]);
     let long = path_of_len(&t.ws, 4239);

@@ -434,7 +434,7 @@ fn main() {
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
     println!("daemon write / bare sequence (5 MB): {:.3}", write / bare);
     println!(
-        "target: line edit <= 1.0x the whole-file write (issue 12; 1.5x before): {:.3} -> {}",
+        "target: line edit <= 1.0x the whole-file write (ADR 0019): {:.3} -> {}",
         line / write,
         verdict(line / write <= 1.0)
     );

@@ -1,5 +1,5 @@
 //! `writegate mcp` next to the MCP filesystem servers people use today,
-//! on the same workload, side by side in one run (issue 11):
+//! on the same workload, side by side in one run:
 //! `@modelcontextprotocol/server-filesystem` (npm) and `rust-mcp-filesystem`
 //! (crates.io). Run it through `scripts/bench-mcp-peers.sh`, which installs
 //! the peers and passes their paths in `WG_PEER_NODE_FS` (the server's
@@ -471,7 +471,7 @@ fn main() {
     }
     if let Some(rust) = peers.iter().position(|p| p.kind == Kind::RustFs) {
         println!();
-        println!("issue 11 targets against rust-mcp-filesystem (printed, not asserted):");
+        println!("targets against rust-mcp-filesystem (printed, not asserted):");
         for (op, size, want) in [
             (Op::Write, KIB, 1.5),
             (Op::Write, 5 * MIB, 4.0),

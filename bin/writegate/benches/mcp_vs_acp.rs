@@ -1,6 +1,6 @@
 //! One `write_file` through `writegate mcp` against the same write through
 //! `writegate serve --stdio` (ACP `fs/write_text_file`), side by side in
-//! one run (issue 26: an MCP call costs at most 1.10x the ACP call).
+//! one run (target: an MCP call costs at most 1.10x the ACP call).
 //!
 //! Run: `cargo bench -p writegate --bench mcp_vs_acp`
 //! (optional: `WG_BENCH_SCALE`; `WG_BENCH_BIN=<older writegate>` runs the

@@ -165,7 +165,7 @@ struct Outcome {
     off: Option<HistoryOff>,
 }
 
-/// The history-off side of a case (issue 27's cost): a second daemon of
+/// The history-off side of a case (history's cost, ADR 0021): a second daemon of
 /// the same build with `WRITEGATE_HISTORY_ENABLED=false`, timed in every
 /// round next to the bare sequence and the history-on daemon, in a
 /// rotating order.
@@ -471,7 +471,7 @@ fn run_case(
     }
 }
 
-/// History on against history off (issue 27): the socket daemon (history
+/// History on against history off (ADR 0021): the socket daemon (history
 /// on, the default) and a second daemon with `[history] enabled = false`,
 /// each against the bare sequence of the same rounds.
 fn print_history(outcomes: &[Outcome]) {
@@ -962,7 +962,7 @@ fn main() {
     }
     println!();
 
-    // Issue 27's cost: the same build with history off, for the one
+    // History's cost (ADR 0021): the same build with history off, for the one
     // connection socket cases.
     // A socket's directory must be the user's own, mode 0700.
     let off_dir = t.base.join("run/off");
@@ -1095,7 +1095,7 @@ fn print_targets(outcomes: &[Outcome], large: &[common::large_ops::Row], idle_rs
             verdict(o.paired_ratio <= 1.15)
         );
         println!(
-            "information (no target, issue 29): daemon CPU per 1 KiB write / the bare sequence's: {:.0} / {:.0} µs = {:.2}",
+            "information (no target, ADR 0019): daemon CPU per 1 KiB write / the bare sequence's: {:.0} / {:.0} µs = {:.2}",
             o.daemon_cpu_us,
             o.bare_cpu_us,
             o.daemon_cpu_us / o.bare_cpu_us,
@@ -1125,7 +1125,7 @@ fn print_targets(outcomes: &[Outcome], large: &[common::large_ops::Row], idle_rs
         && o.off.is_some()
     {
         println!(
-            "target (issue 27): 1 KiB with history on within 1.15x of the bare sequence: per-round ratio, median {:.3} -> {}",
+            "target (ADR 0021): 1 KiB with history on within 1.15x of the bare sequence: per-round ratio, median {:.3} -> {}",
             o.paired_ratio,
             verdict(o.paired_ratio <= 1.15)
         );
@@ -1134,7 +1134,7 @@ fn print_targets(outcomes: &[Outcome], large: &[common::large_ops::Row], idle_rs
         && let Some(off) = &o.off
     {
         println!(
-            "target (issue 27): 5 MiB with history on at most 5 % over history off: per-round ratio, median {:.3} -> {}",
+            "target (ADR 0021): 5 MiB with history on at most 5 % over history off: per-round ratio, median {:.3} -> {}",
             off.on_off,
             verdict(off.on_off <= 1.05)
         );

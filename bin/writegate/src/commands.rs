@@ -252,7 +252,7 @@ fn refused(r: &RpcError, served: &[Workspace], c: &ClientArgs) -> Status {
 
 /// The daemon's hint in the command line's words: its wire names (methods,
 /// params, `data.*`) become the subcommands and flags a person types
-/// (issue 28); what the CLI cannot do is said as such.
+/// (a person never sees a wire name); what the CLI cannot do is said as such.
 fn cli_words(kind: &str, hint: &str) -> String {
     if kind == "approval_required" {
         // "`<command>` is rated X (...); ask the user, then call _writegate/approve ..."
@@ -598,7 +598,7 @@ fn command_path(command: &str) -> Option<PathBuf> {
 }
 
 /// `writegate approve COMMAND`: `_writegate/approve` with the synthetic
-/// command as `command`, matched literally (issue 13: a path in an approval
+/// command as `command`, matched literally (a path in an approval
 /// is never a pattern); text that is not a synthetic command
 /// (`edit_file <mode> /<path>`) is sent as a `pattern` the person wrote.
 pub(crate) fn approve(a: &ApproveArgs) -> Status {

@@ -29,7 +29,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use writegate_core::api::{Allowances, ApprovalAnswer, ApprovalQuestion, Approver, OpCtx};
+use writegate_core::api::{ApprovalAnswer, ApprovalQuestion, Approver, OpCtx};
 use writegate_core::history::{History, HistoryEntry, Reach, UndoParams};
 use writegate_core::runtime::runtime_id;
 use writegate_core::{ErrorKind, Failure, Registry, Service};
@@ -364,11 +364,9 @@ impl<'a> Undoer<'a> {
         let ctx = OpCtx {
             runtime,
             session_id: Some(self.client.session.clone()),
-            allows: Allowances {
-                external_writer: true,
-                choose_workspace: false,
-                reads: false,
-            },
+            // The person's own command, as a host on stdio is: its
+            // allowances are that transport's.
+            allows: writegate_acp::transport::Transport::Stdio.allowances(),
             route: "cli undo",
             cancel: Arc::new(AtomicBool::new(false)),
             approver: Some(Arc::new(PersonApprover { yes: self.yes })),

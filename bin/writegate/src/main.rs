@@ -210,7 +210,7 @@ pub(crate) fn env_var(k: &str) -> Option<String> {
 /// The config file at `path` (required: it must exist) and the `WRITEGATE_*`
 /// variables of this process, as the daemon and `writegate audit` read them.
 /// An unknown `WRITEGATE_*` variable is an error naming it; an invalid value
-/// is blamed on its variable (issue 14).
+/// is blamed on its variable, not on the file.
 pub(crate) fn load_config_file(
     path: Option<&Path>,
     required: bool,

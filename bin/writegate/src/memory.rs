@@ -6,7 +6,7 @@
 /// glibc gives each thread that allocates an arena of its own (up to 8 per
 /// CPU) and keeps a large request's freed buffers in it, so after
 /// concurrent connections a run of sequential 5 MiB writes stayed at 65-70
-/// MiB, over issue 12's bound (3x the payload plus 16 MiB); with two arenas
+/// MiB, over the bound of ADR 0008 (3x the payload plus 16 MiB); with two arenas
 /// it stays at about 25 MiB, and small writes on 8 connections got no
 /// slower (docs/decisions/0008-request-memory.md). Keeping large buffers
 /// for reuse (higher mmap and trim thresholds) was measured and left out:

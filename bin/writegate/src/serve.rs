@@ -222,7 +222,7 @@ pub(crate) fn build_service(start: &Startup, need_workspace: bool) -> Result<Arc
         return Err(Status::Usage);
     }
     log_workspaces(&registry);
-    // Issue 13: as root, external tool writes are off unless the config
+    // As root, external tool writes are off unless the config
     // turns them on explicitly; say which it is.
     tracing::info!("{}", cfg.external_writes_at_start().1);
     // Stale temp files of dead processes (SPEC 7.3), before serving. A
@@ -250,7 +250,7 @@ pub(crate) fn build_service(start: &Startup, need_workspace: bool) -> Result<Arc
     let own = own_files(start, &audit_path, &history);
     let mut service = Service::new(cfg, registry, &audit_path, approvals);
     service.protect_own_files(own);
-    // Issue 27: the before-image store. Opened when history is on (or a
+    // The before-image store. Opened when history is on (or a
     // store is already there, so that its operations can still be undone).
     if (keep_history || history.exists())
         && let Err(e) = service.open_history(&history)
@@ -259,7 +259,7 @@ pub(crate) fn build_service(start: &Startup, need_workspace: bool) -> Result<Arc
             "cannot open the history store: writes are not kept and cannot be undone");
     }
     let service = Arc::new(service);
-    // Issue 14: no silently missing audit log.
+    // No silently missing audit log.
     let audit = service.audit();
     if let Some(problem) = audit.startup_problem() {
         if audit.required() {

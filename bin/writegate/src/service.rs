@@ -205,7 +205,7 @@ fn uninstall(dry_run: bool) -> Status {
             let _ = writeln!(text, "{}: would remove", path.display());
             continue;
         }
-        if let Err(e) = std::fs::remove_file(&path) {
+        if let Err(e) = writegate_fs::unlink_path(&path) {
             out(&text);
             eprintln!(
                 "writegate: service uninstall: cannot remove {}: {e}",

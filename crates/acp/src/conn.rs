@@ -201,7 +201,7 @@ pub trait Handler: Send + Sync + 'static {
     /// hands every such notification here first). By default the params
     /// are parsed into a `Value` and it goes to [`Handler::notification`].
     /// A proxy overrides this to forward the line as read, building
-    /// nothing (issue 10).
+    /// nothing (ADR 0011).
     fn raw_notification(&self, link: &Arc<Link>, n: RawNotification) {
         let line = n.params.line_bytes();
         if let Some(n) = n.into_notification() {

@@ -384,7 +384,7 @@ impl RawRequest {
 }
 
 /// A notification whose `params` are still the JSON text of its line: a
-/// proxy forwards it as read without building a `Value` (issue 10). Built
+/// proxy forwards it as read without building a `Value` (ADR 0011). Built
 /// by [`parse_line`] only for a well-formed notification;
 /// [`RawNotification::into_notification`] gives the [`Notification`] that
 /// [`parse`] would have given.
@@ -513,7 +513,7 @@ fn raw_head(line: &[u8]) -> Option<RawHead> {
 /// `null`), as `RequestId`'s own `Deserialize` reads it; `None` where that
 /// fails. `RequestId` is an untagged enum: deserialized directly, every
 /// numeric id first fails as `Null` and formats an error message that is
-/// thrown away (issue 12: a measurable share of a small request's CPU).
+/// thrown away (a measurable share of a small request's CPU: ADR 0009).
 /// The common shapes are read directly; anything else goes to serde.
 fn request_id(text: &[u8]) -> Option<RequestId> {
     match text.first()? {

@@ -96,7 +96,7 @@ impl FormatMeta {
     }
 }
 
-/// The JSON-RPC code of a refusal with `kind` (issue 14; the table is in
+/// The JSON-RPC code of a refusal with `kind` (each kind its own; the table is in
 /// docs/errors.md, and a test keeps the two equal).
 ///
 /// Refusals use the implementation-defined server range -32000..-32099,

@@ -196,12 +196,12 @@ pub struct McpConfig {
     /// What the client's MCP roots become. A root equal to a `--workspace`
     /// or `[[workspace]]` root keeps that workspace's trust.
     pub client_roots: ClientRoots,
-    /// Offer the `undo` tool (issue 27). Default false: an agent taking
+    /// Offer the `undo` tool. Default false: an agent taking
     /// back its own writes is the person's choice.
     pub undo_tool: bool,
 }
 
-/// `[history]`: the before-images undo puts back (issue 27). `history =
+/// `[history]`: the before-images undo puts back (ADR 0020). `history =
 /// false` is short for `[history] enabled = false`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HistoryConfig {
@@ -341,7 +341,7 @@ pub struct Config {
     /// Mode of files the daemon creates.
     pub new_file_mode: NewFileMode,
     /// Permission bits of the missing parent directories a workspace write
-    /// creates (issue 10), before the umask; default `0o755`. The external
+    /// creates, before the umask; default `0o755`. The external
     /// writer never creates directories.
     pub new_dir_mode: u32,
     /// Milliseconds in-flight operations get at shutdown.
@@ -487,7 +487,7 @@ pub fn known_env_vars() -> Vec<String> {
 
 /// Refuses the first variable in `names` that starts with `WRITEGATE_` but
 /// is not one writegate reads ([`known_env_vars`]), naming it and the
-/// closest known name (issue 14: a typo such as
+/// closest known name (a typo such as
 /// `WRITEGATE_MAX_WRITE_BYTE` must not be silently ignored). Other
 /// variables are not looked at. Call it with the names of the process
 /// environment (`std::env::vars_os().map(|(k, _)| k)`) before
@@ -726,7 +726,7 @@ fn euid() -> u32 {
     *EUID.get_or_init(writegate_fs::current_uid)
 }
 
-/// The effective `external_tool_writes` (issue 13, safe defaults as root):
+/// The effective `external_tool_writes` (safe defaults as root):
 /// an explicit setting wins; unset means on for a user and off for root
 /// (euid 0), where a marked write could otherwise replace any system file.
 pub fn external_writes_for(setting: Option<bool>, euid: u32) -> bool {
@@ -883,7 +883,7 @@ mod tests {
         assert_eq!(c.audit.path, "/tmp/a.jsonl");
     }
 
-    /// Issue 13 item 6: as root, external writes are off unless explicitly on.
+    /// As root, external writes are off unless explicitly on.
     #[test]
     fn external_tool_writes_is_a_tri_state_defaulting_by_euid() {
         assert_eq!(Config::default().external_tool_writes, None);
@@ -923,7 +923,7 @@ mod tests {
         );
     }
 
-    /// Issue 14: a bad value is blamed on the variable, not on the file.
+    /// A bad value is blamed on the variable, not on the file.
     #[test]
     fn an_invalid_variable_is_blamed_on_the_variable() {
         let dir = tempfile::tempdir().unwrap();
@@ -956,7 +956,7 @@ mod tests {
         assert!(err.to_string().contains("c.toml"), "{err}");
     }
 
-    /// Issue 14: unknown `WRITEGATE_*` names are refused, naming the
+    /// Unknown `WRITEGATE_*` names are refused, naming the
     /// variable and the closest known one; known ones and other variables
     /// pass.
     #[test]

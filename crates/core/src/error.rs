@@ -14,11 +14,11 @@ pub enum ErrorKind {
     /// The path cannot name a file: empty, NUL, a non-directory in the
     /// middle, or a leaf that is a fifo, socket or device.
     ParseError,
-    /// The path names a directory where a regular file is needed (issue 14:
-    /// was `parse_error`).
+    /// The path names a directory where a regular file is needed (its own
+    /// kind, so that the answer says what the path is).
     NotAFile,
     /// A component is a DOS device name (`con.txt`), refused everywhere
-    /// (issue 28: was `path_outside_workspace`).
+    /// (inside the workspace too: it is not an outside path).
     ReservedName,
     /// No such file, or no existing ancestor.
     PathNotFound,
@@ -58,10 +58,10 @@ pub enum ErrorKind {
     /// A character the target encoding cannot represent.
     UnmappableCharacter,
     /// Another writer replaced or removed the file while this write was in
-    /// progress (no symlink involved); nothing was written (issue 13).
+    /// progress (no symlink involved); nothing was written.
     FileChanged,
     /// An undo that cannot be done: no such operation in the history, its
-    /// before-image evicted, or no history kept (issue 27).
+    /// before-image evicted, or no history kept.
     NotUndoable,
     /// The path is one of writegate's own files (its config, approvals,
     /// state, history store, runtime directory, service units or binary):
@@ -383,14 +383,14 @@ impl From<writegate_fs::FsError> for Refusal {
         use writegate_fs::{FsError as F, Swap};
         let kind = match &e {
             // Another writer replaced a regular file under us: not an
-            // escape, a concurrent change (issue 13).
+            // escape, a concurrent change.
             F::SymlinkEscape {
                 what:
                     Swap::ReplacedAfterCheck | Swap::VanishedAfterCheck | Swap::ChangedWhilePublishing,
                 ..
             } => ErrorKind::FileChanged,
             F::SymlinkEscape { .. } => ErrorKind::SymlinkEscape,
-            // A directory where a file is needed says what it is (issue 14);
+            // A directory where a file is needed says what it is;
             // a fifo, socket or device leaf and a non-directory in the
             // middle of the path stay `parse_error` (conformance case X20).
             F::NotAFile {
@@ -649,7 +649,7 @@ mod tests {
                 },
                 "symlink_escape",
             ),
-            // Issue 13 item 8: another writer replacing a regular file under
+            // Another writer replacing a regular file under
             // us is a concurrent change, not a symlink escape.
             (
                 F::SymlinkEscape {

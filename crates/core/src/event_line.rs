@@ -1,6 +1,6 @@
 //! An [`AuditEvent`]'s JSON line, written by hand: the bytes
 //! `serde_json::to_vec` gives for it, without sending every key through
-//! `serde_json`'s generic string escaper (issue 12: two events a write, about
+//! `serde_json`'s generic string escaper (ADR 0009: two events a write, about
 //! 12,000 instructions). Keys are literals and only values are escaped,
 //! with `serde_json`'s escapes. A property test in this module holds the
 //! output to serde's for arbitrary events, and the struct is destructured

@@ -50,7 +50,7 @@ pub fn sha256_tagged(bytes: &[u8]) -> String {
 
 /// `path` as text, exactly as `path.display().to_string()` writes it (bytes
 /// that are not UTF-8 become U+FFFD), but a path that is valid UTF-8 (every
-/// path from JSON) is copied as it is, without the formatter (issue 12: a
+/// path from JSON) is copied as it is, without the formatter (ADR 0009: a
 /// few paths a write).
 pub fn path_text(path: &Path) -> String {
     match path.to_str() {

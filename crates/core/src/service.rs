@@ -44,7 +44,7 @@ pub struct Service {
     /// Closes the read descriptors of files a write replaced, off the
     /// request's thread (the kernel frees the old blocks then).
     releaser: Releaser,
-    /// The before-image store (issue 27), when opened.
+    /// The before-image store (ADR 0020), when opened.
     history: Option<crate::history::History>,
     /// writegate's own files: refused to every agent (`writegate_file`).
     own: crate::policy::OwnFiles,
@@ -109,7 +109,7 @@ impl Service {
         &self.own
     }
 
-    /// Opens the history store at `root` (issue 27) and voids the records
+    /// Opens the history store at `root` and voids the records
     /// of operations the audit recovery found not committed. Without a
     /// store (this is not called, or it failed) nothing is kept.
     ///
@@ -764,7 +764,7 @@ mod tests {
         let file = root.join("f.txt");
         std::fs::write(&file, b"old\n").unwrap();
         let (svc, rt) = service(&root, state.path());
-        // The key the write will wait on: the real file (issue 13).
+        // The key the write will wait on: the real file, not its path text.
         let key = writegate_fs::LockKey::of(
             &writegate_fs::Dir::open_canonical(&root).unwrap(),
             std::ffi::OsStr::new("f.txt"),
@@ -817,7 +817,7 @@ mod tests {
         assert_eq!(events[0]["errorKind"], "generation_closed");
     }
 
-    /// Issue 25: a file made read-only after the gate judged it writable
+    /// A file made read-only after the gate judged it writable
     /// (here while the write waits on the path lock) goes back to the gate
     /// inside the lock: `approval_required`, the file byte-identical, no
     /// temp file, one event.

@@ -1,4 +1,4 @@
-//! History and undo in-process (issue 27): a real `Service` with a real
+//! History and undo in-process (ADR 0020): a real `Service` with a real
 //! history store on temp directories.
 
 use std::os::unix::fs::PermissionsExt;

@@ -508,7 +508,7 @@ pub enum Atime {
     /// (a dry run's too), and for looking at a file after a crash. Those
     /// reads are writegate's own bookkeeping; without the flag every write
     /// to a file written since its last read also dirtied the old inode's
-    /// access time (issue 12). The kernel allows the flag only to the
+    /// access time (a metadata write per write). The kernel allows the flag only to the
     /// file's owner (or `CAP_FOWNER`): another's file (as the `lstat`
     /// before the open saw it) is opened without it, and so is a file
     /// whose open with it is refused (`EPERM`).

@@ -1,4 +1,4 @@
-//! The before-image store of undo (issue 27): the file a commit replaces,
+//! The before-image store of undo (ADR 0020): the file a commit replaces,
 //! kept under the operation's id in a private directory of the state
 //! directory, and the removal of a file an undo takes back.
 //!

@@ -51,5 +51,5 @@ pub use publish::{
     publish_restoring, temp_file_name, write_private_file,
 };
 pub use release::{RELEASE_LINGER, RELEASE_QUEUE, Releaser};
-pub use remove::remove_leaf;
+pub use remove::{remove_leaf, rmdir_empty, unlink_path};
 pub use socket::{current_uid, prepare_private_dir, remove_socket_file, set_socket_mode};

@@ -1,7 +1,7 @@
 //! The daemon-wide path lock (SPEC 7.4), keyed by the real file: the
 //! directory's identity (device and inode) plus the leaf name, so that any
 //! number of paths to one directory (bind mounts, symlinked parents
-//! resolved to the same directory) share one lock (issue 13).
+//! resolved to the same directory) share one lock.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -85,7 +85,7 @@ struct Entry {
 }
 
 /// The daemon-wide registry of per-target locks, keyed by [`LockKey`]
-/// (SPEC 7.4, issue 13). One instance serves the whole daemon, shared by every
+/// (SPEC 7.4). One instance serves the whole daemon, shared by every
 /// runtime, so two workspaces writing one file are serialised too.
 ///
 /// Each key is a FIFO ticket lock: lockers are served strictly in the order

@@ -1,4 +1,4 @@
-//! Creating the missing parent directories of a workspace write (issue 10:
+//! Creating the missing parent directories of a workspace write (because
 //! agents create `src/new/mod.rs` directly), the same way everything here
 //! is done: relative to open directory handles, never following a symlink.
 

@@ -376,7 +376,7 @@ pub fn publish(
 /// [`publish`], calling `written()` once the bytes are in the temp file
 /// and before it is fsynced (not at all when publishing fails earlier):
 /// where work that need not come before the write (the hashes of a large
-/// overwrite, old and new bytes, issue 12) is started on helper threads,
+/// overwrite, old and new bytes, ADR 0005) is started on helper threads,
 /// which then have the CPUs while this thread waits for the disk, instead
 /// of taking them from the write itself.
 ///

@@ -270,7 +270,7 @@ mod tests {
         }
     }
 
-    /// Issue 12: a stream of releases, now closed in batches, is closed
+    /// A stream of releases, closed in batches (ADR 0009), is closed
     /// whole soon after the last one; and a releaser dropped with
     /// descriptors queued still closes them.
     #[test]

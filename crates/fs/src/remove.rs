@@ -50,6 +50,23 @@ pub fn remove_leaf(dir: &Dir, leaf: &OsStr, expect: Option<&LeafStat>) -> Result
     Ok(true)
 }
 
+/// Removes the file (or symlink: never followed) at `path`: for the
+/// person's own commands (`service uninstall`, a settings backup past the
+/// kept few), which name a path of their own, not an agent's.
+///
+/// Errors: as `unlink(2)`.
+pub fn unlink_path(path: &std::path::Path) -> std::io::Result<()> {
+    std::fs::remove_file(path)
+}
+
+/// Removes `path` if it is an empty directory (`rmdir(2)`): for the
+/// person's own commands, as [`unlink_path`].
+///
+/// Errors: as `rmdir(2)` (not empty, not a directory, missing).
+pub fn rmdir_empty(path: &std::path::Path) -> std::io::Result<()> {
+    std::fs::remove_dir(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,7 +129,7 @@ fn whole_lines(path: &std::path::Path, line: impl Fn(usize) -> String) -> usize 
     lines.len()
 }
 
-/// Issue 13 item 3: "the audit log is torn by ENOSPC": a short write left
+/// Defect pinned: the audit log was torn by ENOSPC: a short write left
 /// half an event with no line break, and the next event was glued onto it.
 /// Now a short write is rolled back and the log holds whole lines only,
 /// before and after space comes back.

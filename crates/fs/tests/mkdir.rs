@@ -1,4 +1,4 @@
-//! `open_creating` (issue 10: missing parent directories of a workspace
+//! `open_creating` (the missing parent directories of a workspace
 //! write): real directories and symlinks in temp dirs.
 
 use std::os::unix::fs::{PermissionsExt, symlink};

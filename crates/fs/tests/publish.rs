@@ -39,7 +39,7 @@ fn creates_new_file_0600() {
 }
 
 /// Content of several write chunks and a ragged tail (the chunks each
-/// started to disk early, issue 12) lands byte for byte, over an existing
+/// started to disk early, ADR 0006) lands byte for byte, over an existing
 /// longer file too, and no temp file stays. (The content only: which
 /// ranges are written and started is `pieces`' unit test.)
 #[test]
@@ -566,7 +566,7 @@ fn deferred_frees_only_on_local_disk_filesystems() {
                 .can_defer_frees()
         );
     }
-    // Issue 12: the answers are remembered per mount; asking again, through
+    // The answers are remembered per mount; asking again, through
     // new handles and in turn, gives each mount its own answer.
     for _ in 0..3 {
         assert!(
@@ -584,7 +584,7 @@ fn deferred_frees_only_on_local_disk_filesystems() {
     }
 }
 
-/// Issue 12: `publish_overlapping` calls `written` once the bytes are in
+/// `publish_overlapping` calls `written` once the bytes are in
 /// the temp file and before the precommit, and not at all when publishing
 /// fails before the write.
 #[test]
@@ -646,7 +646,7 @@ fn atime(path: &std::path::Path) -> i64 {
     std::fs::metadata(path).unwrap().atime()
 }
 
-/// Issue 12: the reads a write or an edit makes of the file it replaces
+/// The reads a write or an edit makes of the file it replaces
 /// (`Atime::Keep`) leave the file's access time alone; the read methods'
 /// reads (`Atime::Update`) update it as any read does.
 #[test]

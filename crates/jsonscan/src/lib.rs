@@ -2,7 +2,7 @@
 //! building anything, and decoders for one JSON string (copied, or in the
 //! text's own memory): how the front ends read a request line without a
 //! `serde_json::Value` and without a second pass over a whole file in it
-//! (issues 11 and 12). The ACP front end reads every request and
+//! (ADR 0004). The ACP front end reads every request and
 //! notification with it, the MCP front end its `tools/call` lines. Both
 //! read the id of a request `serde_json` refuses for a lone surrogate
 //! escape through [`surrogate_escapes_replaced`].

@@ -53,7 +53,7 @@ pub fn is_within(path: &Path, root: &Path) -> bool {
     // Absolute paths in normal form (every path the resolver builds, every
     // canonical root) compare as bytes: a whole-component prefix is a byte
     // prefix followed by the end or a separator. Component parsing costs
-    // about 1,200 instructions a call and a write makes several (issue 12).
+    // about 1,200 instructions a call and a write makes several (ADR 0009).
     if cfg!(unix) && is_plain_absolute(p) && is_plain_absolute(r) {
         return r == b"/" || (p.starts_with(r) && (p.len() == r.len() || p[r.len()] == b'/'));
     }

@@ -299,7 +299,7 @@ fn permission_denied_while_looking() {
 }
 
 /// The external check reports an existing leaf's permission bits (the
-/// approval gate holds read-only files by them, issue 25); a new leaf has
+/// approval gate holds read-only files by them); a new leaf has
 /// none.
 #[test]
 fn an_existing_leaf_reports_its_permission_bits() {

@@ -472,7 +472,7 @@ fn case_p14_concat_fine_aux_refused() {
     let fx = Fx::new();
     let r = fx.resolve(fx.root.join("concat.txt")).unwrap();
     assert_eq!(r.canonical, fx.root.join("concat.txt"));
-    // A DOS device name has its own kind (issue 28), inside the root too.
+    // A DOS device name has its own kind, `reserved_name`, inside the root too.
     assert_err!(
         fx.resolve(fx.root.join("aux.ts")),
         ResolveError::ReservedName(_)
@@ -610,7 +610,7 @@ fn regression_a_symlink_replaced_before_its_readlink_is_an_escape() {
 }
 
 /// The resolver reports the permission bits of an existing leaf from its
-/// own `lstat` (the approval gate holds read-only files by them, issue 25),
+/// own `lstat` (the approval gate holds read-only files by them),
 /// through a symlink too; a new leaf has none.
 #[test]
 fn an_existing_leaf_reports_its_permission_bits() {
@@ -647,13 +647,13 @@ fn message(r: Result<writegate_paths::Resolved, ResolveError>) -> String {
     }
 }
 
-/// Issue 25: a path over `PATH_MAX` was accepted (its missing tail is
+/// Defect pinned: a path over `PATH_MAX` was accepted (its missing tail is
 /// never looked up), so the first write created it component by component
 /// and every later write, edit or read of it failed with `ENAMETOOLONG`.
 /// The resolver measures the path the kernel would see and refuses it,
 /// naming the limit.
 #[test]
-fn issue_25_a_path_over_path_max_is_refused() {
+fn a_path_over_path_max_is_refused() {
     let fx = Fx::new();
     let ok = path_of_len(&fx.root, writegate_paths::PATH_MAX - 1);
     assert!(fx.resolve(&ok).is_ok(), "4095 bytes is the longest path");
@@ -684,11 +684,11 @@ fn issue_25_a_path_over_path_max_is_refused() {
     assert!(m.contains("PATH_MAX"), "{m}");
 }
 
-/// Issue 25: a name over `NAME_MAX` (255 bytes) is refused, naming the
+/// A name over `NAME_MAX` (255 bytes) is refused, naming the
 /// limit, in the input and where a symlink's target puts it below a
 /// missing directory (where nothing looks it up).
 #[test]
-fn issue_25_a_name_over_name_max_is_refused() {
+fn a_name_over_name_max_is_refused() {
     let fx = Fx::new();
     let at_limit = fx.root.join("n".repeat(writegate_paths::NAME_MAX));
     assert!(fx.resolve(&at_limit).is_ok());

@@ -47,7 +47,7 @@ pub fn enlarge_pipe(fd: &NonBlockingFd) {
 /// and written through descriptors registered with the runtime, not
 /// through tokio's `stdin()`/`stdout()`, which hand every read and write
 /// to a blocking thread (one thread hand-off per pipe-full: thousands for a
-/// 5 MiB write, issue 12). Anything else (a file, a terminal, `/dev/null`)
+/// 5 MiB write, ADR 0007). Anything else (a file, a terminal, `/dev/null`)
 /// keeps tokio's.
 ///
 /// The open file descriptions behind stdin and stdout are shared with the

@@ -208,7 +208,7 @@ impl Tree {
             .arg(&self.audit_log)
             .args(o.args);
         // External tool writes are off by default when the daemon runs as
-        // root (issue 13); the tests run as root in CI and expect the
+        // root; the tests run as root in CI and expect the
         // non-root default. `--no-external-writes` and `o.env` still win.
         cmd.env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true");
         for (k, v) in o.env {

@@ -1,5 +1,5 @@
-//! Keeping each unchanged line's own ending in a whole-file write (SPEC 9,
-//! issue 10: a read→write round trip never changes a byte the client did
+//! Keeping each unchanged line's own ending in a whole-file write (SPEC 9:
+//! a read→write round trip never changes a byte the client did
 //! not mean to change).
 //!
 //! A whole-file write over a file whose dominant ending is `\r\n` or `\r`

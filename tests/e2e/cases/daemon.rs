@@ -47,7 +47,7 @@ impl Daemon {
             .arg(audit)
             .args(extra)
             // The cases expect the non-root default of external tool writes
-            // (on); as root the daemon's own default is off (issue 13), so
+            // (on); as root the daemon's own default is off, so
             // say it explicitly (run_cases.py needs the same variable as root).
             .env("WRITEGATE_EXTERNAL_TOOL_WRITES", "true")
             .stdin(Stdio::piped())

@@ -1,4 +1,4 @@
-//! The MCP `undo` tool (issue 27) through the real binary and the official
+//! The MCP `undo` tool (ADR 0020) through the real binary and the official
 //! MCP client: offered only with `[mcp] undo_tool = true`; a write taken
 //! back restores the exact bytes and mode with one audit event of intent
 //! `undo`; only the connection's own operations can be named (an unknown,

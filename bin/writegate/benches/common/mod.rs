@@ -51,7 +51,14 @@ pub(crate) fn tree(name: &str) -> Tree {
 pub(crate) fn filesystem_of(path: &Path) -> String {
     writegate_testkit::MountInfo::of(path).map_or_else(
         || "unknown".into(),
-        |m| format!("{} on {} (mounted at {})", m.fstype, m.source, m.point.display()),
+        |m| {
+            format!(
+                "{} on {} (mounted at {})",
+                m.fstype,
+                m.source,
+                m.point.display()
+            )
+        },
     )
 }
 

@@ -220,7 +220,7 @@ fn prune_backups(parent: &Path, leaf: &std::ffi::OsStr) {
     backups.sort();
     let extra = backups.len().saturating_sub(BACKUPS_KEPT);
     for (_, path) in backups.into_iter().take(extra) {
-        let _ = std::fs::remove_file(path);
+        let _ = writegate_fs::unlink_path(&path);
     }
 }
 
@@ -230,7 +230,7 @@ pub(crate) fn remove_dir_if_empty(cur: &Current) {
     if let Some(parent) = cur.real.parent()
         && parent.file_name().is_some_and(|n| n == "policies")
     {
-        let _ = std::fs::remove_dir(parent);
+        let _ = writegate_fs::rmdir_empty(parent);
     }
 }
 

@@ -1,4 +1,4 @@
-//! `_writegate/history {path?, sessionId?}` (issue 27): the operations the
+//! `_writegate/history {path?, sessionId?}`: the operations the
 //! daemon can take back, newest first. Served where approvals are granted
 //! (the person's side: stdio, the socket), never to a proxied agent. Only
 //! the operations recorded in the connection's own workspace are listed

@@ -230,7 +230,7 @@ impl Outcome {
     }
 }
 
-/// The one debug line of a request (issue 14): method, request id,
+/// The one debug line of a request: method, request id,
 /// `pathHash` (of the path as requested: the audit event's `pathHash` when
 /// that path is canonical), outcome (`ok`, the errorKind, `cancelled`,
 /// `invalid_params`, `method_not_found`) and duration in milliseconds.

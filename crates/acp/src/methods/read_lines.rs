@@ -2,7 +2,7 @@
 //! numbered lines for a model to read before a line edit, with the file's
 //! hash and format. Served only when reads are on (the config's
 //! `read_text_file`, `--allow-read`) and the transport allows them, like
-//! `fs/read_text_file` (issue 13: reads off means every read is off).
+//! `fs/read_text_file` (reads off means every read is off).
 
 use super::{Call, Method, MethodError, absolute};
 use crate::state::ConnState;

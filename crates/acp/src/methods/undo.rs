@@ -1,4 +1,4 @@
-//! `_writegate/undo {opId, force?, dryRun?}` (issue 27): puts an
+//! `_writegate/undo {opId, force?, dryRun?}`: puts an
 //! operation's before-image back through the write pipeline. Served where
 //! approvals are granted (the person's side), never to a proxied agent.
 //!

@@ -76,7 +76,7 @@ pub struct AuditEvent {
     /// `unanswered`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalAnswer>,
-    /// The parent directories a workspace write created (issue 10), outermost
+    /// The parent directories a workspace write created, outermost
     /// first, each as the `pathHash` of its canonical path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_dirs: Option<Vec<String>>,
@@ -90,7 +90,7 @@ pub struct AuditEvent {
     /// process that died before recording it (see [`Recovered`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered: Option<Recovered>,
-    /// The `opId` an undo took back (intent `undo`, issue 27).
+    /// The `opId` an undo took back (intent `undo`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undoes: Option<String>,
 }
@@ -116,7 +116,7 @@ pub enum Intent {
     Edit,
     /// A read.
     Read,
-    /// An undo: a before-image put back (issue 27).
+    /// An undo: a before-image put back.
     Undo,
 }
 

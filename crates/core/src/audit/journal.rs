@@ -19,7 +19,7 @@ const JOURNAL_LIMIT: u64 = 1 << 20;
 /// When the last pending intent is retired, the journal is emptied
 /// (`ftruncate`) only if it is longer than this; otherwise [`RETIRED`] is
 /// appended, and recovery reads a journal from after its last such line.
-/// Issue 12: an `ftruncate` per write freed the journal's block and the
+/// Why (ADR 0009): an `ftruncate` per write freed the journal's block and the
 /// next intent allocated it again, about 5 µs of CPU (a loop of a
 /// 620-byte `write` and an `ftruncate` took 6.7 µs, the `write` alone
 /// 1.7 µs); the short line retires the same intents at the same moment.
@@ -104,7 +104,7 @@ impl JournalState {
     /// Appends [`RETIRED`], or empties the journal (`ftruncate` to 0) once
     /// it is longer than [`JOURNAL_CLEAR_AT`]. A failure is logged: the
     /// intents then stay unretired, and recovery finds their events in
-    /// the log by `opId` (the same as a failed emptying before issue 12).
+    /// the log by `opId` (the same as after a failed `ftruncate`).
     fn retire_all(&mut self) {
         debug_assert_eq!(self.pending, 0);
         let Some(journal) = self.journal.clone() else {
@@ -209,7 +209,7 @@ mod tests {
     use super::*;
     use crate::hex;
 
-    /// Issue 12: the intent line written around an already serialised
+    /// The intent line written around an already serialised
     /// event is byte for byte what serde writes for the record, so recovery
     /// reads it as before; with a `before` identity and without one, and
     /// with an event holding characters JSON escapes.

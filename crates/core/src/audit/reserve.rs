@@ -75,7 +75,7 @@ impl AuditSink {
         )
     }
 
-    /// Before a commit (issue 13): reserves disk space for the event of the
+    /// Before a commit: reserves disk space for the event of the
     /// operation whose draft event is `draft`, then appends its intent to
     /// the journal (and, with `flush = "sync"`, makes the intent durable).
     /// The intent is what lets the next start write the event if this
@@ -211,7 +211,7 @@ impl Shared {
     ///
     /// The log's lock is taken only when its last byte is not a line
     /// break, to cut a torn tail; a log that ends with a whole line (every
-    /// operation's case) is only looked at (issue 12: two `flock` calls and
+    /// operation's case) is only looked at (ADR 0009: two `flock` calls and
     /// an `fstat` fewer per write).
     fn promise(&self, need: u64) -> Result<(u64, (u64, u64)), AuditError> {
         let mut st = lock(&self.log);

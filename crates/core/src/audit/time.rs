@@ -12,7 +12,7 @@ pub fn now_rfc3339() -> String {
 /// `secs` seconds and `ms` milliseconds after the epoch as RFC 3339 in
 /// UTC (`2026-11-30T01:02:03.456Z`). Written digit by digit for years
 /// 0-9999 (a write takes three timestamps; with `format!` they were about
-/// 0.6 % of a 1 KiB write's daemon CPU, issue 12); other years through
+/// 0.6 % of a 1 KiB write's daemon CPU, ADR 0009); other years through
 /// `format!`.
 fn rfc3339(secs: i64, ms: u32) -> String {
     let days = secs.div_euclid(86_400);

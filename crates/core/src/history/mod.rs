@@ -1,4 +1,4 @@
-//! History (issue 27): the before-image of every committed write and edit,
+//! History (ADR 0020): the before-image of every committed write and edit,
 //! kept by `opId`, and what undo needs to put it back.
 //!
 //! The store is a directory of the user's state directory (0700):

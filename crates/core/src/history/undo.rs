@@ -1,4 +1,4 @@
-//! Undo (issue 27): a before-image put back through the pipeline of a write
+//! Undo: a before-image put back through the pipeline of a write
 //! (resolver, approval gate, path lock, atomic durable publish, one audit
 //! event with intent `undo`), and the history a front end lists.
 

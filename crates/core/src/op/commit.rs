@@ -43,7 +43,7 @@ impl Op<'_> {
             (sha256_tagged(bytes), existing.is_none())
         } else {
             // The new bytes' hash goes into the intent journal before the
-            // rename (issue 13). A large write's is taken on a helper
+            // rename (recovery matches it). A large write's is taken on a helper
             // thread while this one writes the temp file and waits for the
             // disk (as is a large old file's, left for now); a small one's
             // inline, first.
@@ -137,7 +137,7 @@ impl Op<'_> {
     }
 
     /// Publishes `bytes` over the target (SPEC 7.3) relative to `dir`, or
-    /// creates the missing parents of a workspace write first (issue 10).
+    /// creates the missing parents of a workspace write first.
     /// `identity` is the stat of the file read inside the lock (its inode
     /// must still be at the leaf; its mode and owner go to the new file),
     /// `handle` its read descriptor: kept across the rename only where that
@@ -163,7 +163,7 @@ impl Op<'_> {
     ) -> Result<bool, Failure> {
         let (parent, leaf) = target.split()?;
         // The missing parents of a workspace write, created now that
-        // everything else has been checked (issue 10).
+        // everything else has been checked.
         let (dir, made) = match dir {
             Some(d) => (d, writegate_fs::CreatedDirs::default()),
             None => {
@@ -181,7 +181,7 @@ impl Op<'_> {
         if !dir.can_defer_frees() {
             drop(handle.take());
         }
-        // Issue 13: space for the event and the intent to commit are on
+        // Space for the event and the intent to commit are on
         // record before the rename (refused when they cannot be and
         // audit.required is on): journaled now when the new bytes' hash is
         // ready, so that with audit.flush = "sync" the intent's fdatasync
@@ -214,7 +214,7 @@ impl Op<'_> {
             None => None,
         };
         let guard = &self.ctx.runtime.guard;
-        // Issue 27: what this commit replaces, kept and recorded in the
+        // What this commit replaces, kept and recorded in the
         // history store just before the rename (see `keep.rs`).
         let mut keep = self.before_image(target, identity, &made);
         let mut kept = false;

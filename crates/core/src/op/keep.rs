@@ -1,4 +1,4 @@
-//! The history step of a commit (issue 27): the replaced file kept as the
+//! The history step of a commit (ADR 0020): the replaced file kept as the
 //! operation's before-image and recorded, just before the rename; and the
 //! commit of an undo that takes back a creation (the file removed; the
 //! directories the operation made are the undo's, `history::dirs`).

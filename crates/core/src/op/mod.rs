@@ -81,7 +81,7 @@ pub(crate) const PARALLEL_HASH_MIN: usize = 1024 * 1024;
 /// lock.
 pub(crate) struct Loaded {
     /// `None`: the parent directory does not exist yet; a workspace write
-    /// creates it at commit (issue 10).
+    /// creates it at commit.
     pub(crate) dir: Option<Dir>,
     pub(crate) existing: Option<Existing>,
     /// The old file's hash when it is not computed yet (a large file read
@@ -140,7 +140,7 @@ pub(crate) struct Op<'s> {
     /// not exist at first, also the key of its deepest existing ancestor.
     guards: Vec<PathGuard<'s>>,
     /// The journaled intent of the commit, from just before it until the
-    /// event is written (issue 13).
+    /// event is written (what crash recovery reads).
     intent: Option<CommitIntent>,
     /// The old file's hash, when [`Loaded`] computes it later (see there).
     hash_before: Option<Arc<OnceLock<String>>>,
@@ -329,7 +329,7 @@ impl<'s> Op<'s> {
     }
 
     /// Opens the target's directory (no symlink in any component) and takes
-    /// the daemon-wide lock of the real file (SPEC 7.4, issue 13): keyed by
+    /// the daemon-wide lock of the real file (SPEC 7.4): keyed by
     /// the directory's device and inode plus the leaf, so every path alias
     /// of one directory (a bind mount, a symlinked parent) shares one lock.
     /// The lock is held until [`Op::finish`] has written the audit event.

@@ -819,7 +819,7 @@ mod tests {
         assert!(!a.take(&c, "s2", "w2"));
     }
 
-    /// Issue 13 item 1: approving the literal command of a file named with
+    /// Approving the literal command of a file named with
     /// glob metacharacters approves that file only.
     #[test]
     fn approving_the_literal_command_of_a_metachar_name_approves_that_file_only() {
@@ -872,7 +872,7 @@ mod tests {
     }
 
     /// A host that copies `data.command` into `pattern` (the only form
-    /// before issue 13) still approves one file only.
+    /// older hosts send) still approves one file only.
     #[test]
     fn a_refused_command_copied_into_pattern_is_taken_literally() {
         let (_d, a) = approvals();
@@ -991,7 +991,7 @@ mod tests {
         );
     }
 
-    /// Issue 13 item 7: a session-scoped grant needs a session.
+    /// A session-scoped grant needs a session.
     #[test]
     fn once_or_session_without_a_session_is_an_error() {
         let (_d, a) = approvals();

@@ -464,9 +464,9 @@ mod tests {
     use crate::policy::judge;
     use crate::policy::testing::cmd;
 
-    /// Reads outside the workspace were served for every path but the
-    /// write-protected ones, so a model could read other processes'
-    /// environments, shell histories and agents' login tokens (issue 25).
+    /// Reads outside the workspace are refused for secrets as well as the
+    /// write-protected paths: otherwise a model could read other processes'
+    /// environments, shell histories and agents' login tokens.
     #[test]
     fn secrets_that_matter_when_read_are_read_protected() {
         for p in [
@@ -669,7 +669,7 @@ mod tests {
         }
     }
 
-    /// Table of protected and ordinary paths (issue 13 item 5).
+    /// Table of protected and ordinary paths.
     #[test]
     fn protected_paths_table() {
         let protected = [
@@ -806,14 +806,14 @@ mod tests {
         }
     }
 
-    /// Issue 25: protected names were matched only as spelled, so NTFS
+    /// Defect pinned: protected names were matched only as spelled, so NTFS
     /// spellings of them (git's `is_ntfs_dotgit` forms) were ordinary: an
     /// 8.3 short name (`GIT~1`, `ENV~1`), an alternate data stream
     /// (`.git::$INDEX_ALLOCATION`, `.env::$DATA`, `.env:stream`) and
     /// trailing dots or spaces. Every protected name is now matched in
     /// those readings too.
     #[test]
-    fn issue_25_ntfs_short_names_and_streams_of_protected_names_are_protected() {
+    fn ntfs_short_names_and_streams_of_protected_names_are_protected() {
         for (p, reason) in [
             // The brief's examples.
             ("/r/GIT~1/config", GIT),

@@ -274,12 +274,12 @@ mod tests {
         }
     }
 
-    /// Issue 25: a write over a file whose owner write bit is off replaced
+    /// Defect pinned: a write over a file whose owner write bit is off replaced
     /// it silently (the rename needs only the directory's permission). It
     /// is held now, like a protected path, and a config rule can still
     /// lower it.
     #[test]
-    fn issue_25_a_read_only_file_is_held() {
+    fn a_read_only_file_is_held() {
         let p = PolicyConfig::default();
         let f = Path::new("/r/notes.txt");
         let c = cmd("/r/notes.txt");

@@ -1,4 +1,4 @@
-//! The audit sink in-process (issues 12, 13, 14): a real `Service` on real
+//! The audit sink in-process (docs/behaviour.md, "Audit"): a real `Service` on real
 //! directories; for a full disk, a real tmpfs (root only, as in CI; skipped
 //! with a note otherwise).
 
@@ -34,8 +34,8 @@ fn access_hashes(events: &[Value]) -> HashMap<String, usize> {
     m
 }
 
-/// Issue 13 item 3: "with `audit.required = true`, the write whose event
-/// first fails still succeeds with no complete event". Now, on a full
+/// Defect pinned: with `audit.required = true`, the write whose event
+/// first failed still succeeded with no complete event. On a full
 /// audit filesystem, the write is refused before it commits (`io_error`,
 /// the file untouched, no temp file), every write that succeeded has
 /// exactly one whole event, and once space returns the refusals' events
@@ -176,7 +176,7 @@ fn path_hash_is_the_canonical_paths_whatever_the_spelling() {
     }
 }
 
-/// Issue 14 item 3: an approval grant is an audit event, with the path
+/// An approval grant is an audit event, with the path
 /// hashed (raw text only with `audit.raw_paths`); with `audit.required` a
 /// grant whose event cannot be written grants nothing.
 #[test]
@@ -253,7 +253,7 @@ fn a_grant_is_refused_while_the_required_log_is_full() {
     );
 }
 
-/// Issue 12 item 5, `flush = "sync"`: every event is on disk when the
+/// `flush = "sync"` (ADR 0010): every event is on disk when the
 /// operation returns, also with concurrent writers (group commit).
 #[test]
 fn sync_flush_has_every_event_on_disk_before_the_operation_returns() {
@@ -286,7 +286,7 @@ fn sync_flush_has_every_event_on_disk_before_the_operation_returns() {
     assert_eq!(w.events().len(), 100);
 }
 
-/// Issue 12 item 5, `flush = "interval"` (the default): the event is in
+/// `flush = "interval"` (the default, ADR 0010): the event is in
 /// the log when the operation returns (a killed daemon loses none), and
 /// the background flusher gets it to disk shortly after without any
 /// further activity; closing flushes too.
@@ -311,7 +311,7 @@ fn interval_flush_gets_events_to_disk_in_the_background() {
     assert!(w.svc.audit().flushed(), "close flushes");
 }
 
-/// Issue 14 item 3: a log that cannot be opened is a start-up problem
+/// A log that cannot be opened is a start-up problem
 /// (the binary refuses to start on it unless audit.required = false), and
 /// with audit.required every write is refused meanwhile.
 #[test]

@@ -29,7 +29,7 @@ pub(crate) struct World {
 }
 
 /// The tests' config: the default, with external tool writes explicitly on
-/// (as root, which CI runs as, the default is off: issue 13).
+/// (as root, which CI runs as, the default is off).
 pub(crate) fn config() -> Config {
     Config {
         external_tool_writes: Some(true),

@@ -219,7 +219,7 @@ fn approval_once_is_spent() {
         ErrorKind::ApprovalRequired
     );
     assert_eq!(std::fs::read(&f).unwrap(), b"K=1\n");
-    // Three operations and the grant (issue 14: grants are audited).
+    // Three operations and the grant (grants are audited).
     let types: Vec<_> = w.events().iter().map(|e| e["type"].clone()).collect();
     assert_eq!(
         types,
@@ -300,7 +300,7 @@ impl Approver for Scripted {
     }
 }
 
-/// SPEC 12 with a front end that can ask (issues 10 and 11): the answer
+/// SPEC 12 with a front end that can ask (the proxy, MCP): the answer
 /// decides, and the operation still leaves exactly one event, which says
 /// what the person answered.
 #[test]
@@ -399,7 +399,7 @@ fn a_question_the_approver_does_not_ask_about_is_held_unasked() {
     assert_eq!(events[1]["approval"], "allowed_once");
 }
 
-/// Issue 12: files of a MiB and more are hashed on helper threads while the
+/// Files of a MiB and more are hashed on helper threads (ADR 0005) while the
 /// commit writes and fsyncs. The event still has the old file's hash and
 /// the new one's, and a write refused after the old file was read (here an
 /// unmappable character for its legacy encoding) still has `hashBefore`;

@@ -10,12 +10,12 @@ fn append(path: &Path, line: impl Into<String>) -> EditParams {
     EditParams::new(path, EditMode::Append, line)
 }
 
-/// Issue 13 item 2: the path lock was keyed by path text, so a directory
+/// Defect pinned: the path lock was keyed by path text, so a directory
 /// reachable by two canonical paths (a bind mount) got two locks, and
 /// concurrent appends through both lost acknowledged updates. The lock is
 /// now keyed by the directory's device and inode plus the leaf.
 #[test]
-fn issue_13_appends_through_a_bind_mount_lose_nothing() {
+fn appends_through_a_bind_mount_lose_nothing() {
     let w = Arc::new(world());
     let root = w.root.clone();
     std::fs::create_dir(root.join("real")).unwrap();
@@ -55,14 +55,14 @@ fn issue_13_appends_through_a_bind_mount_lose_nothing() {
     assert_eq!(w.svc.live_locks(), 0);
 }
 
-/// Issue 25 (trust at the seams): a write, append or edit of a file whose
+/// Defect pinned: a write, append or edit of a file whose
 /// owner write bit is off replaced it silently (the atomic rename needs
 /// only the directory's permission, and the new file kept 0444). The gate
 /// holds it now (`approval_required`, reason "read-only file"), leaving
 /// the file byte-identical and no temp file; approved, the write lands and
 /// the file keeps its mode.
 #[test]
-fn issue_25_a_read_only_file_is_not_replaced_silently() {
+fn a_read_only_file_is_not_replaced_silently() {
     use std::os::unix::fs::PermissionsExt;
     use writegate_core::policy::{Grant, Scope};
     use writegate_core::{Detail, ErrorKind, Failure, WriteParams};
@@ -116,13 +116,13 @@ fn issue_25_a_read_only_file_is_not_replaced_silently() {
     assert_eq!(std::fs::read(&f).unwrap(), b"free\n");
 }
 
-/// Issue 25: a path over `PATH_MAX` was created component by component by
+/// Defect pinned: a path over `PATH_MAX` was created component by component by
 /// the first write (its missing tail is never looked up), and every later
 /// write, edit or read failed with `ENAMETOOLONG`. It is refused
 /// `parse_error` before anything is created, and so is a name over
 /// `NAME_MAX`.
 #[test]
-fn issue_25_a_path_over_path_max_is_refused_before_anything_is_created() {
+fn a_path_over_path_max_is_refused_before_anything_is_created() {
     use writegate_core::{ErrorKind, Failure, WriteParams};
     let w = world();
     let (svc, ctx, root) = (&w.svc, w.ctx(), &w.root);

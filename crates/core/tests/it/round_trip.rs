@@ -1,4 +1,4 @@
-//! Regression tests for issue 10 (round-trip fidelity): an agent reads a
+//! Regression tests for round-trip fidelity: an agent reads a
 //! file, changes one word, and writes the whole text back with the `_meta`
 //! qwen-code sends when it assumes UTF-8 (`{"encoding": "utf-8", "bom":
 //! false}`). Every byte outside the change must be identical: the file's
@@ -93,7 +93,7 @@ fn read_all(w: &World, path: &Path) -> String {
 }
 
 #[test]
-fn issue_10_read_then_write_back_keeps_every_other_byte() {
+fn read_then_write_back_keeps_every_other_byte() {
     let w = world();
     for (i, (name, bytes, from, to)) in FIXTURES.iter().enumerate() {
         let f = w.root.join(format!("f{i}.txt"));
@@ -120,7 +120,7 @@ fn issue_10_read_then_write_back_keeps_every_other_byte() {
 /// ending flattened to `\n` by the client: unchanged lines get their own
 /// endings back.
 #[test]
-fn issue_10_flattened_write_mode_restores_each_lines_ending() {
+fn flattened_write_mode_restores_each_lines_ending() {
     let w = world();
     for (i, (name, bytes, from, to)) in FIXTURES.iter().enumerate() {
         let f = w.root.join(format!("e{i}.txt"));
@@ -144,7 +144,7 @@ fn issue_10_flattened_write_mode_restores_each_lines_ending() {
 
 /// Converting an existing file takes an explicit request.
 #[test]
-fn issue_10_conversion_needs_convert_encoding() {
+fn converting_an_existing_file_needs_convert_encoding() {
     let w = world();
     let f = w.root.join("w.txt");
     std::fs::write(&f, b"caf\xe9\r\n").unwrap();
@@ -165,7 +165,7 @@ fn issue_10_conversion_needs_convert_encoding() {
 /// A character the file's encoding cannot hold is refused, naming the
 /// encoding and the character; the file is unchanged.
 #[test]
-fn issue_10_unmappable_names_encoding_and_character() {
+fn an_unmappable_character_names_encoding_and_character() {
     let w = world();
     let f = w.root.join("u.txt");
     std::fs::write(&f, b"caf\xe9 na\xefve d\xe9j\xe0 vu\r\n").unwrap();

@@ -1,5 +1,5 @@
 //! `undo`: take back one of this session's writes or edits by its `opId`
-//! (issue 27). Offered only with `[mcp] undo_tool = true`: an agent taking
+//! (ADR 0020). Offered only with `[mcp] undo_tool = true`: an agent taking
 //! back its own writes is the person's choice.
 //!
 //! What an agent may undo, and why:

@@ -288,7 +288,7 @@ fn shown_lines(s: &str) -> usize {
 }
 
 /// A unified diff of two versions of a file, each decoded in its own
-/// encoding (`writegate diff`, issue 27). Empty when the texts are equal.
+/// encoding (`writegate diff`). Empty when the texts are equal.
 ///
 /// Errors: a version that cannot be decoded as text.
 pub fn diff_versions(path: &str, old: &[u8], new: &[u8]) -> Result<String, crate::TextError> {
