@@ -322,3 +322,69 @@ fn regression_peers_trickling_a_byte_every_two_seconds_do_not_hold_up_a_1_mib_wr
         assert!(!t.ws.join(format!("trickle-{id}.txt")).exists());
     }
 }
+
+/// A connection waiting for room for a long line read on until it held
+/// more than 64 KiB of it, and its last unbudgeted read could bring a
+/// whole 64 KiB more: up to 128 KiB each, in a buffer grown by copying,
+/// so 400 connections pipelining two 5 MiB writes peaked at 115-128 MiB
+/// (150-172 MiB under load). Now an unbudgeted read stops at 64 KiB of
+/// the line. Two peers hold the budget's room with all of a 5 MiB line
+/// but its end; 300 more each send 200 KiB of a line and wait: the
+/// daemon's resident memory grows by less than 96 KiB per waiting
+/// connection.
+#[test]
+fn a_connection_waiting_for_room_holds_at_most_64_kib_of_its_line() {
+    const WAITERS: usize = 300;
+    let t = Tree::new(BIN);
+    let d = daemon_with_stall_timeout(&t, "600000");
+    let body = vec![b'x'; 5 * 1024 * 1024];
+    let holders: Vec<UnixStream> = (1..=2u64)
+        .map(|id| {
+            let mut s = connect(&t);
+            let mut line = prefix(id, &t.ws.join(format!("held-{id}.txt")));
+            line.extend_from_slice(&body);
+            s.write_all(&line).unwrap();
+            s
+        })
+        .collect();
+    let settled = |socks: &[UnixStream]| {
+        // Until what the daemon has left unread stops changing.
+        let mut last = -1i64;
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let now: i64 = socks.iter().map(|s| i64::from(unread(s))).sum();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    };
+    assert_eq!(settled(&holders), 0, "the holders' lines are read whole");
+    let before = d.status_kib("VmRSS");
+    let waiters: Vec<UnixStream> = (0..WAITERS)
+        .map(|i| {
+            let mut s = connect(&t);
+            let mut line = prefix(100 + i as u64, &t.ws.join(format!("w{i}.txt")));
+            line.extend(std::iter::repeat_n(b'y', 200 * 1024));
+            s.set_nonblocking(true).unwrap();
+            let n = (&s).write(&line).unwrap_or(0);
+            s.set_nonblocking(false).unwrap();
+            assert!(n > 64 * 1024, "the socket took only {n} bytes");
+            s
+        })
+        .collect();
+    settled(&waiters);
+    let after = d.status_kib("VmRSS");
+    let per = after.saturating_sub(before) * 1024 / WAITERS as u64;
+    eprintln!(
+        "{WAITERS} waiting connections: {before} -> {after} KiB resident, {} KiB each",
+        per / 1024
+    );
+    assert!(
+        per < 96 * 1024,
+        "each waiting connection holds {} KiB ({before} -> {after} KiB)",
+        per / 1024
+    );
+    drop(waiters);
+    drop(holders);
+}

