@@ -363,7 +363,7 @@ fn a_connection_waiting_for_room_holds_at_most_64_kib_of_its_line() {
     let before = d.status_kib("VmRSS");
     let waiters: Vec<UnixStream> = (0..WAITERS)
         .map(|i| {
-            let mut s = connect(&t);
+            let s = connect(&t);
             let mut line = prefix(100 + i as u64, &t.ws.join(format!("w{i}.txt")));
             line.extend(std::iter::repeat_n(b'y', 200 * 1024));
             s.set_nonblocking(true).unwrap();
