@@ -493,7 +493,7 @@ pub(crate) struct AuditArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) path: Option<PathBuf>,
     /// Only events of this type (fs.access, fs.denied, or access, denied), intent (write, edit,
-    /// read) or errorKind (e.g. approval_required).
+    /// read, undo) or errorKind (e.g. approval_required).
     #[arg(long, value_name = "KIND", value_parser = NonEmptyStringValueParser::new())]
     pub(crate) kind: Option<String>,
     /// Only events of this session id.
