@@ -105,18 +105,36 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     let transport = crate::transport::Stdio::new(max_line, grace, input_ended.clone());
     let pending = transport.pending();
     let server = McpServer::new(service, opts, input_ended, pending);
-    let running = match server.serve(transport).await {
+    // The stop signals are watched from the start: a Ctrl-C before the
+    // handshake ends the server as cleanly as one after it.
+    let stopping = CancellationToken::new();
+    let signals = tokio::spawn({
+        let stopping = stopping.clone();
+        async move {
+            let why = writegate_stdio::run::stop_signal().await;
+            tracing::info!("{why}: stopping");
+            stopping.cancel();
+        }
+    });
+    let handshake = tokio::select! {
+        r = server.serve(transport) => r,
+        () = stopping.cancelled() => {
+            tracing::info!(reason = "stopped", "MCP connection closed before initialize completed");
+            return Ok(());
+        }
+    };
+    let running = match handshake {
         Ok(running) => running,
         Err(e) if client_went_away(&e) => {
+            signals.abort();
             tracing::info!(reason = %e, "the client went away before initialize completed");
             return Ok(());
         }
         Err(e) => return Err(RunError::Initialize(e.to_string())),
     };
     let stop = running.cancellation_token();
-    let signals = tokio::spawn(async move {
-        let why = writegate_stdio::run::stop_signal().await;
-        tracing::info!("{why}: stopping");
+    let forward = tokio::spawn(async move {
+        stopping.cancelled().await;
         stop.cancel();
     });
     let reason = match running.waiting().await {
@@ -126,6 +144,7 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
         Ok(_) => "unknown".to_string(),
     };
     signals.abort();
+    forward.abort();
     tracing::info!(reason = %reason, "MCP connection closed");
     Ok(())
 }
