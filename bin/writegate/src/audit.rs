@@ -355,7 +355,7 @@ mod tests {
             "bytesBefore":20,"bytesAfter":14,"durationMs":47});
         assert_eq!(
             human(&e),
-            "2026-11-30T00:47:30.519Z  fs.access  write          ok                       d6d69c0cbbfff19d  20 -> 14 bytes  session=cli\n"
+            "2026-11-30T00:47:30.519Z  fs.access      write          ok                       d6d69c0cbbfff19d  20 -> 14 bytes  session=cli\n"
         );
         let d = json!({"ts":"t","type":"fs.denied","intent":"edit","mode":"replace",
             "pathHash":"00","errorKind":"approval_required"});
