@@ -22,7 +22,7 @@ mod server;
 mod tools;
 mod transport;
 
-pub use server::{McpOptions, RunError, run};
+pub use server::{McpOptions, RunError, SANDBOX_NOTE, run};
 
 use writegate_core::Allowances;
 
