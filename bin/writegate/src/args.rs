@@ -85,7 +85,7 @@ pub(crate) enum Command {
     Serve(ServeArgs),
     /// Run an ACP agent behind writegate: the command an editor launches as its agent.
     #[command(
-        after_help = "The agent's fs/read_text_file and fs/write_text_file (and _writegate/*) are answered by writegate\nin the workspace of each session (the cwd of its session/new); everything else passes through.\nExamples:\n  writegate proxy -- my-agent --acp\n  writegate proxy --audit-log /tmp/audit.jsonl -- npx @example/agent --acp\nExit status: the agent's (128 + signal if a signal ended it); 127 if it cannot be found, 2 for a bad config."
+        after_help = "The agent's fs/read_text_file and fs/write_text_file (and _writegate/*) are answered by writegate\nin the workspace of each session (the cwd of its session/new); everything else passes through.\nExamples:\n  writegate proxy -- my-agent --acp\n  writegate proxy --audit-log /tmp/audit.jsonl -- npx @example/agent --acp\n  writegate proxy --sandbox -- my-agent --acp   # the agent cannot write the workspace itself\nExit status: the agent's (128 + signal if a signal ended it); 127 if it cannot be found, 2 for a bad config."
     )]
     Proxy(crate::proxy::ProxyArgs),
     /// Serve the tools read_file, write_file and edit_file over MCP on stdio (for any agent that loads MCP servers).
