@@ -3,6 +3,7 @@
 //! kernel without Landlock.
 
 use crate::common::BIN;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -296,15 +297,19 @@ fn an_agent_inside_cannot_approve_its_own_held_env_write() {
     let mut script = String::new();
     for scope in ["once", "session", "workspace", "persistent"] {
         for socket in [String::new(), format!("--socket {sock}")] {
-            script.push_str(&format!(
-                "writegate approve {socket} --scope {scope} '{command}'; echo \"approve {scope} $?\"\n"
-            ));
+            writeln!(
+                script,
+                "writegate approve {socket} --scope {scope} '{command}'; echo \"approve {scope} $?\""
+            )
+            .unwrap();
         }
     }
-    script.push_str(&format!(
-        "printf 'K=v\\n' | writegate write --socket {sock} {env}; echo \"cli-write $?\"\n",
+    writeln!(
+        script,
+        "printf 'K=v\\n' | writegate write --socket {sock} {env}; echo \"cli-write $?\"",
         env = env.display()
-    ));
+    )
+    .unwrap();
     script.push_str(&mcp_script(&[
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":{"path":".env","content":"K=v\n"}}}"#.to_string(),
     ]));

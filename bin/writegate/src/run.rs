@@ -9,6 +9,9 @@
 //! powers to every process below it, and no process of the agent outlives
 //! the run.
 
+// The doc comments of the arguments are the `--help` text.
+#![allow(clippy::doc_markdown)]
+
 use crate::sandbox::{self, Protected, Writable};
 use crate::{absolutize, default_config_path, env_var};
 use clap::Args;
@@ -110,7 +113,7 @@ pub(crate) fn run(a: &RunArgs) -> ExitCode {
         Err(e) => return fail(&format!("cannot create the private temp directory: {e}")),
     };
     let tmp = private.path().join("tmp");
-    if let Err(e) = std::fs::create_dir(&tmp) {
+    if let Err(e) = writegate_fs::create_private_subdir(&tmp) {
         return fail(&format!("cannot create {}: {e}", tmp.display()));
     }
     writable.push(Writable {
@@ -258,26 +261,21 @@ struct Registration {
 
 impl Registration {
     fn new() -> Result<Registration, String> {
-        use std::os::unix::fs::DirBuilderExt;
         let dir = writegate_acp::sandboxed::registry_dir(&env_var);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        writegate_fs::prepare_private_dir(&dir)
+            .map_err(|e| format!("cannot use the sandbox registry {}: {e}", dir.display()))?;
         let me = std::process::id();
         let (start, _) = writegate_acp::sandboxed::stat_of(me)
             .ok_or_else(|| "cannot read this process's start time in /proc".to_string())?;
-        let file = dir.join(me.to_string());
-        std::fs::write(&file, format!("{start}\n"))
-            .map_err(|e| format!("cannot register the sandbox in {}: {e}", file.display()))?;
+        let file = writegate_fs::write_registry_entry(&dir, &me.to_string(), &format!("{start}\n"))
+            .map_err(|e| format!("cannot register the sandbox in {}: {e}", dir.display()))?;
         Ok(Registration { file })
     }
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.file);
+        writegate_fs::remove_registry_entry(&self.file);
     }
 }
 

@@ -355,7 +355,10 @@ async fn accept_loop(
         let transport = match peer {
             Ok((uid, pid)) if uid == me => {
                 if crate::sandboxed::peer_in_sandbox(pid) {
-                    tracing::debug!(peer_pid = ?pid, "socket peer inside a writegate run sandbox: no approvals");
+                    tracing::debug!(
+                        peer_pid = pid.unwrap_or(0),
+                        "socket peer inside a writegate run sandbox: no approvals"
+                    );
                     Transport::SandboxedSocket
                 } else {
                     Transport::Socket
