@@ -318,6 +318,8 @@ fn an_agent_inside_cannot_approve_its_own_held_env_write() {
     assert!(!env.exists(), "the held .env write went through:\n{out}");
     assert!(out.contains("approval_required"), "{out}");
     let stdout = String::from_utf8_lossy(&o.stdout);
+    // The daemon was reached and refused (1), not unreachable (3).
+    assert!(stdout.contains("approve once 1"), "{out}");
     for l in stdout.lines().filter(|l| l.starts_with("approve ")) {
         assert!(
             !l.ends_with(" 0"),
