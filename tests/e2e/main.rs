@@ -38,6 +38,7 @@ mod permissions;
 mod protocol_doc;
 mod proxy;
 mod race;
+mod sandbox;
 mod setup;
 mod shutdown;
 mod sizes;

@@ -92,7 +92,7 @@ pub(crate) enum Command {
     Serve(ServeArgs),
     /// Run an ACP agent behind writegate: the command an editor launches as its agent.
     #[command(
-        after_help = "The agent's fs/read_text_file and fs/write_text_file (and _writegate/*) are answered by writegate\nin the workspace of each session (the cwd of its session/new); everything else passes through.\nExamples:\n  writegate proxy -- my-agent --acp\n  writegate proxy --audit-log /tmp/audit.jsonl -- npx @example/agent --acp\nExit status: the agent's (128 + signal if a signal ended it); 127 if it cannot be found, 2 for a bad config."
+        after_help = "The agent's fs/read_text_file and fs/write_text_file (and _writegate/*) are answered by writegate\nin the workspace of each session (the cwd of its session/new); everything else passes through.\nExamples:\n  writegate proxy -- my-agent --acp\n  writegate proxy --audit-log /tmp/audit.jsonl -- npx @example/agent --acp\n  writegate proxy --sandbox -- my-agent --acp   # the agent cannot write the workspace itself\nExit status: the agent's (128 + signal if a signal ended it); 127 if it cannot be found, 2 for a bad config."
     )]
     Proxy(crate::proxy::ProxyArgs),
     /// Serve the tools read_file, write_file and edit_file over MCP on stdio (for any agent that loads MCP servers).
@@ -268,6 +268,25 @@ pub(crate) enum Command {
         "  2  usage error"
     ))]
     Service(ServiceArgs),
+    /// Run an agent in a sandbox where its only way to change workspace files is writegate.
+    #[command(after_help = concat!(
+        "The agent and everything it starts run under a Landlock ruleset: the workspaces (--workspace,\n",
+        "default the current directory) are read-only to them; their writes go through writegate's tools\n",
+        "(an MCP entry `writegate mcp ...` started inside relays to this run's writegate, outside).\n",
+        "Writable: --allow-write paths, the config's [sandbox] writable, build outputs that exist in a\n",
+        "workspace (target, node_modules, .venv, build, dist), the agents' state and cache directories\n",
+        "(~/.cache, ~/.npm, ~/.claude, ~/.codex, ~/.gemini, ~/.qwen, ...), a private TMPDIR, /dev/null and\n",
+        "terminals. Never writable: writegate's own config, state and runtime directories, shell start-up\n",
+        "files and the rest of HOME. Reads are not restricted. See docs/security.md, \"The sandbox\".\n",
+        "\n",
+        "Examples:\n",
+        "  writegate run -- qwen --yolo\n",
+        "  writegate run --workspace ~/src/app --allow-write ~/src/app/generated -- claude\n",
+        "\n",
+        "Exit status: the agent's (128 + signal if a signal ended it); 127 if it cannot be found,\n",
+        "126 if it cannot be run; 2 for a usage error, an invalid config, or no Landlock (without --best-effort)."
+    ))]
+    Run(crate::run::RunArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = concat!(
         "Examples:\n",
@@ -311,6 +330,10 @@ pub(crate) struct McpArgs {
     /// the trust of client roots; never `/`, the home directory or a directory above it.
     #[arg(long)]
     pub(crate) cwd_workspace: bool,
+    /// The client is an agent inside `writegate run` (set by the run that serves it): never ask
+    /// it about a held call, and tell it that files change only through these tools.
+    #[arg(long, hide = true)]
+    pub(crate) sandboxed_client: bool,
 }
 
 /// `--client-roots`: `ignore`, `untrusted` or `trusted`.

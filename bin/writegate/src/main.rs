@@ -15,6 +15,9 @@ mod history;
 mod mcp;
 mod memory;
 mod proxy;
+mod relay;
+mod run;
+mod sandbox;
 mod serve;
 mod service;
 mod setup;
@@ -55,6 +58,8 @@ fn main() -> ExitCode {
     let status = match cli.command {
         // The proxy ends with its agent's exit status, whatever it is.
         Command::Proxy(a) => return proxy::proxy(a),
+        // So does the sandbox.
+        Command::Run(a) => return run::run(&a),
         Command::Serve(a) => serve::serve(&a),
         Command::Mcp(a) => mcp::mcp(a),
         Command::Write(a) => commands::write(&a),

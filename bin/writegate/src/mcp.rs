@@ -27,6 +27,11 @@ impl McpArgs {
 /// Serves MCP on stdin/stdout until the client closes it (status 0, before
 /// the `initialize` handshake as after it). Status 2 when it cannot start.
 pub(crate) fn mcp(a: McpArgs) -> Status {
+    // Inside `writegate run`: this process cannot write the workspace, the
+    // run's writegate outside can. Relay to it, whatever the arguments.
+    if let Some(socket) = std::env::var_os(crate::run::RUN_SOCKET_VAR).filter(|s| !s.is_empty()) {
+        return crate::relay::relay(std::path::Path::new(&socket));
+    }
     init_logs_or(0, 0, "info,rmcp=warn");
     // Client roots may bring the workspaces: none on the command line is fine.
     let service = match build_service(&a.startup(), false) {
@@ -39,6 +44,7 @@ pub(crate) fn mcp(a: McpArgs) -> Status {
             .map(|p| absolutize(&p))
             .or_else(default_config_path),
         cwd_workspace: a.cwd_workspace,
+        sandboxed: a.sandboxed_client,
         ..writegate_mcp::McpOptions::default()
     };
     let result = writegate_mcp::run(service.clone(), opts);

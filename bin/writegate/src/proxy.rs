@@ -20,6 +20,10 @@ pub(crate) struct ProxyArgs {
     /// Never route the agent's marked tool writes to the external host writer.
     #[arg(long)]
     no_external_writes: bool,
+    /// Run the agent inside `writegate run`'s sandbox (its workspace: the proxy's current
+    /// directory): its fs/* requests still come here, its own direct writes to the workspace fail.
+    #[arg(long)]
+    sandbox: bool,
     /// The agent's command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -51,7 +55,18 @@ pub(crate) fn proxy(a: ProxyArgs) -> ExitCode {
     let Ok(service) = build_service(&a.startup(), false) else {
         return ExitCode::from(2);
     };
-    let mut command = a.command.into_iter();
+    // With --sandbox the agent is `writegate run -- AGENT`: this proxy stays
+    // outside and answers fs/*; the agent and its children are inside.
+    let argv = if a.sandbox {
+        let exe = std::env::current_exe()
+            .map_or_else(|_| OsString::from("writegate"), PathBuf::into_os_string);
+        let mut v = vec![exe, "run".into(), "--".into()];
+        v.extend(a.command);
+        v
+    } else {
+        a.command
+    };
+    let mut command = argv.into_iter();
     let opts = writegate_proxy::ProxyOptions {
         program: command.next().unwrap_or_default(),
         args: command.collect(),

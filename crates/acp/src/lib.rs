@@ -25,6 +25,7 @@ pub mod message;
 pub mod methods;
 mod outbox;
 mod outgoing;
+pub mod sandboxed;
 use writegate_jsonscan as scan;
 pub mod serve;
 pub mod server;

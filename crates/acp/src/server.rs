@@ -350,10 +350,20 @@ async fn accept_loop(
                 continue;
             }
         };
-        let peer = stream.peer_cred().map(|c| c.uid());
-        match peer {
-            Ok(uid) if uid == me => {}
-            Ok(uid) => {
+        let peer = stream.peer_cred().map(|c| (c.uid(), c.pid()));
+        let transport = match peer {
+            Ok((uid, pid)) if uid == me => {
+                if crate::sandboxed::peer_in_sandbox(pid) {
+                    tracing::debug!(
+                        peer_pid = pid.unwrap_or(0),
+                        "socket peer inside a writegate run sandbox: no approvals"
+                    );
+                    Transport::SandboxedSocket
+                } else {
+                    Transport::Socket
+                }
+            }
+            Ok((uid, _)) => {
                 tracing::warn!(
                     peer_uid = uid,
                     daemon_uid = me,
@@ -365,7 +375,7 @@ async fn accept_loop(
                 tracing::warn!(error = %e, "refused socket peer: cannot read its credentials");
                 continue;
             }
-        }
+        };
         // The socket's ends, each registered only for what it waits for
         // (see `writegate_stdio::WriteEnd`), and a handle on the writer's
         // descriptor for direct, non-blocking response writes.
@@ -379,7 +389,7 @@ async fn accept_loop(
         let shared = shared.clone();
         let primary = primary.clone();
         conns.spawn(async move {
-            serve_connection(shared, primary, r, w, Transport::Socket, direct).await;
+            serve_connection(shared, primary, r, w, transport, direct).await;
         });
     }
 }

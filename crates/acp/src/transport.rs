@@ -11,6 +11,10 @@ pub enum Transport {
     Stdio,
     /// A same-UID Unix-socket peer (the UID is checked at accept).
     Socket,
+    /// A same-UID Unix-socket peer inside a `writegate run` sandbox
+    /// ([`crate::sandboxed`]): the tools of [`Transport::Socket`], none of
+    /// the person's powers.
+    SandboxedSocket,
     /// The agent that `writegate proxy` spawned, on the child's
     /// stdin/stdout: its `fs/*` and `_writegate/*` requests are answered by
     /// writegate in the workspace of the request's session.
@@ -33,7 +37,7 @@ impl Transport {
                 choose_workspace: false,
                 reads: true,
             },
-            Transport::Socket => Allowances {
+            Transport::Socket | Transport::SandboxedSocket => Allowances {
                 external_writer: true,
                 choose_workspace: true,
                 reads: true,
@@ -49,11 +53,12 @@ impl Transport {
     /// Whether a peer on this transport may grant approvals
     /// (`_writegate/approve`). Not the proxy's agent: its writes are the ones
     /// the gate holds, and the person answers through the editor's
-    /// permission dialog instead.
+    /// permission dialog instead. Not a peer inside a sandbox either: that
+    /// is the agent whose writes the gate holds.
     pub fn grants_approvals(self) -> bool {
         match self {
             Transport::Stdio | Transport::Socket => true,
-            Transport::ProxyAgent => false,
+            Transport::ProxyAgent | Transport::SandboxedSocket => false,
         }
     }
 }

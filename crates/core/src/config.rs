@@ -164,6 +164,16 @@ impl Default for ProxyConfig {
     }
 }
 
+/// `[sandbox]`: `writegate run` (docs/security.md, "The sandbox").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// Paths the agent inside `writegate run` may write directly, beside
+    /// its `--allow-write` paths (a leading `~/` is the home directory).
+    /// Empty by default.
+    pub writable: Vec<PathBuf>,
+}
+
 /// Whether an MCP client's roots (`roots/list`) become workspaces, and
 /// with what trust (`[mcp] client_roots`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -362,6 +372,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// `[history]`: before-images and undo.
     pub history: HistoryConfig,
+    /// `[sandbox]`: what `writegate run` leaves writable.
+    pub sandbox: SandboxConfig,
 }
 
 impl Default for Config {
@@ -386,6 +398,7 @@ impl Default for Config {
             proxy: ProxyConfig::default(),
             mcp: McpConfig::default(),
             history: HistoryConfig::default(),
+            sandbox: SandboxConfig::default(),
         }
     }
 }
@@ -464,10 +477,12 @@ pub const ENV_KEYS: &[&str] = &[
 ];
 
 /// `WRITEGATE_*` variables the binary reads itself, besides the config keys
-/// of [`ENV_KEYS`]: `WRITEGATE_LOG` (the log filter). A variable a new
+/// of [`ENV_KEYS`]: `WRITEGATE_LOG` (the log filter) and
+/// `WRITEGATE_RUN_SOCKET` (set by `writegate run` inside its sandbox: the
+/// socket `writegate mcp` relays to). A variable a new
 /// part of writegate reads must be added here, or [`check_env_names`]
 /// refuses it.
-pub const OTHER_ENV_VARS: &[&str] = &["WRITEGATE_LOG"];
+pub const OTHER_ENV_VARS: &[&str] = &["WRITEGATE_LOG", "WRITEGATE_RUN_SOCKET"];
 
 /// The environment variable of a config key: `WRITEGATE_` and the key in
 /// upper case, dots as underscores (`audit.path` -> `WRITEGATE_AUDIT_PATH`).
@@ -815,6 +830,8 @@ mod tests {
             "roots",
             "[mcp]",
             "[history]",
+            "[sandbox]",
+            "writable",
         ] {
             assert!(
                 text.contains(key),

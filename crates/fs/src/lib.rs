@@ -33,6 +33,7 @@ mod mkdir;
 mod publish;
 mod release;
 mod remove;
+mod sandbox_files;
 mod socket;
 
 pub use cleanup::remove_stale_temps;
@@ -52,4 +53,5 @@ pub use publish::{
 };
 pub use release::{RELEASE_LINGER, RELEASE_QUEUE, Releaser};
 pub use remove::{remove_leaf, rmdir_empty, unlink_path};
+pub use sandbox_files::{create_private_subdir, remove_registry_entry, write_registry_entry};
 pub use socket::{current_uid, prepare_private_dir, remove_socket_file, set_socket_mode};

@@ -22,4 +22,4 @@ mod server;
 mod tools;
 mod transport;
 
-pub use server::{McpOptions, RunError, run};
+pub use server::{McpOptions, RunError, SANDBOX_NOTE, run};

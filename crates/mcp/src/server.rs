@@ -42,6 +42,12 @@ pub struct McpOptions {
     /// directory writegate was started in is one, with the trust of client
     /// roots; not `/`, the home directory or above it.
     pub cwd_workspace: bool,
+    /// The client runs inside a `writegate run` sandbox (`writegate run`
+    /// serves it): it is never asked about a held call (the client is the
+    /// agent whose call is held, and could answer for the person), and the
+    /// instructions and tool descriptions say that files change only
+    /// through these tools.
+    pub sandboxed: bool,
 }
 
 impl Default for McpOptions {
@@ -57,6 +63,7 @@ impl Default for McpOptions {
             ),
             config_file: None,
             cwd_workspace: false,
+            sandboxed: false,
         }
     }
 }
@@ -411,6 +418,10 @@ const NEWEST: ProtocolVersion = ProtocolVersion::V_2026_07_28;
 /// What the server tells the client about itself in `initialize`.
 const INSTRUCTIONS: &str = "writegate reads, writes and edits text files inside the user's workspaces. Every write is atomic and durable and keeps the file's encoding and line endings; sensitive paths (credentials, .git, shell start-up files) need the user's approval. To change part of a file, read_file it first (line numbers and hash), then edit_file; use write_file for new files or complete rewrites.";
 
+/// What a sandboxed client is told besides [`INSTRUCTIONS`], and what the
+/// descriptions of the tools that change files end with.
+pub const SANDBOX_NOTE: &str = "You run in a writegate sandbox: files in the workspace change only through writegate's write_file and edit_file tools. A direct write (a shell redirection, sed -i, mv, rm, an editor, another tool's patch) fails with \"Permission denied\"; do not retry it, use these tools instead.";
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -418,7 +429,11 @@ impl ServerHandler for McpServer {
                 Implementation::new("writegate", env!("CARGO_PKG_VERSION")).with_title("writegate"),
             )
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(if self.opts.sandboxed {
+                format!("{INSTRUCTIONS} {SANDBOX_NOTE}")
+            } else {
+                INSTRUCTIONS.to_string()
+            })
     }
 
     /// 2024-11-05 to 2025-11-25 over `initialize` (roots and elicitation
@@ -435,14 +450,24 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let cfg = self.service.config();
         let roots = self.workspaces.roots();
-        Ok(ListToolsResult::with_all_items(tools::list(
+        let mut list = tools::list(
             &Facts {
                 max_edit_bytes: cfg.max_edit_bytes,
                 max_write_bytes: cfg.max_write_bytes,
                 roots: &roots,
             },
             &cfg.mcp,
-        )))
+        );
+        if self.opts.sandboxed {
+            for tool in &mut list {
+                if matches!(&*tool.name, "write_file" | "edit_file")
+                    && let Some(d) = &mut tool.description
+                {
+                    *d = format!("{d} {SANDBOX_NOTE}").into();
+                }
+            }
+        }
+        Ok(ListToolsResult::with_all_items(list))
     }
 
     async fn call_tool(
@@ -466,7 +491,12 @@ impl ServerHandler for McpServer {
             Ok(p) => p,
             Err(r) => return Ok((*r).into()),
         };
-        let asking = Asking::of(&context);
+        // A sandboxed client is the agent itself: never asked.
+        let asking = if self.opts.sandboxed {
+            Asking::No
+        } else {
+            Asking::of(&context)
+        };
         // A retry of a call answered `input_required`: the person's answer.
         let answered = self.questions.redeem(
             tool.name,
