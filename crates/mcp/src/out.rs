@@ -52,10 +52,20 @@ impl Prebuilt {
             text.extend_from_slice(&piece);
         }
         text.push(b'}');
-        serde_json::from_slice(&text).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "a prebuilt tool result is not a tool result");
-            lost()
-        })
+        match serde_json::from_slice::<CallToolResult>(&text) {
+            // The members carry no `resultType`: it is the one every
+            // typed result is made with, as for the other tools.
+            Ok(mut r) => {
+                if r.result_type.is_none() {
+                    r.result_type = CallToolResult::success(Vec::new()).result_type;
+                }
+                r
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "a prebuilt tool result is not a tool result");
+                lost()
+            }
+        }
     }
 }
 
