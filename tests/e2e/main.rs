@@ -32,6 +32,7 @@ mod history_reach;
 mod history_store;
 mod mcp;
 mod mcp_2026;
+mod mcp_http;
 mod memory;
 mod own_files;
 mod permissions;

@@ -374,6 +374,9 @@ pub(crate) struct ServeArgs {
     /// Serve reads: fs/read_text_file and _writegate/read_lines (`writegate read`); off by default.
     #[arg(long)]
     pub(crate) allow_read: bool,
+    /// Serve MCP over Streamable HTTP at http://ADDRESS/mcp (loopback only; overrides `[mcp] http`).
+    #[arg(long, value_name = "ADDRESS")]
+    pub(crate) mcp_http: Option<String>,
     /// More log output: -v debug (one line per request), -vv trace.
     #[arg(short, long, action = ArgAction::Count, conflicts_with = "quiet")]
     pub(crate) verbose: u8,

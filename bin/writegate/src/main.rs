@@ -13,6 +13,7 @@ mod client;
 mod commands;
 mod history;
 mod mcp;
+mod mcp_http;
 mod memory;
 mod proxy;
 mod relay;

@@ -402,6 +402,12 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
         Ok(s) => s,
         Err(status) => return status,
     };
+    // The MCP HTTP listener is bound (and its token written) before
+    // anything is served, so a refused address stops the start.
+    let mcp_http = match crate::mcp_http::prepare(a, &service, &env_var) {
+        Ok(h) => h,
+        Err(status) => return status,
+    };
     let socket = match (&a.socket, a.stdio || activated.is_some()) {
         (Some(p), _) => Some(absolutize(p)),
         (None, true) => None,
@@ -449,7 +455,11 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
     };
     match run_on(
         runtime,
-        writegate_acp::serve(service.clone(), opts),
+        crate::mcp_http::alongside(
+            mcp_http,
+            service.clone(),
+            writegate_acp::serve(service.clone(), opts),
+        ),
         &service,
     ) {
         Ok(()) => Status::Ok,

@@ -209,6 +209,11 @@ pub struct McpConfig {
     /// Offer the `undo` tool. Default false: an agent taking
     /// back its own writes is the person's choice.
     pub undo_tool: bool,
+    /// `writegate serve` only: serve MCP over Streamable HTTP on this
+    /// loopback address (`127.0.0.1:PORT`, `[::1]:PORT`, `localhost:PORT`);
+    /// empty (the default) serves none. `--mcp-http` overrides it. Read at
+    /// start-up only.
+    pub http: String,
 }
 
 /// `[history]`: the before-images undo puts back (ADR 0020). `history =
@@ -469,6 +474,7 @@ pub const ENV_KEYS: &[&str] = &[
     "proxy.agent_exit_grace_ms",
     "mcp.client_roots",
     "mcp.undo_tool",
+    "mcp.http",
     "history.enabled",
     "history.path",
     "history.max_bytes",

@@ -14,6 +14,7 @@
 //! stdout.
 
 mod approver;
+mod http;
 mod input;
 mod out;
 mod reply;
@@ -22,4 +23,5 @@ mod server;
 mod tools;
 mod transport;
 
+pub use http::{HttpError, HttpOptions, LOOPBACK_ONLY, check_loopback, serve_http};
 pub use server::{McpOptions, RunError, SANDBOX_NOTE, run};

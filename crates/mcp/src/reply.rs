@@ -401,9 +401,18 @@ mod tests {
                 };
                 let typed = typed_read(path, facts.clone().with_lines(view.numbered()));
                 let written = read(path, lines_json(&view), &facts);
+                let again = read(path, lines_json(&view), &facts);
+                let typed_wire = wire(typed.into());
                 assert_eq!(
                     wire(Answer::Prebuilt(written)),
-                    wire(typed.into()),
+                    typed_wire,
+                    "{bytes:?} {line:?} {limit:?}"
+                );
+                // Without a writer of its own (Streamable HTTP) the same
+                // answer goes as the typed result: the file, not an error.
+                assert_eq!(
+                    wire(Answer::Typed(again.into_typed())),
+                    typed_wire,
                     "{bytes:?} {line:?} {limit:?}"
                 );
             }

@@ -111,7 +111,14 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     let input_ended = CancellationToken::new();
     let transport = crate::transport::Stdio::new(max_line, grace, input_ended.clone());
     let pending = transport.pending();
-    let server = McpServer::new(service, opts, input_ended, pending);
+    let server = McpServer::new(
+        service,
+        opts,
+        Transport::Stdio,
+        input_ended,
+        Some(pending),
+        Arc::default(),
+    );
     // The stop signals are watched from the start: a Ctrl-C before the
     // handshake ends the server as cleanly as one after it.
     let stopping = CancellationToken::new();
@@ -172,8 +179,9 @@ fn client_went_away(e: &ServerInitializeError) -> bool {
     }
 }
 
-/// The handler of one MCP connection (one per process).
-struct McpServer {
+/// The handler of one MCP connection: one per process over stdio, one per
+/// Streamable HTTP session (and per stateless 2026-07-28 request) over HTTP.
+pub(crate) struct McpServer {
     service: Arc<Service>,
     workspaces: Workspaces,
     opts: McpOptions,
@@ -183,13 +191,21 @@ struct McpServer {
     /// whose operation has not started when the signal comes is cancelled
     /// (`rmcp` cancels its token, see [`McpServer::run`]).
     running: Mutex<HashMap<RequestId, Arc<AtomicBool>>>,
-    /// The approval questions asked with `input_required` (2026-07-28).
-    questions: Questions,
+    /// The approval questions asked with `input_required` (2026-07-28):
+    /// the connection's over stdio; over HTTP the listener's, since each
+    /// stateless request (and so the retry that carries the answer) gets a
+    /// server of its own.
+    questions: Arc<Questions>,
+    /// The transport it came over: what its calls may do.
+    transport: Transport,
     /// Cancelled by the transport when stdin ends: a 2025 elicitation
     /// question still open can get no answer any more.
     input_ended: CancellationToken,
-    /// The connection's prebuilt answers, sent only by its `out::Out`.
-    pending: Pending,
+    /// The connection's prebuilt answers, sent only by its `out::Out`;
+    /// `None` when no `Out` of its own writes the answers (Streamable HTTP:
+    /// `rmcp`'s service serialises them), and a read is answered with the
+    /// plain typed result instead.
+    pending: Option<Pending>,
 }
 
 /// How the client of one request can be asked about a held call.
@@ -238,11 +254,13 @@ struct Call {
 }
 
 impl McpServer {
-    fn new(
+    pub(crate) fn new(
         service: Arc<Service>,
         opts: McpOptions,
+        transport: Transport,
         input_ended: CancellationToken,
-        pending: Pending,
+        pending: Option<Pending>,
+        questions: Arc<Questions>,
     ) -> McpServer {
         let cwd = opts.cwd_workspace.then(|| {
             let dir = std::env::current_dir()
@@ -262,7 +280,8 @@ impl McpServer {
             service,
             opts,
             running: Mutex::new(HashMap::new()),
-            questions: Questions::default(),
+            questions,
+            transport,
             input_ended,
             pending,
         }
@@ -330,7 +349,7 @@ impl McpServer {
             ctx: OpCtx {
                 runtime,
                 session_id: Some(self.opts.session_id.clone()),
-                allows: Transport::Stdio.allowances(),
+                allows: self.transport.allowances(),
                 route: tool.route,
                 cancel: Arc::new(AtomicBool::new(false)),
                 approver,
@@ -513,12 +532,16 @@ impl ServerHandler for McpServer {
         match self.run(&call, &context, parsed).await {
             Ok(Answer::Typed(r)) => Ok(r.into()),
             Ok(Answer::Prebuilt(p)) => {
-                let placeholder = self.pending.hold(context.id.clone(), p);
+                let Some(pending) = &self.pending else {
+                    // No writer of its own: the plain typed result.
+                    return Ok(p.into_typed().into());
+                };
+                let placeholder = pending.hold(context.id.clone(), p);
                 if context.ct.is_cancelled() {
                     // `rmcp` drops a cancelled call's answer unsent (a
                     // cancel that comes after this check is
                     // `on_cancelled`'s to discard).
-                    self.pending.discard(&context.id);
+                    pending.discard(&context.id);
                 }
                 Ok(placeholder.into())
             }
@@ -542,7 +565,9 @@ impl ServerHandler for McpServer {
             if let Some(flag) = self.running_calls().get(&id) {
                 flag.store(true, Ordering::SeqCst);
             }
-            self.pending.discard(&id);
+            if let Some(pending) = &self.pending {
+                pending.discard(&id);
+            }
         }
     }
 

@@ -42,6 +42,9 @@ use writegate_stdio::{Restore, StdioEnds};
 pub(crate) enum Transport {
     /// stdin/stdout of the client that spawned `writegate mcp`.
     Stdio,
+    /// MCP Streamable HTTP on the daemon's loopback listener
+    /// (`serve --mcp-http`, [`crate::http`]), behind its bearer token.
+    Http,
 }
 
 impl Transport {
@@ -50,9 +53,24 @@ impl Transport {
     /// no tool-write-origin marker, so it never writes outside a
     /// workspace); choosing its workspace by name, no (client roots are
     /// registered as `[mcp] client_roots` says, never by a request).
+    #[expect(
+        clippy::match_same_arms,
+        reason = "each transport states its own allowances, even when two agree"
+    )]
     pub(crate) fn allowances(self) -> Allowances {
         match self {
             Transport::Stdio => Allowances {
+                external_writer: false,
+                choose_workspace: false,
+                reads: true,
+            },
+            // Over HTTP, what stdio allows, for the same reasons: reads of
+            // the workspaces, yes (an agent edits what it read, and the
+            // token proves it is one the person configured); the external
+            // writer and a workspace by name, no. Approving is the
+            // person's and is served on no MCP transport: a held call is
+            // asked about (elicitation, `input_required`) or refused.
+            Transport::Http => Allowances {
                 external_writer: false,
                 choose_workspace: false,
                 reads: true,
@@ -468,6 +486,18 @@ mod tests {
     fn stdio_allows_reads_only() {
         assert_eq!(
             Transport::Stdio.allowances(),
+            Allowances {
+                reads: true,
+                ..Allowances::NONE
+            }
+        );
+    }
+
+    /// An MCP client over HTTP reads files, as over stdio, and nothing more.
+    #[test]
+    fn http_allows_reads_only() {
+        assert_eq!(
+            Transport::Http.allowances(),
             Allowances {
                 reads: true,
                 ..Allowances::NONE
