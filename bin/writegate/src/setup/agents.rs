@@ -290,6 +290,9 @@ zed: writegate is a context server (MCP) that Zed hands to every agent it runs, 
   (--approval-mode auto-edit / auto_edit): Zed asks you once, only for a write writegate's approval
   gate holds (.env, .git/, keys). Zed's Claude and Codex agents write to disk themselves, which the
   proxy cannot see: they get writegate's tools from the context server, and their own tools stay.
+  The agent servers start qwen and gemini by the full path found on your PATH now; one not found
+  is written as its bare name, which Zed must find on its own PATH (run setup again once it is
+  installed).
 next: restart Zed's agent panel and start a thread with \"qwen-code (writegate)\" or
   \"gemini-cli (writegate)\". Gemini needs the project folder trusted first (run `gemini` there once,
   or add it to ~/.gemini/trustedFolders.json: {\"/path/to/project\": \"TRUST_FOLDER\"}).
