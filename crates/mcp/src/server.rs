@@ -437,7 +437,7 @@ const NEWEST: ProtocolVersion = ProtocolVersion::V_2026_07_28;
 /// What the server tells the client about itself in `initialize`.
 const INSTRUCTIONS: &str = "writegate reads, writes and edits text files inside the user's workspaces. Every write is atomic and durable and keeps the file's encoding and line endings; sensitive paths (credentials, .git, shell start-up files) need the user's approval. To change part of a file, read_file it first (line numbers and hash), then edit_file; use write_file for new files or complete rewrites.";
 
-/// What a sandboxed client is told besides [`INSTRUCTIONS`], and what the
+/// What a sandboxed client is told besides `INSTRUCTIONS`, and what the
 /// descriptions of the tools that change files end with.
 pub const SANDBOX_NOTE: &str = "You run in a writegate sandbox: files in the workspace change only through writegate's write_file and edit_file tools. A direct write (a shell redirection, sed -i, mv, rm, an editor, another tool's patch) fails with \"Permission denied\"; do not retry it, use these tools instead.";
 

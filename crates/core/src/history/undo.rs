@@ -67,7 +67,7 @@ pub struct UndoOutcome {
     pub mode: Option<String>,
     /// The bits of the old mode that were not put back, and why: an undo
     /// never adds setuid, setgid or other-write bits the file does not
-    /// have now (see [`restored_mode`]).
+    /// have now (see `restored_mode`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode_dropped: Option<String>,
     /// Directories the operation had created that were removed (empty).
