@@ -207,3 +207,48 @@ fn regression_a_client_that_declares_elicitation_and_never_answers_gets_its_call
     assert_eq!(fs::read(&env).unwrap(), b"A=1\n");
     m.close();
 }
+
+/// `writegate mcp` watched for SIGINT only once the `initialize` handshake
+/// was done: a Ctrl-C before it killed the process by the signal's default
+/// (status 130 in a shell), with no clean shutdown. Now a SIGINT before the
+/// handshake and one after it both end the server with status 0 and the
+/// log's shutdown lines.
+#[test]
+fn a_sigint_before_or_after_the_handshake_ends_writegate_mcp_cleanly() {
+    let t = Tree::new(BIN);
+    for handshake in [false, true] {
+        let mut cmd = t.command();
+        cmd.args(["mcp", "--workspace"])
+            .arg(&t.ws)
+            .arg("--audit-log")
+            .arg(&t.audit_log);
+        let mut d = t.spawn(cmd, true, None);
+        let mut c = d.stdio_client();
+        if handshake {
+            c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+            assert_eq!(c.recv()["id"], 1);
+            c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        }
+        // Until the server logs that it serves (its signal watch starts
+        // right after).
+        let start = Instant::now();
+        while !d.stderr_text().contains("serving workspace") {
+            assert!(start.elapsed() < TIMEOUT, "{}", d.stderr_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        d.signal(rustix::process::Signal::INT);
+        let status = d.wait_exit();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "handshake {handshake}: {status:?}\n{}",
+            d.stderr_text()
+        );
+        assert!(
+            d.stderr_text().contains("SIGINT: stopping"),
+            "{}",
+            d.stderr_text()
+        );
+    }
+}
