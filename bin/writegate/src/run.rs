@@ -51,6 +51,10 @@ pub(crate) struct RunArgs {
 /// The agent's pid, for the signal handler.
 static AGENT: AtomicI32 = AtomicI32::new(0);
 
+/// A signal that came before the agent's pid was known (between its start
+/// and [`AGENT`] being set): passed on as soon as it is.
+static EARLY: AtomicI32 = AtomicI32::new(0);
+
 fn fail(msg: &str) -> ExitCode {
     eprintln!("writegate run: {msg}");
     ExitCode::from(2)
@@ -197,6 +201,13 @@ pub(crate) fn run(a: &RunArgs) -> ExitCode {
     };
     let pid = i32::try_from(child.id()).unwrap_or(0);
     AGENT.store(pid, Ordering::SeqCst);
+    let early = EARLY.swap(0, Ordering::SeqCst);
+    if early != 0 {
+        // SAFETY: kill on the agent's pid, which this process has not reaped.
+        unsafe {
+            libc::kill(pid, early);
+        }
+    }
     let status = wait_for(pid);
     AGENT.store(0, Ordering::SeqCst);
     end_descendants();
@@ -338,9 +349,19 @@ fn install_forwarding() {
         // SAFETY: the kernel passes a valid siginfo; kill is async-signal-safe.
         unsafe {
             let from_terminal = !info.is_null() && (*info).si_code == libc::SI_KERNEL;
+            if from_terminal {
+                return;
+            }
             let pid = AGENT.load(Ordering::SeqCst);
-            if pid > 0 && !from_terminal {
+            if pid > 0 {
                 libc::kill(pid, sig);
+            } else {
+                // Not started yet: kept for the run to pass on once it is.
+                EARLY.store(sig, Ordering::SeqCst);
+                let pid = AGENT.load(Ordering::SeqCst);
+                if pid > 0 && EARLY.swap(0, Ordering::SeqCst) != 0 {
+                    libc::kill(pid, sig);
+                }
             }
         }
     }
