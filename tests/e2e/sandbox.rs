@@ -32,7 +32,7 @@ fn run(tree: &Tree, args: &[&str], script: &str) -> Output {
 }
 
 /// Whether this kernel can sandbox; prints why a test is skipped when not.
-fn landlock(tree: &Tree, test: &str) -> bool {
+pub(crate) fn landlock(tree: &Tree, test: &str) -> bool {
     let o = run(tree, &[], "true");
     if o.status.code() == Some(2) && String::from_utf8_lossy(&o.stderr).contains("Landlock") {
         eprintln!(
