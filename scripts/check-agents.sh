@@ -17,7 +17,14 @@
 #   - one audit event per write (the held .env write may have a second: the
 #     agent's answer to writegate's question, cancelled or declined).
 #
-#   scripts/check-agents.sh [WRITEGATE]   # default: target/debug/writegate (built if missing)
+# With --sandbox, each agent is set up with `writegate setup AGENT --sandbox` and
+# started through the launcher that writes (so under `writegate run`), with its
+# own tools allowed (qwen --yolo), and the model starts with a direct write
+# through the agent's shell tool. It also asserts that the shell tool's result
+# the model sees says "Permission denied" and that direct.txt is not written.
+# The default agents are then qwen only.
+#
+#   scripts/check-agents.sh [--sandbox] [WRITEGATE]   # default: target/debug/writegate (built if missing)
 #   AGENTS="claude gemini" scripts/check-agents.sh   # a subset
 #   KEEP=1 scripts/check-agents.sh        # keep the scratch directory
 #
@@ -30,13 +37,22 @@ GEMINI_VERSION=0.61.0
 CLAUDE_VERSION=2.1.332
 CODEX_VERSION=0.171.0
 
+sandbox=
+if [ "${1:-}" = --sandbox ]; then
+    sandbox=1
+    shift
+fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
 writegate=${1:-$repo/target/debug/writegate}
 if [ ! -x "$writegate" ]; then
     (cd "$repo" && cargo build -p writegate)
 fi
 writegate=$(realpath "$writegate")
-agents=${AGENTS:-qwen gemini claude codex}
+if [ -n "$sandbox" ]; then
+    agents=${AGENTS:-qwen}
+else
+    agents=${AGENTS:-qwen gemini claude codex}
+fi
 
 scratch=$(mktemp -d /tmp/writegate-check-agents.XXXXXX)
 server_pid=
@@ -46,16 +62,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "installing qwen-code $QWEN_VERSION, gemini-cli $GEMINI_VERSION, claude-code $CLAUDE_VERSION, codex $CODEX_VERSION into $scratch/npm ..."
-npm install --silent --no-audit --no-fund --prefix "$scratch/npm" \
-    "@qwen-code/qwen-code@$QWEN_VERSION" "@google/gemini-cli@$GEMINI_VERSION" \
-    "@anthropic-ai/claude-code@$CLAUDE_VERSION" "@openai/codex@$CODEX_VERSION" \
+# Only the packages of the agents checked.
+packages=()
+for agent in $agents; do
+    case $agent in
+    qwen) packages+=("@qwen-code/qwen-code@$QWEN_VERSION") ;;
+    gemini) packages+=("@google/gemini-cli@$GEMINI_VERSION") ;;
+    claude) packages+=("@anthropic-ai/claude-code@$CLAUDE_VERSION") ;;
+    codex) packages+=("@openai/codex@$CODEX_VERSION") ;;
+    esac
+done
+echo "installing ${packages[*]} into $scratch/npm ..."
+npm install --silent --no-audit --no-fund --prefix "$scratch/npm" "${packages[@]}" \
     >"$scratch/npm.log" 2>&1 || { cat "$scratch/npm.log"; exit 1; }
 bin=$scratch/npm/node_modules/.bin
 
 touch "$scratch/model.jsonl"
 python3 "$repo/scripts/scripted-model.py" --port-file "$scratch/port" --log "$scratch/model.jsonl" \
-    >"$scratch/model.out" 2>&1 &
+    ${sandbox:+--shell} >"$scratch/model.out" 2>&1 &
 server_pid=$!
 : >"$scratch/model.jsonl"
 for _ in $(seq 50); do [ -s "$scratch/port" ] && break; sleep 0.1; done
@@ -80,18 +104,23 @@ run_agent() {
     printf 'one\r\ntwo\r\n' >"$project/crlf.txt"
     local own prefix setup cmd=()
     local env=(HOME="$home" PATH="$PATH")
+    # Sandboxed: the agent is started by the launcher `writegate setup --sandbox`
+    # wrote, first on PATH, which finds the agent itself on PATH after it.
+    [ -z "$sandbox" ] || env=(HOME="$home" PATH="$home/.local/share/writegate/bin:$bin:$PATH")
     case $agent in
     qwen)
         setup=qwen-code own='write_file edit notebook_edit' prefix=mcp__writegate__
-        HOME=$home "$writegate" setup "$setup" >/dev/null
+        HOME=$home "$writegate" setup "$setup" ${sandbox:+--sandbox} >/dev/null
         json_set "$home/.qwen/settings.json" \
             "v.setdefault('security', {}).setdefault('auth', {})['selectedType'] = 'openai'"
         env+=(OPENAI_API_KEY=dummy OPENAI_BASE_URL="$base/v1" OPENAI_MODEL=scripted)
         cmd=("$bin/qwen" -p "Create created.txt, edit crlf.txt, write .env.")
+        # Sandboxed: every tool of its own allowed, its shell's write refused by the kernel.
+        [ -z "$sandbox" ] || cmd=(qwen --yolo -p "Write direct.txt, create created.txt, edit crlf.txt, write .env.")
         ;;
     gemini)
         setup=gemini-cli own='write_file replace' prefix=mcp_writegate_
-        HOME=$home "$writegate" setup "$setup" >/dev/null
+        HOME=$home "$writegate" setup "$setup" ${sandbox:+--sandbox} >/dev/null
         json_set "$home/.gemini/settings.json" \
             "v.setdefault('security', {}).setdefault('auth', {})['selectedType'] = 'gemini-api-key'"
         # What choosing "Trust folder" at Gemini's prompt writes.
@@ -102,7 +131,7 @@ run_agent() {
         ;;
     claude)
         setup=claude-code own='Write Edit MultiEdit NotebookEdit' prefix=mcp__writegate__
-        HOME=$home "$writegate" setup "$setup" >/dev/null
+        HOME=$home "$writegate" setup "$setup" ${sandbox:+--sandbox} >/dev/null
         env+=(ANTHROPIC_BASE_URL="$base" ANTHROPIC_API_KEY=dummy CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1)
         cmd=("$bin/claude" -p "Create created.txt, edit crlf.txt, write .env.")
         ;;
@@ -119,7 +148,7 @@ base_url = "$base/v1"
 env_key = "SCRIPTED_API_KEY"
 wire_api = "responses"
 EOF
-        HOME=$home "$writegate" setup "$setup" >/dev/null
+        HOME=$home "$writegate" setup "$setup" ${sandbox:+--sandbox} >/dev/null
         env+=(SCRIPTED_API_KEY=dummy)
         cmd=("$bin/codex" exec --skip-git-repo-check "Create created.txt, edit crlf.txt, write .env.")
         ;;
@@ -131,9 +160,9 @@ EOF
     local took=$((SECONDS - start))
     tail -n +"$((before + 1))" "$scratch/model.jsonl" >"$scratch/$agent.model.jsonl"
     python3 - "$agent" "$prefix" "$own" "$project" "$home/.local/state/writegate/audit.jsonl" \
-        "$scratch/$agent.model.jsonl" "$took" <<'EOF'
+        "$scratch/$agent.model.jsonl" "$took" "$sandbox" <<'EOF'
 import json, os, sys
-agent, prefix, own, project, audit, log, took = sys.argv[1:]
+agent, prefix, own, project, audit, log, took, sandbox = sys.argv[1:]
 own = own.split()
 problems = []
 requests = [json.loads(l) for l in open(log)]
@@ -146,6 +175,19 @@ missing = [t for t in ours if t not in offered]
 if missing:
     problems.append(f"writegate's {missing} not offered")
 theirs = sorted(t for t in offered if t in own)
+shell = ""
+if sandbox:
+    # The model's view: the shell tool's result says the write was refused.
+    refused = [r for q in requests for r in q.get("results") or [] if "Permission denied" in r]
+    shells = [q for q in requests if q.get("call") in ("run_shell_command", "Bash", "shell")]
+    if not shells:
+        problems.append("the shell tool was never called")
+    elif not refused:
+        problems.append("no tool result says Permission denied")
+    if os.path.exists(os.path.join(project, "direct.txt")):
+        problems.append("direct.txt was written by the shell")
+    said = next((l.strip() for l in refused[0].splitlines() if "Permission denied" in l), "") if refused else ""
+    shell = f"; shell write refused: {said!r}" if refused else ""
 if theirs:
     problems.append(f"its own write tools offered: {theirs}")
 created = os.path.join(project, "created.txt")
@@ -177,7 +219,7 @@ names = sorted(t for t in offered if "writegate" in t)
 answer = f", .env answered {answered[0]['approval']}" if answered else ""
 print(f"{agent}: {status} ({len(turns)} model turns, {took} s; offered {', '.join(names)}; "
       f"own write tools offered: {', '.join(theirs) or 'none'}; audit: create 1, edit {len(edits)}, "
-      f".env held {len(held)}{answer})")
+      f".env held {len(held)}{answer}{shell})")
 sys.exit(1 if problems else 0)
 EOF
 }
@@ -198,7 +240,7 @@ for agent in $agents; do
     fi
 done
 if [ "$status" = 0 ]; then
-    echo "ok: every agent's writes go through writegate"
+    echo "ok: every agent's writes go through writegate${sandbox:+; under writegate run the direct write of the shell is refused}"
 else
     echo "FAILED: see the output above"
 fi

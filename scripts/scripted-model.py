@@ -17,6 +17,11 @@ results the conversation already holds:
   2  call writegate's write_file: .env (writegate's gate holds it)
   3  answer "done" (no tool call)
 
+With --shell (check-agents.sh --sandbox), the script starts with a call of
+the agent's shell tool (run_shell_command, Bash, shell) that writes
+direct.txt with a shell redirection: inside `writegate run` its result
+says "Permission denied", and the script goes on with writegate's tools.
+
 The tool names are the offered ones that contain "writegate" and end in
 write_file / edit_file, so the script is the same for every agent's prefix.
 A request without tools (a title, a summary, a router) gets a short text.
@@ -49,11 +54,23 @@ def writegate_tool(names, suffix):
     return None
 
 
+# The agents' shell tools and the arguments of the scripted direct write.
+DIRECT = "echo direct > direct.txt"
+SHELL_TOOLS = {
+    "run_shell_command": {"command": DIRECT, "is_background": False, "description": "write direct.txt"},
+    "Bash": {"command": DIRECT, "description": "write direct.txt"},
+    "shell": {"command": ["sh", "-c", DIRECT]},
+}
+
+
 def script(names, deferred, calls):
     """(tool name, arguments) of this turn, or (None, text). `names`: the
     tools offered with their schemas; `deferred`: tools named but loaded
     only through the agent's tool search (Claude Code's ToolSearch);
     `calls`: the names of the tools already called in the conversation."""
+    shell = next((n for n in SHELL_TOOLS if n in names), None)
+    if ARGS.shell and shell and shell not in calls:
+        return shell, SHELL_TOOLS[shell]
     search = next((n for n in ("ToolSearch", "tool_search") if n in names), None)
     deferred_only = writegate_tool(names, "write_file") is None and writegate_tool(deferred, "write_file")
     if deferred_only and search and search not in calls:
@@ -392,6 +409,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--port-file", required=True, help="where the chosen port is written")
     p.add_argument("--log", required=True, help="one JSON line per request")
+    p.add_argument("--shell", action="store_true", help="start with a direct write through the agent's shell tool")
     p.add_argument("--dump", help="a directory that gets every request body (debugging)")
     ARGS = p.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -1117,3 +1117,125 @@ fn an_agent_cannot_rewrite_writegates_config_or_approvals_through_the_proxy() {
     assert!(!approvals.exists());
     e.finish();
 }
+
+/// `writegate proxy --sandbox -- AGENT` with the proxy in the workspace
+/// (its current directory is the sandbox's workspace).
+fn sandboxed_proxy(t: &Tree) -> Editor {
+    let mut cmd = t.command();
+    cmd.current_dir(&t.ws)
+        .arg("proxy")
+        .arg("--audit-log")
+        .arg(&t.audit_log)
+        .arg("--sandbox")
+        .arg("--")
+        .arg(agent_bin());
+    let mut d = t.spawn(cmd, true, None);
+    let c = d.stdio_client();
+    Editor {
+        d,
+        c,
+        seen: Vec::new(),
+        sent: 0,
+    }
+}
+
+/// `--sandbox`: the agent runs inside `writegate run`. Its fs/* requests
+/// reach writegate outside and land (CRLF kept, one audit event each), its
+/// own direct write to the workspace fails with EACCES, and the session it
+/// opens carries the instructions that say so, appended to the editor's own
+/// `_meta.systemPrompt.append`.
+#[test]
+fn a_sandboxed_agent_writes_through_fs_its_direct_write_fails_and_it_is_told() {
+    let t = Tree::new(BIN);
+    if !crate::sandbox::landlock(&t, "a_sandboxed_agent_writes_through_fs") {
+        return;
+    }
+    let mut audit = t.audit();
+    let crlf = t.ws.join("crlf.txt");
+    std::fs::write(&crlf, "one\r\ntwo\r\n").unwrap();
+    let mut e = sandboxed_proxy(&t);
+    e.init();
+    let r = e.call(
+        "session/new",
+        &json!({"cwd": t.ws, "mcpServers": [], "_meta": {"systemPrompt": {"append": "Be brief."}}}),
+    );
+    let s = r["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("session/new: {r}"))
+        .to_string();
+    let meta = &r["result"]["_meta"]["testAgent"]["sessionMeta"];
+    let told = meta["systemPrompt"]["append"].as_str().unwrap_or("");
+    assert!(
+        told.starts_with("Be brief.\n\n") && told.contains("writegate sandbox"),
+        "{meta}"
+    );
+    assert_eq!(
+        meta["writegate/instructions"],
+        json!(writegate_proxy::SANDBOX_INSTRUCTIONS),
+        "{meta}"
+    );
+    assert!(
+        writegate_proxy::SANDBOX_INSTRUCTIONS.contains("Permission denied"),
+        "the model is told what a refused write looks like"
+    );
+    let via = t.ws.join("via.txt");
+    let direct = t.ws.join("direct.txt");
+    let reports = e.run(
+        &s,
+        &format!(
+            "write {v} \"through writegate\\n\"\nroundtrip {c} two TWO\ndirect {d} \"direct\\n\"\ndirect {c} \"clobbered\\n\"",
+            v = via.display(),
+            c = crlf.display(),
+            d = direct.display()
+        ),
+    );
+    assert_eq!(reports.len(), 4, "{reports:?}");
+    ok(&reports[0]);
+    ok(&reports[1]);
+    for r in &reports[2..] {
+        let e = err(r);
+        assert_eq!(e["errno"], 13, "EACCES: {r}");
+        assert!(
+            e["message"].as_str().unwrap().contains("Permission denied"),
+            "{r}"
+        );
+    }
+    assert_eq!(std::fs::read(&via).unwrap(), b"through writegate\n");
+    assert_eq!(std::fs::read(&crlf).unwrap(), b"one\r\nTWO\r\n");
+    assert!(!direct.exists());
+    // The write, the round trip's read and write: one event each; the
+    // direct writes never reached writegate.
+    let events = audit.new_events();
+    let intents: Vec<&Value> = events.iter().map(|e| &e["intent"]).collect();
+    assert_eq!(
+        intents,
+        [&json!("write"), &json!("read"), &json!("write")],
+        "{events:#?}"
+    );
+    for ev in &events {
+        assert_eq!(ev["type"], "fs.access", "{ev}");
+        assert_eq!(ev["sessionId"], json!(s), "{ev}");
+    }
+    let (st, _) = e.finish();
+    assert!(st.success(), "{st:?}");
+}
+
+/// Without `--sandbox` the proxy adds nothing: the agent gets the editor's
+/// `session/new` as it was sent.
+#[test]
+fn without_sandbox_session_new_reaches_the_agent_unchanged() {
+    let t = Tree::new(BIN);
+    let mut e = proxy(&t, &[]);
+    e.init();
+    let r = e.call(
+        "session/new",
+        &json!({"cwd": t.ws, "mcpServers": [], "_meta": {"systemPrompt": {"append": "Be brief."}}}),
+    );
+    assert_eq!(
+        r["result"]["_meta"]["testAgent"]["sessionMeta"],
+        json!({"systemPrompt": {"append": "Be brief."}}),
+        "{r}"
+    );
+    let (st, _) = e.finish();
+    assert!(st.success(), "{st:?}");
+}

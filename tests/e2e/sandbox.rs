@@ -32,7 +32,7 @@ fn run(tree: &Tree, args: &[&str], script: &str) -> Output {
 }
 
 /// Whether this kernel can sandbox; prints why a test is skipped when not.
-fn landlock(tree: &Tree, test: &str) -> bool {
+pub(crate) fn landlock(tree: &Tree, test: &str) -> bool {
     let o = run(tree, &[], "true");
     if o.status.code() == Some(2) && String::from_utf8_lossy(&o.stderr).contains("Landlock") {
         eprintln!(
@@ -341,4 +341,37 @@ fn an_agent_inside_cannot_approve_its_own_held_env_write() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
+}
+
+/// The agents' state directories in HOME (`~/.qwen`) were refused as
+/// "inside the home directory" and left read-only, so qwen-code could not
+/// start inside; they are writable, while HOME itself and its start-up
+/// files stay read-only.
+#[test]
+fn regression_an_agents_state_directory_in_home_was_left_read_only() {
+    let tree = Tree::new(BIN);
+    if !landlock(&tree, "regression_an_agents_state_directory_in_home") {
+        return;
+    }
+    let home = tree.base.join("home-agent");
+    std::fs::create_dir_all(home.join(".qwen")).unwrap();
+    let o = run_cmd(
+        &tree,
+        &[],
+        "mkdir \"$HOME/.qwen/extensions\" && echo ok > \"$HOME/.qwen/extensions/x\" && echo state-ok; \
+         echo x >> \"$HOME/.bashrc\" || echo bashrc-refused",
+    )
+    .env("HOME", &home)
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("state-ok") && t.contains("bashrc-refused"),
+        "{t}"
+    );
+    assert!(!t.contains("left read-only"), "{t}");
+    assert!(home.join(".qwen/extensions/x").exists());
+    assert!(!home.join(".bashrc").exists());
 }

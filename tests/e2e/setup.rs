@@ -814,3 +814,159 @@ fn remove_dry_run_hints_remove_backups_stay_bounded_and_remove_leaves_no_empty_p
         "no empty policies/ left"
     );
 }
+
+/// `--sandbox` for a command-line agent: a launcher of the agent's command
+/// name in writegate's bin directory that starts the agent under `writegate
+/// run` (its own direct write in the project fails, its arguments arrive,
+/// and with the launcher's directory first on PATH it does not start
+/// itself); a second run changes nothing, and a plain `--remove` takes the
+/// launcher out with the settings.
+#[test]
+fn sandbox_setup_writes_a_launcher_that_starts_the_agent_under_writegate_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let bin = home.join(".local/share/writegate/bin");
+    for (agent, cmd) in [
+        ("qwen-code", "qwen"),
+        ("gemini-cli", "gemini"),
+        ("claude-code", "claude"),
+        ("codex", "codex"),
+    ] {
+        let o = run(home, &["setup", agent, "--sandbox"]);
+        assert!(o.status.success(), "{agent}: {o:?}");
+        let text = String::from_utf8_lossy(&o.stdout);
+        let launcher = bin.join(cmd);
+        assert!(
+            text.contains(&format!("{}: created", launcher.display())),
+            "{text}"
+        );
+        assert!(text.contains("export PATH=\""), "{text}");
+        let m = std::fs::metadata(&launcher).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o700, "{agent}");
+        let script = std::fs::read_to_string(&launcher).unwrap();
+        assert!(
+            script.starts_with("#!/bin/sh\n# Written by `writegate setup "),
+            "{script}"
+        );
+        assert!(script.contains(" run -- "), "{script}");
+        let again = run(home, &["setup", agent, "--sandbox"]);
+        assert!(
+            String::from_utf8_lossy(&again.stdout)
+                .contains(&format!("{}: already set up", launcher.display())),
+            "{again:?}"
+        );
+    }
+
+    // The launcher starts the agent inside the sandbox (skipped without Landlock).
+    let project = home.join("project");
+    let agents = home.join("agents");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&agents).unwrap();
+    let runtime = home.join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let fake = agents.join("qwen");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"args: $*\"\nif echo direct > direct.txt; then echo wrote; else echo refused; fi\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new(bin.join("qwen"))
+        .args(["-p", "it's"])
+        .current_dir(&project)
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env(
+            "PATH",
+            format!("{}:{}:/usr/bin:/bin", bin.display(), agents.display()),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.code() == Some(2) && err.contains("Landlock") {
+        eprintln!("skipping the launcher's run: {}", err.trim());
+    } else {
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{o:?}");
+        assert!(out.contains("args: -p it's\n"), "{out}");
+        assert!(out.contains("refused\n"), "{out}");
+        assert!(!project.join("direct.txt").exists());
+        assert!(err.contains("Permission denied"), "{err}");
+    }
+
+    // A plain --remove takes the launcher out with the settings.
+    let o = run(home, &["setup", "qwen-code", "--remove"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        text.contains(&format!("{}: removed", bin.join("qwen").display())),
+        "{text}"
+    );
+    assert!(!bin.join("qwen").exists());
+    assert!(bin.join("gemini").exists());
+    let o = run(home, &["setup", "gemini-cli", "--sandbox", "--remove"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(!bin.join("gemini").exists());
+    // Without --sandbox, a set-up writes no launcher.
+    assert!(run(home, &["setup", "qwen-code"]).status.success());
+    assert!(!bin.join("qwen").exists());
+}
+
+/// A launcher of writegate's name that the person wrote is not replaced.
+#[test]
+fn sandbox_setup_leaves_a_launcher_of_the_persons_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let launcher = home.join(".local/share/writegate/bin/qwen");
+    std::fs::create_dir_all(launcher.parent().unwrap()).unwrap();
+    std::fs::write(&launcher, "#!/bin/sh\nexec my-qwen \"$@\"\n").unwrap();
+    let o = run(home, &["setup", "qwen-code", "--sandbox"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(&launcher).unwrap(),
+        "#!/bin/sh\nexec my-qwen \"$@\"\n"
+    );
+}
+
+/// Zed with `--sandbox`: its agent servers run behind `writegate proxy
+/// --sandbox` (the proxy outside, the agent inside); a plain `--remove`
+/// takes them out as it does the unsandboxed ones.
+#[test]
+fn sandbox_setup_for_zed_runs_its_agent_servers_behind_proxy_sandbox() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let o = run(home, &["setup", "zed", "--sandbox"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("writegate proxy --sandbox"),
+        "{o:?}"
+    );
+    let path = home.join(".config/zed/settings.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for name in ["qwen-code (writegate)", "gemini-cli (writegate)"] {
+        let args = &v["agent_servers"][name]["args"];
+        assert_eq!(
+            args.as_array().unwrap()[..3],
+            [
+                serde_json::json!("proxy"),
+                serde_json::json!("--sandbox"),
+                serde_json::json!("--")
+            ],
+            "{v}"
+        );
+    }
+    assert!(!home.join(".local/share/writegate/bin").exists());
+    let o = run(home, &["setup", "zed", "--remove"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    assert!(!text.contains("left as it is"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(
+        v.get("agent_servers").is_none() && v.get("context_servers").is_none(),
+        "{v}"
+    );
+}

@@ -10,7 +10,9 @@
 //! It speaks ACP v1 on stdin/stdout. `initialize` answers with what the
 //! client offered under `_meta.testAgent.clientFs` (so a test sees what the
 //! proxy forwarded) and its pid under `_meta.testAgent.pid`; `session/new`
-//! (ids `sess-1`, `sess-2`, ...) and `session/load` accept any session.
+//! (ids `sess-1`, `sess-2`, ...) and `session/load` accept any session;
+//! `session/new` answers with the `_meta` it received under
+//! `_meta.testAgent.sessionMeta` (so a test sees what the proxy added).
 //! A `session/prompt` is a script, one command per line of its text:
 //!
 //! - `read PATH` — `fs/read_text_file`
@@ -21,6 +23,9 @@
 //! - `call METHOD JSON` — any request, with the JSON as its params
 //! - `ask` — its own `session/request_permission` to the client
 //! - `updates N SIZE` — N `session/update` text chunks of SIZE bytes each
+//! - `direct PATH JSON` — writes the file itself (`std::fs::write`), not
+//!   through the client; the report's error is the OS error's text and
+//!   `errno`
 //! - `exit CODE` — exits at once with CODE (a crash in the middle of a prompt)
 //!
 //! Each command's outcome is reported as an `agent_message_chunk` whose text
@@ -78,9 +83,14 @@ async fn main() -> agent_client_protocol::Result<()> {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async |_req: NewSessionRequest, responder, _cx| {
+            async |req: NewSessionRequest, responder, _cx| {
                 let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
-                responder.respond(NewSessionResponse::new(format!("sess-{n}")))
+                let mut meta = Map::new();
+                meta.insert(
+                    "testAgent".into(),
+                    json!({ "sessionMeta": req.meta.map(Value::Object) }),
+                );
+                responder.respond(NewSessionResponse::new(format!("sess-{n}")).meta(meta))
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -180,6 +190,16 @@ async fn run_script(
                     say(cx, &session, &chunk)?;
                 }
                 json!({"op": op, "ok": true, "result": n})
+            }
+            "direct" => {
+                let (path, content) = rest.split_once(' ').unwrap_or((rest, "\"\""));
+                let content: String = serde_json::from_str(content).unwrap_or_default();
+                match std::fs::write(path, content) {
+                    Ok(()) => json!({"op": op, "path": path, "ok": true}),
+                    Err(e) => json!({"op": op, "path": path, "ok": false, "error": {
+                        "message": e.to_string(), "errno": e.raw_os_error(),
+                    }}),
+                }
             }
             "exit" => std::process::exit(rest.parse().unwrap_or(1)),
             _ => json!({"op": op, "ok": false, "error": "unknown command"}),

@@ -240,6 +240,7 @@ pub(crate) enum Command {
         "  writegate setup --list\n",
         "  writegate setup qwen-code --dry-run     # the change as a diff; nothing written\n",
         "  writegate setup gemini-cli\n",
+        "  writegate setup qwen-code --sandbox     # and a launcher that starts qwen under `writegate run`\n",
         "  writegate setup zed --remove\n",
         "\n",
         "Exit status:\n",
@@ -537,7 +538,7 @@ pub(crate) struct SetupArgs {
     #[arg(value_enum, required_unless_present = "list")]
     pub(crate) agent: Option<crate::setup::Agent>,
     /// List the agents, their settings files and whether writegate is set up in them.
-    #[arg(long, conflicts_with_all = ["agent", "dry_run", "remove"])]
+    #[arg(long, conflicts_with_all = ["agent", "dry_run", "remove", "sandbox"])]
     pub(crate) list: bool,
     /// Print the change as a unified diff; write nothing.
     #[arg(long)]
@@ -545,6 +546,10 @@ pub(crate) struct SetupArgs {
     /// Take writegate's entries out again (the agent's own tools come back).
     #[arg(long)]
     pub(crate) remove: bool,
+    /// Also start the agent under `writegate run` (its own writes to a project fail): a launcher in
+    /// ~/.local/share/writegate/bin for a command-line agent, `writegate proxy --sandbox` for Zed.
+    #[arg(long)]
+    pub(crate) sandbox: bool,
 }
 
 /// `writegate service`.

@@ -70,6 +70,11 @@ pub(crate) fn proxy(a: ProxyArgs) -> ExitCode {
     let opts = writegate_proxy::ProxyOptions {
         program: command.next().unwrap_or_default(),
         args: command.collect(),
+        // Sandboxed, the model is told where its writes go, so that it does
+        // not loop on a refused shell write.
+        session_instructions: a
+            .sandbox
+            .then(|| writegate_proxy::SANDBOX_INSTRUCTIONS.to_string()),
     };
     // One thread runs both connections: a forwarded line then never waits
     // for another thread to wake (on a small VM that wake-up was most of a

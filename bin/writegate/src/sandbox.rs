@@ -100,7 +100,9 @@ pub(crate) fn check(w: &Path, protected: &[Protected]) -> Result<(), String> {
                 p.path.display()
             ));
         }
-        if p.what != "the workspace" && contains(&p.path, w) {
+        // Inside a workspace or HOME is allowed (a build output, an agent's
+        // state directory); inside writegate's own paths never.
+        if p.what != "the workspace" && p.what != "the home directory" && contains(&p.path, w) {
             return Err(format!(
                 "{} is inside {} ({}), which the agent must never write",
                 w.display(),

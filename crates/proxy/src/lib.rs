@@ -16,7 +16,9 @@
 //! its own (paths, encodings, approvals and audit are core's; which
 //! capabilities the agent side has is `writegate_acp::transport`'s), never
 //! let an `fs/*` request reach the editor, never change a forwarded line
-//! other than `initialize` and the ids of relayed requests and answers,
+//! other than `initialize`, the `_meta` of a session-opening request when
+//! there are instructions to add (`--sandbox`) and the ids of relayed
+//! requests and answers,
 //! never let an answer from one side complete a question asked of the
 //! other, and never write anything to stdout but protocol lines for the
 //! editor.
@@ -40,6 +42,11 @@ use writegate_core::Service;
 use writegate_stdio::StdioEnds;
 use writegate_stdio::run::Signals;
 
+/// What `writegate proxy --sandbox` tells the agent's model in every
+/// session: its file tools (the editor's `fs/*`, which writegate answers)
+/// write, its shell's direct writes to the workspace fail.
+pub const SANDBOX_INSTRUCTIONS: &str = "You run in a writegate sandbox: files in the workspace change only through your file-writing and editing tools (the editor's file writes, which writegate answers) and writegate's own tools. A direct write (a shell redirection, sed -i, mv, rm, a script that writes) fails with \"Permission denied\"; do not retry it, make the change with your file-editing tools instead.";
+
 /// What to run as the agent.
 #[derive(Debug, Clone)]
 pub struct ProxyOptions {
@@ -47,6 +54,10 @@ pub struct ProxyOptions {
     pub program: OsString,
     /// Its arguments.
     pub args: Vec<OsString>,
+    /// Text for the agent's model added to every `session/new`,
+    /// `session/load` and `session/resume` (in `_meta`: `systemPrompt.append`
+    /// and `writegate/instructions`); `None`: those go through unchanged.
+    pub session_instructions: Option<String>,
 }
 
 /// Runs the proxy on this process's stdin/stdout (the editor) until the
@@ -84,7 +95,10 @@ pub async fn run(service: Arc<Service>, opts: ProxyOptions) -> io::Result<u8> {
     } = agent;
     let agent_pid = child.id();
     tracing::info!(pid = agent_pid, "agent started");
-    let relay = Arc::new(Relay::new(service.clone()));
+    let relay = Arc::new(Relay::new(
+        service.clone(),
+        opts.session_instructions.clone(),
+    ));
     let agent_shared = shared(&service);
     let editor_shared = shared(&service);
     let agent_conn = tokio::spawn(run_connection(

@@ -43,6 +43,9 @@ use writegate_core::{Runtime, Service};
 
 /// What the two sides share.
 pub(crate) struct Relay {
+    /// Text added to every session-opening request for the agent's model
+    /// (`--sandbox`: files change only through writegate), in its `_meta`.
+    session_instructions: Option<String>,
     service: Arc<Service>,
     /// The editor's link (the proxy's stdout), and what the agent sent
     /// before it existed.
@@ -117,9 +120,10 @@ enum Then {
 }
 
 impl Relay {
-    pub(crate) fn new(service: Arc<Service>) -> Relay {
+    pub(crate) fn new(service: Arc<Service>, session_instructions: Option<String>) -> Relay {
         Relay {
             service,
+            session_instructions,
             editor: Mutex::new(Editor::NotYet(Vec::new())),
             agent: Mutex::new(None),
             agent_ready: Notify::new(),
@@ -387,6 +391,7 @@ impl Handler for EditorSide {
         let method = req.method.as_str();
         let mut initialize_params = None;
         let mut then = Then::Forward;
+        let mut opening = false;
         if method == AGENT_METHOD_NAMES.initialize {
             let mut params = req.params.clone();
             offer_fs(&mut params);
@@ -395,6 +400,7 @@ impl Handler for EditorSide {
             || method == AGENT_METHOD_NAMES.session_load
             || method == AGENT_METHOD_NAMES.session_resume
         {
+            opening = true;
             match self.relay.session_workspace(&req.params) {
                 Ok(Some(runtime)) => {
                     then = Then::Bind {
@@ -414,7 +420,14 @@ impl Handler for EditorSide {
             }
         }
         ticket.built();
-        let Request { id, method, params } = req;
+        let Request {
+            id,
+            method,
+            mut params,
+        } = req;
+        if let (true, Some(text)) = (opening, &self.relay.session_instructions) {
+            add_instructions(&mut params, text);
+        }
         let params = initialize_params.unwrap_or(params);
         self.relay
             .to_agent(link, id, (&method, &params), ticket, then);
@@ -596,6 +609,44 @@ fn offer_fs(params: &mut Value) {
         }
         fs["readTextFile"] = Value::Bool(true);
         fs["writeTextFile"] = Value::Bool(true);
+    }
+}
+
+/// Adds `text` to a session-opening request's `_meta` for the agent's
+/// model, keeping what the editor put there: appended to
+/// `_meta.systemPrompt.append` (the convention of Claude Code's ACP
+/// adapter; a `systemPrompt` string, which replaces the agent's prompt,
+/// gets it appended), and under `_meta["writegate/instructions"]` for any
+/// agent that looks for writegate's own key.
+fn add_instructions(params: &mut Value, text: &str) {
+    let Value::Object(p) = params else {
+        return;
+    };
+    let meta = p.entry("_meta").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    meta.insert("writegate/instructions".into(), Value::String(text.into()));
+    let joined = |old: &str| {
+        if old.is_empty() {
+            text.to_string()
+        } else {
+            format!("{old}\n\n{text}")
+        }
+    };
+    match meta.get_mut("systemPrompt") {
+        Some(Value::String(s)) => *s = joined(s),
+        Some(Value::Object(o)) => {
+            let old = o.get("append").and_then(Value::as_str).unwrap_or("");
+            let new = joined(old);
+            o.insert("append".into(), Value::String(new));
+        }
+        _ => {
+            meta.insert("systemPrompt".into(), json!({ "append": text }));
+        }
     }
 }
 

@@ -55,6 +55,8 @@ pub(crate) struct Env {
     pub(crate) config_home: PathBuf,
     /// `$CODEX_HOME`, else `~/.codex`.
     pub(crate) codex_home: PathBuf,
+    /// `$XDG_DATA_HOME`, else `~/.local/share` (writegate's launchers).
+    pub(crate) data_home: PathBuf,
     /// The writegate command the agents run: this binary's own path.
     pub(crate) writegate: String,
     /// Looks up a command on `PATH` (the agents an editor launches).
@@ -69,6 +71,9 @@ pub(crate) enum Content {
     CodexToml(Vec<&'static str>, Vec<(&'static str, &'static str)>),
     /// A file that is writegate's alone (created, or removed by `--remove`).
     Owned(String),
+    /// A launcher script that is writegate's alone (`--sandbox`): as
+    /// `Owned`, and executable.
+    Launcher(String),
 }
 
 /// One file to change.
@@ -203,10 +208,16 @@ pub(crate) fn targets(agent: Agent, env: &Env) -> Vec<Target> {
                 vec![("default_tools_approval_mode", "approve")],
             ),
         }],
-        Agent::Zed => vec![Target {
-            path: env.config_home.join("zed/settings.json"),
-            content: Content::Json(zed_edits(env)),
-        }],
+        Agent::Zed => vec![zed_target(env, false)],
+    }
+}
+
+/// Zed's settings file with writegate's entries; `sandboxed`: its agent
+/// servers behind `writegate proxy --sandbox`.
+pub(crate) fn zed_target(env: &Env, sandboxed: bool) -> Target {
+    Target {
+        path: env.config_home.join("zed/settings.json"),
+        content: Content::Json(zed_edits(env, sandboxed)),
     }
 }
 
@@ -214,9 +225,24 @@ pub(crate) fn targets(agent: Agent, env: &Env) -> Vec<Target> {
 /// runs) and the agents that route their file tools through the editor's
 /// `fs/*`, behind `writegate proxy`, with their own edit prompts off (the
 /// editor asks once, when writegate's gate holds a write).
-fn zed_edits(env: &Env) -> Vec<JsonEdit> {
+fn zed_edits(env: &Env, sandboxed: bool) -> Vec<JsonEdit> {
     let agent =
         |cmd: &str| (env.which)(cmd).map_or_else(|| cmd.to_string(), |p| p.display().to_string());
+    let proxy: &[&str] = if sandboxed {
+        &["proxy", "--sandbox", "--"]
+    } else {
+        &["proxy", "--"]
+    };
+    let args = |cmd: &str, mode: &str| {
+        let mut v: Vec<String> = proxy.iter().map(ToString::to_string).collect();
+        v.extend([
+            agent(cmd),
+            "--acp".into(),
+            "--approval-mode".into(),
+            mode.into(),
+        ]);
+        v
+    };
     vec![
         JsonEdit::Set(
             vec!["context_servers", "writegate"],
@@ -225,13 +251,13 @@ fn zed_edits(env: &Env) -> Vec<JsonEdit> {
         JsonEdit::Set(
             vec!["agent_servers", "qwen-code (writegate)"],
             json!({"type": "custom", "command": env.writegate,
-                   "args": ["proxy", "--", agent("qwen"), "--acp", "--approval-mode", "auto-edit"],
+                   "args": args("qwen", "auto-edit"),
                    "env": {}}),
         ),
         JsonEdit::Set(
             vec!["agent_servers", "gemini-cli (writegate)"],
             json!({"type": "custom", "command": env.writegate,
-                   "args": ["proxy", "--", agent("gemini"), "--acp", "--approval-mode", "auto_edit"],
+                   "args": args("gemini", "auto_edit"),
                    "env": {}}),
         ),
     ]

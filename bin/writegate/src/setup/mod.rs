@@ -15,6 +15,7 @@
 mod agents;
 pub(crate) mod disk;
 mod edit;
+mod sandbox;
 
 pub(crate) use agents::Agent;
 use agents::{Content, Env, Target};
@@ -32,6 +33,8 @@ struct Planned {
     /// What a removal leaves in place, in words (not written as it is now
     /// by writegate).
     left: Vec<String>,
+    /// A launcher: made executable once written.
+    executable: bool,
 }
 
 impl Planned {
@@ -63,6 +66,9 @@ fn env() -> Option<Env> {
     let config_home = env_var("XDG_CONFIG_HOME")
         .filter(|h| h.starts_with('/'))
         .map_or_else(|| home.join(".config"), PathBuf::from);
+    let data_home = env_var("XDG_DATA_HOME")
+        .filter(|h| h.starts_with('/'))
+        .map_or_else(|| home.join(".local/share"), PathBuf::from);
     let codex_home = env_var("CODEX_HOME")
         .filter(|h| h.starts_with('/'))
         .map_or_else(|| home.join(".codex"), PathBuf::from);
@@ -74,6 +80,7 @@ fn env() -> Option<Env> {
         home,
         config_home,
         codex_home,
+        data_home,
         writegate,
         which,
     })
@@ -105,7 +112,7 @@ fn plan(target: &Target, cur: &disk::Current, env: &Env, remove: bool) -> Result
             edit::edit_codex_toml(&cur.text, "writegate", &env.writegate, args, keys, remove)
                 .map(edited)
         }
-        Content::Owned(text) if remove => {
+        Content::Owned(text) | Content::Launcher(text) if remove => {
             if !cur.exists() || cur.text == *text {
                 Ok(Plan {
                     new: None,
@@ -121,8 +128,8 @@ fn plan(target: &Target, cur: &disk::Current, env: &Env, remove: bool) -> Result
                 })
             }
         }
-        Content::Owned(text) => {
-            if cur.exists() && cur.text != *text && !cur.text.starts_with(OWNED_MARK) {
+        Content::Owned(text) | Content::Launcher(text) => {
+            if cur.exists() && cur.text != *text && !owned_by_writegate(&cur.text) {
                 return Err(
                     "a file of that name is there that writegate setup did not write, and it does not replace it; move it away (or rename it), then run this again"
                         .to_string(),
@@ -134,6 +141,42 @@ fn plan(target: &Target, cur: &disk::Current, env: &Env, remove: bool) -> Result
             })
         }
     }
+}
+
+/// Whether a file of writegate's name is writegate's: its first line (a
+/// launcher's second, after `#!`) starts with [`OWNED_MARK`].
+fn owned_by_writegate(text: &str) -> bool {
+    let text = match text.strip_prefix("#!") {
+        Some(rest) => rest.split_once('\n').map_or("", |(_, r)| r),
+        None => text,
+    };
+    text.starts_with(OWNED_MARK)
+}
+
+/// The files of `agent` for this set-up, and whether it is sandboxed:
+/// with `--sandbox`, or for `--remove` when the set-up there was (its
+/// launcher is there; Zed's agent servers are the sandboxed ones).
+fn targets_of(agent: Agent, env: &Env, a: &SetupArgs) -> (Vec<agents::Target>, bool) {
+    let sandboxed = a.sandbox
+        || (a.remove
+            && sandbox::installed(agent, env, || {
+                let t = agents::zed_target(env, true);
+                disk::read(&t.path)
+                    .ok()
+                    .and_then(|cur| {
+                        let p = plan(&t, &cur, env, true).ok()?;
+                        Some(p.left.is_empty() && p.new.as_deref() != Some(cur.text.as_str()))
+                    })
+                    .unwrap_or(false)
+            }));
+    let mut targets = agents::targets(agent, env);
+    if sandboxed {
+        match sandbox::launcher(agent, env) {
+            Some(l) => targets.push(l),
+            None => targets = vec![agents::zed_target(env, true)],
+        }
+    }
+    (targets, sandboxed)
 }
 
 /// `writegate setup`.
@@ -150,13 +193,18 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
     let mut planned = Vec::new();
     // Files writegate owns that `--remove` leaves, with why.
     let mut kept = String::new();
-    for target in agents::targets(agent, &env) {
+    let (targets, sandboxed) = targets_of(agent, &env, a);
+    for target in targets {
+        let executable = matches!(target.content, Content::Launcher(_));
         let cur = match disk::read(&target.path) {
             Ok(c) => c,
             // A file of writegate's name that cannot be read as writegate's
             // (a symbolic link, a fifo, not text) is not writegate's: a
             // removal leaves it.
-            Err(e) if a.remove && matches!(target.content, Content::Owned(_)) => {
+            Err(e)
+                if a.remove
+                    && matches!(target.content, Content::Owned(_) | Content::Launcher(_)) =>
+            {
                 let _ = writeln!(
                     kept,
                     "{}: left as it is: {e}; delete it yourself if it should go",
@@ -179,7 +227,12 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
             }
         };
         match plan(&target, &cur, &env, a.remove) {
-            Ok(Plan { new, left }) => planned.push(Planned { cur, new, left }),
+            Ok(Plan { new, left }) => planned.push(Planned {
+                cur,
+                new,
+                left,
+                executable,
+            }),
             Err(e) => return cannot(agent, &target.path, &e),
         }
     }
@@ -224,6 +277,16 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
         if let Err(e) = done {
             return failed(&text, &p.cur.shown, &e);
         }
+        if p.executable
+            && p.new.is_some()
+            && let Err(e) = sandbox::make_executable(&p.cur.shown)
+        {
+            return failed(
+                &text,
+                &p.cur.shown,
+                &format!("cannot make it executable: {e}"),
+            );
+        }
         if p.new.is_none() {
             // A directory the file was alone in (gemini's policies/) goes too.
             disk::remove_dir_if_empty(&p.cur);
@@ -256,6 +319,9 @@ pub(crate) fn run(a: &SetupArgs) -> Status {
         );
     } else {
         text.push_str(agents::notes(agent));
+        if sandboxed {
+            text.push_str(&sandbox::notes(agent, &env));
+        }
     }
     out(&text);
     Status::Ok
