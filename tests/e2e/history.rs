@@ -50,6 +50,10 @@ fn cli_env(t: &Tree, args: &[&str], env: &[(&str, &str)]) -> Out {
     if matches!(args[0], "history" | "undo" | "rewind") {
         cmd.arg("--socket").arg(&t.sock);
     }
+    // A rewind reaches the workspace of the directory it runs in.
+    if args[0] == "rewind" {
+        cmd.current_dir(&t.ws);
+    }
     let o = run_with_stdin(cmd, b"");
     Out {
         code: o.code,

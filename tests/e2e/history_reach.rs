@@ -195,8 +195,85 @@ fn the_command_line_reaches_every_workspace() {
     assert_eq!(fs::read_to_string(&fb).unwrap(), "b1\n");
 
     // The rest of session `s`, in both workspaces (the undone one skipped).
-    let (_, out) = cli(&t, &["rewind", "--session", "s"]);
+    let (_, out) = cli(&t, &["rewind", "--session", "s", "--all-workspaces"]);
     assert!(out.contains("3 operations undone"), "{out}");
     assert_eq!(fs::read_to_string(&fa).unwrap(), "a0\n");
+    assert_eq!(fs::read_to_string(&fb).unwrap(), "b0\n");
+}
+
+/// `writegate rewind --session cli` took back every command-line write in
+/// every workspace, with only a note. A rewind now reaches the workspace
+/// of the current directory; run elsewhere, it is refused naming the
+/// session's workspaces; `--all-workspaces` reaches them all and
+/// `--workspace DIR` the files under DIR.
+#[test]
+fn regression_rewind_of_a_session_reached_every_workspace() {
+    let t = Tree::new(BIN);
+    let (_d, mut a, mut b, _, _) = two_workspaces(&t);
+    let (fa, fb) = (t.ws.join("a.txt"), t.wsb.join("b.txt"));
+    fs::write(&fa, "a0\n").unwrap();
+    fs::write(&fb, "b0\n").unwrap();
+    write_ok(&mut a, write_params(&fa, "a1\n"));
+    write_ok(&mut b, write_params(&fb, "b1\n"));
+    let sub = t.ws.join("sub");
+    fs::create_dir(&sub).unwrap();
+    let rewind = |dir: &Path, more: &[&str]| {
+        let mut cmd = t.command();
+        cmd.current_dir(dir)
+            .args(["rewind", "--session", "s"])
+            .args(more)
+            .arg("--socket")
+            .arg(&t.sock);
+        run_with_stdin(cmd, b"")
+    };
+
+    // Outside both: refused, both named, nothing changed.
+    let o = rewind(&t.out, &[]);
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr
+            .contains("wrote nothing in the workspace of the current directory")
+            && o.stderr.contains(t.ws.to_str().unwrap())
+            && o.stderr.contains(t.wsb.to_str().unwrap())
+            && o.stderr.contains("--all-workspaces"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(fs::read_to_string(&fa).unwrap(), "a1\n");
+    assert_eq!(fs::read_to_string(&fb).unwrap(), "b1\n");
+
+    // --all-workspaces: the plan reaches both, wherever it is run.
+    let o = rewind(&t.out, &["--all-workspaces", "--dry-run"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("2 operations")
+            && o.stdout.contains("a.txt")
+            && o.stdout.contains("b.txt"),
+        "{}",
+        o.stdout
+    );
+
+    // From a directory inside the first: its plan and its undo only.
+    let o = rewind(&sub, &["--dry-run"]);
+    assert!(
+        o.stdout.contains("1 operations") && o.stdout.contains("a.txt"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains("b.txt"), "{}", o.stdout);
+    let o = rewind(&sub, &[]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("1 operations undone"), "{}", o.stdout);
+    assert_eq!(fs::read_to_string(&fa).unwrap(), "a0\n");
+    assert_eq!(fs::read_to_string(&fb).unwrap(), "b1\n");
+
+    // --workspace and --all-workspaces do not go together.
+    let o = rewind(&sub, &["--all-workspaces", "--workspace", "."]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+
+    // --workspace DIR: the files under DIR, wherever it is run.
+    let o = rewind(&t.out, &["--workspace", t.wsb.to_str().unwrap()]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("1 operations undone"), "{}", o.stdout);
     assert_eq!(fs::read_to_string(&fb).unwrap(), "b0\n");
 }

@@ -212,9 +212,10 @@ pub(crate) enum Command {
     Undo(crate::history::UndoArgs),
     /// Undo a session's writes and edits, newest first, stopping at the first conflict.
     #[command(after_help = concat!(
-        "Each undo goes as `writegate undo` does (through the daemon, or in this command). A session\n",
-        "that wrote in several workspaces (session `cli` is every command-line write) is rewound in\n",
-        "all of them, and a note says so: --workspace DIR limits it to the files under DIR.\n",
+        "Each undo goes as `writegate undo` does (through the daemon, or in this command). It takes\n",
+        "back the session's operations in the workspace holding the current directory (session `cli`\n",
+        "is every command-line write, in every workspace): --workspace DIR takes the files under DIR\n",
+        "instead, --all-workspaces every workspace the session wrote in.\n",
         "\n",
         "Examples:\n",
         "  writegate rewind --session cli --workspace . --dry-run\n",

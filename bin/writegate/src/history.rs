@@ -91,9 +91,12 @@ pub(crate) struct RewindArgs {
     /// Stop after undoing this operation (default: all of the session's operations).
     #[arg(long, value_name = "OPID")]
     pub(crate) to: Option<String>,
-    /// Only the session's operations on files under this directory.
-    #[arg(long, value_name = "DIR")]
+    /// Only the session's operations on files under this directory (default: the operations in the workspace holding the current directory).
+    #[arg(long, value_name = "DIR", conflicts_with = "all_workspaces")]
     pub(crate) workspace: Option<PathBuf>,
+    /// The session's operations in every workspace it wrote in.
+    #[arg(long)]
+    pub(crate) all_workspaces: bool,
     /// Only print the plan.
     #[arg(long)]
     pub(crate) dry_run: bool,
@@ -645,6 +648,20 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
     if let Some(dir) = &a.workspace {
         let dir = canonical_target(dir);
         ops.retain(|o| Path::new(text(o, "path")).starts_with(&dir));
+    } else if !a.all_workspaces && !ops.is_empty() {
+        match here(&ops) {
+            Ok(id) => ops.retain(|o| text(o, "workspace") == id),
+            Err(roots) => {
+                let cwd = std::env::current_dir().unwrap_or_default();
+                eprintln!(
+                    "writegate: refused: not_undoable: session {} wrote nothing in the workspace of the current directory ({}); it wrote in {}: run this in one of them, or pass --workspace DIR or --all-workspaces",
+                    a.of_session,
+                    cwd.display(),
+                    roots.join(", ")
+                );
+                return Status::Refused;
+            }
+        }
     }
     // Undos the session made itself are not rewound (they are its way back
     // already); an operation already taken back is skipped.
@@ -671,16 +688,6 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
             a.of_session, a.of_session
         );
         return Status::Refused;
-    }
-    let mut workspaces: Vec<&str> = plan.iter().map(|o| text(o, "workspace")).collect();
-    workspaces.sort_unstable();
-    workspaces.dedup();
-    if a.workspace.is_none() && workspaces.len() > 1 {
-        eprintln!(
-            "writegate: note: session {} wrote in {} workspaces, and this rewind covers them all; pass --workspace DIR to rewind only the files under DIR",
-            a.of_session,
-            workspaces.len()
-        );
     }
     if a.dry_run {
         let mut s = format!(
@@ -736,6 +743,42 @@ pub(crate) fn rewind(a: &RewindArgs) -> Status {
         a.of_session
     ));
     Status::Ok
+}
+
+/// The workspace of the current directory among those `ops` were recorded
+/// in: the innermost directory above it (or it) whose runtime id is an
+/// operation's. Else the roots of the workspaces `ops` were recorded in
+/// (each the directory above one of its files with that id), to name them.
+fn here(ops: &[Value]) -> Result<String, Vec<String>> {
+    let cwd = canonical_target(&std::env::current_dir().unwrap_or_default());
+    let ids: std::collections::BTreeSet<&str> = ops.iter().map(|o| text(o, "workspace")).collect();
+    if let Some(id) = cwd
+        .ancestors()
+        .map(runtime_id)
+        .find(|id| ids.contains(id.as_str()))
+    {
+        return Ok(id);
+    }
+    let mut roots: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            ops.iter()
+                .filter(|o| text(o, "workspace") == *id)
+                .find_map(|o| {
+                    Path::new(text(o, "path"))
+                        .ancestors()
+                        .skip(1)
+                        .find(|r| runtime_id(r) == *id)
+                        .map(|r| r.display().to_string())
+                })
+                .unwrap_or_else(|| format!("workspace {id}"))
+        })
+        .collect();
+    roots.sort_unstable();
+    if roots.is_empty() {
+        roots.push("no workspace".to_string());
+    }
+    Err(roots)
 }
 
 /// `writegate diff`: what the operation changed, as a unified diff of the

@@ -26,7 +26,9 @@ fn same_audit_log(t: &Tree) {
 /// `writegate <args>` in the tree, stdin empty (not a terminal).
 fn wg(t: &Tree, args: &[&str]) -> (Option<i32>, String, String) {
     let mut cmd = t.command();
-    cmd.args(args);
+    // Run in the project, as a person taking back the agent's writes
+    // there does (a rewind reaches the current directory's workspace).
+    cmd.args(args).current_dir(&t.ws);
     let o = run_with_stdin(cmd, b"");
     (o.code, o.stdout, o.stderr)
 }
