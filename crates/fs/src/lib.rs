@@ -53,5 +53,7 @@ pub use publish::{
 };
 pub use release::{RELEASE_LINGER, RELEASE_QUEUE, Releaser};
 pub use remove::{remove_leaf, rmdir_empty, unlink_path};
-pub use sandbox_files::{create_private_subdir, remove_registry_entry, write_registry_entry};
+pub use sandbox_files::{
+    create_private_subdir, make_owner_executable, remove_registry_entry, write_registry_entry,
+};
 pub use socket::{current_uid, prepare_private_dir, remove_socket_file, set_socket_mode};

@@ -24,3 +24,17 @@ pub fn write_registry_entry(dir: &Path, name: &str, text: &str) -> io::Result<Pa
 pub fn remove_registry_entry(file: &Path) {
     let _ = std::fs::remove_file(file);
 }
+
+/// Makes the file at `path` executable by its owner only (0700), never
+/// through a symbolic link: for the launcher `writegate setup --sandbox`
+/// writes (0600, as every file setup writes).
+///
+/// Errors: the file cannot be opened (a symlink, missing) or its mode set.
+pub fn make_owner_executable(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o700))
+}

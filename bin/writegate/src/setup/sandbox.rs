@@ -88,14 +88,7 @@ pub(crate) fn installed(agent: Agent, env: &Env, zed_sandboxed: impl Fn() -> boo
 /// written 0600, as every file setup writes); never through a symbolic
 /// link.
 pub(crate) fn make_executable(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| e.to_string())
+    writegate_fs::make_owner_executable(path).map_err(|e| e.to_string())
 }
 
 /// What to tell the person after `--sandbox`.
