@@ -3,7 +3,7 @@
 //! core operation on a blocking thread; and [`run`], which serves it on
 //! stdin/stdout until the client goes away or a signal arrives.
 
-use crate::approver::{self, ElicitApprover};
+use crate::approver::{self, ElicitApprover, QueueApprover};
 use crate::input::{self, Answered, Questions};
 use crate::out::{Answer, Pending};
 use crate::reply::{self, Situation};
@@ -42,6 +42,11 @@ pub struct McpOptions {
     /// directory writegate was started in is one, with the trust of client
     /// roots; not `/`, the home directory or above it.
     pub cwd_workspace: bool,
+    /// A held call whose client cannot be asked waits for the person's
+    /// answer in the service's approval queue (`writegate pending`,
+    /// `writegate answer`) instead of being refused: the daemon's
+    /// connections, where the person can reach the queue.
+    pub approval_queue: bool,
 }
 
 impl Default for McpOptions {
@@ -57,6 +62,7 @@ impl Default for McpOptions {
             ),
             config_file: None,
             cwd_workspace: false,
+            approval_queue: false,
         }
     }
 }
@@ -104,7 +110,12 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     let input_ended = CancellationToken::new();
     let transport = crate::transport::Stdio::new(max_line, grace, input_ended.clone());
     let pending = transport.pending();
-    let server = McpServer::new(service, opts, input_ended, pending);
+    let cwd = opts.cwd_workspace.then(|| {
+        let dir = std::env::current_dir()
+            .map_err(|e| format!("the directory it was started in cannot be read: {e}"))?;
+        cwd_workspace(&dir)
+    });
+    let server = McpServer::new(service, opts, input_ended, pending, Transport::Stdio, cwd);
     let running = match server.serve(transport).await {
         Ok(running) => running,
         Err(e) if client_went_away(&e) => {
@@ -146,8 +157,22 @@ fn client_went_away(e: &ServerInitializeError) -> bool {
     }
 }
 
-/// The handler of one MCP connection (one per process).
-struct McpServer {
+/// `dir` as a `--cwd-workspace` directory: the checks of
+/// `roots::cwd_workspace` against the home directory. A refusal is logged.
+pub(crate) fn cwd_workspace(dir: &Path) -> Result<PathBuf, String> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let checked = crate::roots::cwd_workspace(dir, home.as_deref());
+    if let Err(why) = &checked {
+        tracing::warn!("--cwd-workspace: {why}; a client that shares no roots gets no workspace");
+    }
+    checked
+}
+
+/// The handler of one MCP connection (one per process for `writegate
+/// mcp`, one per accepted connection on the daemon's socket).
+pub(crate) struct McpServer {
     service: Arc<Service>,
     workspaces: Workspaces,
     opts: McpOptions,
@@ -164,6 +189,8 @@ struct McpServer {
     input_ended: CancellationToken,
     /// The connection's prebuilt answers, sent only by its `out::Out`.
     pending: Pending,
+    /// The transport it came over: its allowances.
+    transport: Transport,
 }
 
 /// How the client of one request can be asked about a held call.
@@ -212,25 +239,17 @@ struct Call {
 }
 
 impl McpServer {
-    fn new(
+    /// The handler of one connection over `transport`; `cwd`: the
+    /// `--cwd-workspace` directory, checked ([`cwd_workspace`]), or `None`
+    /// without the flag.
+    pub(crate) fn new(
         service: Arc<Service>,
         opts: McpOptions,
         input_ended: CancellationToken,
         pending: Pending,
+        transport: Transport,
+        cwd: Option<Result<PathBuf, String>>,
     ) -> McpServer {
-        let cwd = opts.cwd_workspace.then(|| {
-            let dir = std::env::current_dir()
-                .map_err(|e| format!("the directory it was started in cannot be read: {e}"))?;
-            let home = std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(PathBuf::from);
-            crate::roots::cwd_workspace(&dir, home.as_deref())
-        });
-        if let Some(Err(why)) = &cwd {
-            tracing::warn!(
-                "--cwd-workspace: {why}; a client that shares no roots gets no workspace"
-            );
-        }
         McpServer {
             workspaces: Workspaces::new(service.clone(), cwd),
             service,
@@ -239,6 +258,7 @@ impl McpServer {
             questions: Questions::default(),
             input_ended,
             pending,
+            transport,
         }
     }
 
@@ -295,6 +315,16 @@ impl McpServer {
                 input_ended: self.input_ended.clone(),
                 timeout: self.service.config().approval_timeout(),
             })),
+            Asking::No if self.opts.approval_queue => Some(Arc::new(QueueApprover {
+                service: self.service.clone(),
+                asker: writegate_core::queue::Asker {
+                    agent: cx.peer.peer_info().map(|i| i.client_info.name.clone()),
+                    session: Some(self.opts.session_id.clone()),
+                },
+                cancel: cx.ct.clone(),
+                input_ended: self.input_ended.clone(),
+                timeout: self.service.config().approval_timeout(),
+            })),
             Asking::InputRequired | Asking::No => {
                 answered.map(|a| Arc::new(a) as Arc<dyn Approver>)
             }
@@ -304,14 +334,14 @@ impl McpServer {
             ctx: OpCtx {
                 runtime,
                 session_id: Some(self.opts.session_id.clone()),
-                allows: Transport::Stdio.allowances(),
+                allows: self.transport.allowances(),
                 route: tool.route,
                 cancel: Arc::new(AtomicBool::new(false)),
                 approver,
                 client_root,
             },
             client_root,
-            asked: asking != Asking::No,
+            asked: asking != Asking::No || self.opts.approval_queue,
         })
     }
 
