@@ -15,6 +15,8 @@ mod history;
 mod mcp;
 mod memory;
 mod proxy;
+mod queue;
+mod relay;
 mod serve;
 mod service;
 mod setup;
@@ -61,6 +63,8 @@ fn main() -> ExitCode {
         Command::Edit(a) => commands::edit(&a),
         Command::Read(a) => commands::read(&a),
         Command::Approve(a) => commands::approve(&a),
+        Command::Pending(a) => queue::pending(&a),
+        Command::Answer(a) => queue::answer(&a),
         Command::Audit(a) => audit::run(&a),
         Command::History(a) => history::history(&a),
         Command::Undo(a) => history::undo(&a),

@@ -27,6 +27,9 @@ impl McpArgs {
 /// Serves MCP on stdin/stdout until the client closes it (status 0, before
 /// the `initialize` handshake as after it). Status 2 when it cannot start.
 pub(crate) fn mcp(a: McpArgs) -> Status {
+    if let Some(socket) = &a.connect {
+        return crate::relay::relay(socket.as_deref(), a.cwd_workspace);
+    }
     init_logs_or(0, 0, "info,rmcp=warn");
     // Client roots may bring the workspaces: none on the command line is fine.
     let service = match build_service(&a.startup(), false) {

@@ -222,7 +222,12 @@ mod tests {
         let q = Arc::new(ApprovalQueue::default());
         let q2 = q.clone();
         let waiter = std::thread::spawn(move || {
-            q2.wait(&question(), Asker::default(), Duration::from_secs(10), &|| false)
+            q2.wait(
+                &question(),
+                Asker::default(),
+                Duration::from_secs(10),
+                &|| false,
+            )
         });
         let id = loop {
             if let Some(w) = q.list().first() {
@@ -243,9 +248,19 @@ mod tests {
     #[test]
     fn nobody_approves_when_the_time_limit_passes_or_the_call_is_cancelled() {
         let q = ApprovalQueue::default();
-        let a = q.wait(&question(), Asker::default(), Duration::from_millis(60), &|| false);
+        let a = q.wait(
+            &question(),
+            Asker::default(),
+            Duration::from_millis(60),
+            &|| false,
+        );
         assert_eq!(a, ApprovalAnswer::Unavailable);
-        let a = q.wait(&question(), Asker::default(), Duration::from_secs(10), &|| true);
+        let a = q.wait(
+            &question(),
+            Asker::default(),
+            Duration::from_secs(10),
+            &|| true,
+        );
         assert_eq!(a, ApprovalAnswer::Cancelled);
         assert!(q.list().is_empty());
     }

@@ -128,12 +128,11 @@ pub(crate) struct QueueApprover {
 impl Approver for QueueApprover {
     fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
         let wait = || {
-            self.service.approval_queue().wait(
-                q,
-                self.asker.clone(),
-                self.timeout,
-                &|| self.cancel.is_cancelled() || self.input_ended.is_cancelled(),
-            )
+            self.service
+                .approval_queue()
+                .wait(q, self.asker.clone(), self.timeout, &|| {
+                    self.cancel.is_cancelled() || self.input_ended.is_cancelled()
+                })
         };
         // On a runtime worker (a small call runs there), the worker's other
         // tasks move to another thread while this one waits.

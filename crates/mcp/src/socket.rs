@@ -204,7 +204,11 @@ mod tests {
 
     #[test]
     fn the_hello_is_one_exact_shape_and_anything_else_is_a_message() {
-        assert!(hello(br#"{"writegate/relay":{"cwdWorkspace":true}}"#).unwrap().cwd_workspace);
+        assert!(
+            hello(br#"{"writegate/relay":{"cwdWorkspace":true}}"#)
+                .unwrap()
+                .cwd_workspace
+        );
         assert!(!hello(br#"{"writegate/relay":{}}"#).unwrap().cwd_workspace);
         for other in [
             &br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#[..],

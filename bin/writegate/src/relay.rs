@@ -1,0 +1,93 @@
+//! `writegate mcp --connect [SOCKET]`: a byte relay of the agent's stdio to
+//! the daemon's MCP socket. It holds no policy and writes no audit event:
+//! the daemon serves the connection (`writegate_mcp::serve_socket`). Its
+//! one line of its own is the hello that asks for `--cwd-workspace`; the
+//! daemon takes the directory from the relay's process, not from the hello.
+
+use crate::{Status, absolutize, env_var};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The daemon's MCP socket by default: `mcp.sock` beside the ACP socket.
+pub(crate) fn default_mcp_socket() -> PathBuf {
+    let acp = writegate_acp::default_socket_path(&env_var);
+    acp.with_file_name("mcp.sock")
+}
+
+/// How long the relay waits for a socket-activated daemon to serve MCP.
+const ACTIVATION_WAIT: Duration = Duration::from_secs(5);
+
+/// Connects to `socket`. When nothing listens there but the ACP socket
+/// beside it answers (systemd's `writegate.socket` starts the daemon on
+/// its first connection), the relay waits for the daemon to bind its MCP
+/// socket.
+fn connect(socket: &Path) -> std::io::Result<UnixStream> {
+    let first = match UnixStream::connect(socket) {
+        Ok(s) => return Ok(s),
+        Err(e) => e,
+    };
+    let acp = socket.with_file_name("writegate.sock");
+    if UnixStream::connect(&acp).is_err() {
+        return Err(first);
+    }
+    let until = Instant::now() + ACTIVATION_WAIT;
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        match UnixStream::connect(socket) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= until => return Err(e),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Relays stdin to the daemon and the daemon's answers to stdout until
+/// the daemon closes the connection (after stdin ends, it answers what
+/// was asked first). Status 3, with what to do, when no daemon listens.
+pub(crate) fn relay(socket: Option<&Path>, cwd_workspace: bool) -> Status {
+    let socket = socket.map_or_else(default_mcp_socket, absolutize);
+    let stream = match connect(&socket) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "writegate: mcp --connect: no daemon serves MCP at {}: {e}. Start it with `writegate serve --workspace DIR` (or `systemctl --user enable --now writegate.socket` after `writegate service install`), pass the socket it serves MCP on (--connect PATH), or run `writegate mcp` without --connect to serve this agent on its own.",
+                socket.display()
+            );
+            return Status::Unreachable;
+        }
+    };
+    let hello = serde_json::json!({ writegate_mcp::HELLO_KEY: {"cwdWorkspace": cwd_workspace} });
+    let mut up = match stream.try_clone() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("writegate: mcp --connect: {e}");
+            return Status::Unreachable;
+        }
+    };
+    if let Err(e) = writeln!(up, "{hello}") {
+        eprintln!(
+            "writegate: mcp --connect: the daemon at {} closed the connection: {e}",
+            socket.display()
+        );
+        return Status::Unreachable;
+    }
+    // Agent to daemon on a thread of its own; at the end of stdin the
+    // daemon is told (half close) and still answers what was asked.
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let _ = std::io::copy(&mut stdin, &mut up);
+        let _ = up.shutdown(std::net::Shutdown::Write);
+    });
+    let mut down = stream;
+    let mut stdout = std::io::stdout().lock();
+    match std::io::copy(&mut down, &mut stdout) {
+        Ok(_) => Status::Ok,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Status::Ok,
+        Err(e) => {
+            eprintln!("writegate: mcp --connect: the connection to the daemon broke: {e}");
+            Status::Unreachable
+        }
+    }
+}
