@@ -5,7 +5,7 @@
 //! daemon takes the directory from the relay's process, not from the hello.
 
 use crate::{Status, absolutize, env_var};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -74,20 +74,36 @@ pub(crate) fn relay(socket: Option<&Path>, cwd_workspace: bool) -> Status {
         return Status::Unreachable;
     }
     // Agent to daemon on a thread of its own; at the end of stdin the
-    // daemon is told (half close) and still answers what was asked.
+    // daemon is told (half close) and still answers what was asked. Each
+    // direction is a plain read and write of what arrived: no buffer
+    // holds a message back.
     std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let _ = std::io::copy(&mut stdin, &mut up);
+        let _ = pump(&mut std::io::stdin().lock(), &mut up);
         let _ = up.shutdown(std::net::Shutdown::Write);
     });
     let mut down = stream;
-    let mut stdout = std::io::stdout().lock();
-    match std::io::copy(&mut down, &mut stdout) {
-        Ok(_) => Status::Ok,
+    match pump(&mut down, &mut std::io::stdout().lock()) {
+        Ok(()) => Status::Ok,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Status::Ok,
         Err(e) => {
             eprintln!("writegate: mcp --connect: the connection to the daemon broke: {e}");
             Status::Unreachable
         }
+    }
+}
+
+/// Copies `from` to `to` until the end of `from`, each read written and
+/// flushed at once.
+fn pump(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+        to.flush()?;
     }
 }

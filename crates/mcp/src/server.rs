@@ -251,7 +251,10 @@ impl McpServer {
         cwd: Option<Result<PathBuf, String>>,
     ) -> McpServer {
         McpServer {
-            workspaces: Workspaces::new(service.clone(), cwd),
+            workspaces: match transport {
+                Transport::Socket => Workspaces::new(service.clone(), cwd).cwd_first(),
+                Transport::Stdio => Workspaces::new(service.clone(), cwd),
+            },
             service,
             opts,
             running: Mutex::new(HashMap::new()),
