@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
+mod connect;
 mod history_without_daemon;
 mod own_files;
 mod questions;
@@ -135,17 +136,22 @@ fn start(t: &Tree, args: &[&str], caps: &Caps, roots: &[&Path]) -> Mcp {
 
 /// [`start`], with `dir` as writegate's working directory.
 fn start_in(t: &Tree, dir: &Path, args: &[&str], caps: &Caps, roots: &[&Path]) -> Mcp {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let mut cmd = t.command();
     cmd.arg("mcp")
         .arg("--audit-log")
         .arg(&t.audit_log)
         .args(args)
         .current_dir(dir);
+    start_command(t, cmd, caps, roots)
+}
+
+/// The client on `cmd`'s stdio (a `writegate mcp` command line).
+fn start_command(t: &Tree, cmd: std::process::Command, caps: &Caps, roots: &[&Path]) -> Mcp {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let n = fs::read_dir(t.base.join("logs")).unwrap().count();
     let stderr = t.base.join(format!("logs/mcp-{n}.stderr"));
     let err = fs::File::create(&stderr).unwrap();

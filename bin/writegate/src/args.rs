@@ -160,6 +160,31 @@ pub(crate) enum Command {
         client_exit_statuses!()
     ))]
     Approve(ApproveArgs),
+    /// List the held calls waiting for your answer (agents that cannot ask you themselves).
+    #[command(after_help = concat!(
+        "An agent connected with `writegate mcp --connect` whose client cannot show an approval\n",
+        "question (no MCP elicitation) waits for your answer here, up to approval_timeout_ms.\n",
+        "With --json: an array of {id, agent, session, command, reason, ageSecs}.\n",
+        "\n",
+        "Examples:\n",
+        "  writegate pending\n",
+        "  writegate pending --json | jq -r '.[].id'\n",
+        "\n",
+        client_exit_statuses!()
+    ))]
+    Pending(PendingArgs),
+    /// Answer one waiting question: allow, allow-session or deny.
+    #[command(after_help = concat!(
+        "  allow          this call only\n",
+        "  allow-session  this call and the same command for the rest of the agent's session\n",
+        "  deny           refuse it; the file is not touched\n",
+        "\n",
+        "Example:\n",
+        "  writegate answer 3f2a9c1d allow\n",
+        "\n",
+        client_exit_statuses!()
+    ))]
+    Answer(AnswerArgs),
     /// Show the audit log: one line per event, optionally filtered or followed.
     #[command(after_help = concat!(
         "The log is --audit-log FILE, else the config's audit.path (--config FILE, WRITEGATE_AUDIT_PATH),\n",
@@ -336,6 +361,13 @@ pub(crate) struct McpArgs {
     /// it about a held call, and tell it that files change only through these tools.
     #[arg(long, hide = true)]
     pub(crate) sandboxed_client: bool,
+    /// Relay this agent's MCP to the running daemon's MCP socket instead of serving it here
+    /// [default SOCKET: $XDG_RUNTIME_DIR/writegate/mcp.sock]: one policy, audit log, history and
+    /// approval queue for every agent. The daemon's config and workspaces apply.
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, conflicts_with_all = ["workspaces", "config", "audit_log", "client_roots"])]
+    // clap's shape of a flag with an optional value: absent, bare, or with a path.
+    #[allow(clippy::option_option)]
+    pub(crate) connect: Option<Option<PathBuf>>,
 }
 
 /// `--client-roots`: `ignore`, `untrusted` or `trusted`.
@@ -358,6 +390,10 @@ pub(crate) struct ServeArgs {
     /// Listen on this Unix socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
     #[arg(long, value_name = "PATH")]
     pub(crate) socket: Option<PathBuf>,
+    /// Serve MCP on this Unix socket (for `writegate mcp --connect`) [default: mcp.sock beside
+    /// the ACP socket; none with --stdio alone].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) mcp_socket: Option<PathBuf>,
     /// Register a workspace (repeatable; the first is the primary).
     #[arg(long = "workspace", value_name = "DIR")]
     pub(crate) workspaces: Vec<PathBuf>,
@@ -503,6 +539,53 @@ pub(crate) struct ApproveArgs {
     pub(crate) scope: ApproveScope,
     #[command(flatten)]
     pub(crate) client: ClientArgs,
+}
+
+/// `writegate pending`.
+#[derive(Args)]
+pub(crate) struct PendingArgs {
+    /// Print a JSON array instead of lines.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+}
+
+/// `writegate answer`.
+#[derive(Args)]
+pub(crate) struct AnswerArgs {
+    /// The question's id, as `writegate pending` lists it.
+    #[arg(value_name = "ID")]
+    pub(crate) id: String,
+    /// The answer.
+    #[arg(value_enum, value_name = "ANSWER")]
+    pub(crate) answer: AnswerChoice,
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+}
+
+/// `writegate answer`'s answers.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum AnswerChoice {
+    /// This call only.
+    Allow,
+    /// This call and the same command for the rest of the session.
+    AllowSession,
+    /// Refuse it.
+    Deny,
+}
+
+impl AnswerChoice {
+    /// The wire name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            AnswerChoice::Allow => "allow",
+            AnswerChoice::AllowSession => "allow-session",
+            AnswerChoice::Deny => "deny",
+        }
+    }
 }
 
 /// `writegate audit`.

@@ -16,6 +16,7 @@ mod mcp;
 mod mcp_http;
 mod memory;
 mod proxy;
+mod queue;
 mod relay;
 mod run;
 mod sandbox;
@@ -67,6 +68,8 @@ fn main() -> ExitCode {
         Command::Edit(a) => commands::edit(&a),
         Command::Read(a) => commands::read(&a),
         Command::Approve(a) => commands::approve(&a),
+        Command::Pending(a) => queue::pending(&a),
+        Command::Answer(a) => queue::answer(&a),
         Command::Audit(a) => audit::run(&a),
         Command::History(a) => history::history(&a),
         Command::Undo(a) => history::undo(&a),

@@ -30,7 +30,10 @@ pub(crate) fn mcp(a: McpArgs) -> Status {
     // Inside `writegate run`: this process cannot write the workspace, the
     // run's writegate outside can. Relay to it, whatever the arguments.
     if let Some(socket) = std::env::var_os(crate::run::RUN_SOCKET_VAR).filter(|s| !s.is_empty()) {
-        return crate::relay::relay(std::path::Path::new(&socket));
+        return crate::relay::relay_to_run(std::path::Path::new(&socket));
+    }
+    if let Some(socket) = &a.connect {
+        return crate::relay::relay(socket.as_deref(), a.cwd_workspace);
     }
     init_logs_or(0, 0, "info,rmcp=warn");
     // Client roots may bring the workspaces: none on the command line is fine.

@@ -1,57 +1,143 @@
-//! `writegate mcp` inside a sandbox: a thin relay of its stdio to a
-//! writegate outside, byte for byte. No policy, no audit log of its own:
-//! the writegate at the other end serves the MCP session. `writegate run`
-//! names the socket in `WRITEGATE_RUN_SOCKET`; a relay to the per-user
-//! daemon (`--connect`) is the same loop.
+//! `writegate mcp --connect [SOCKET]`: a byte relay of the agent's stdio to
+//! the daemon's MCP socket. It holds no policy and writes no audit event:
+//! the daemon serves the connection (`writegate_mcp::serve_socket`). Its
+//! one line of its own is the hello that asks for `--cwd-workspace`; the
+//! daemon takes the directory from the relay's process, not from the hello.
+//!
+//! Inside `writegate run` (`WRITEGATE_RUN_SOCKET` set), `writegate mcp`
+//! relays the same way, with no hello, to the run's own writegate outside
+//! the sandbox ([`relay_to_run`]).
 
-use crate::Status;
+use crate::{Status, absolutize, env_var};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-/// Relays stdin to `socket` and `socket` to stdout until the far end
-/// closes. Status 0 then; 3 when the socket cannot be reached.
-pub(crate) fn relay(socket: &Path) -> Status {
-    let stream = match UnixStream::connect(socket) {
+/// The daemon's MCP socket by default: `mcp.sock` beside the ACP socket.
+pub(crate) fn default_mcp_socket() -> PathBuf {
+    let acp = writegate_acp::default_socket_path(&env_var);
+    acp.with_file_name("mcp.sock")
+}
+
+/// How long the relay waits for a socket-activated daemon to serve MCP.
+const ACTIVATION_WAIT: Duration = Duration::from_secs(5);
+
+/// Connects to `socket`. When nothing listens there but the ACP socket
+/// beside it answers (systemd's `writegate.socket` starts the daemon on
+/// its first connection), the relay waits for the daemon to bind its MCP
+/// socket.
+fn connect(socket: &Path) -> std::io::Result<UnixStream> {
+    let first = match UnixStream::connect(socket) {
+        Ok(s) => return Ok(s),
+        Err(e) => e,
+    };
+    let acp = socket.with_file_name("writegate.sock");
+    if UnixStream::connect(&acp).is_err() {
+        return Err(first);
+    }
+    let until = Instant::now() + ACTIVATION_WAIT;
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        match UnixStream::connect(socket) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= until => return Err(e),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Relays stdin to the daemon and the daemon's answers to stdout until
+/// the daemon closes the connection (after stdin ends, it answers what
+/// was asked first). Status 3, with what to do, when no daemon listens.
+pub(crate) fn relay(socket: Option<&Path>, cwd_workspace: bool) -> Status {
+    let socket = socket.map_or_else(default_mcp_socket, absolutize);
+    let stream = match connect(&socket) {
         Ok(s) => s,
         Err(e) => {
             eprintln!(
-                "writegate mcp: cannot reach the writegate serving this sandbox at {}: {e} (is its `writegate run` still running?)",
+                "writegate: mcp --connect: no daemon serves MCP at {}: {e}. Start it with `writegate serve --workspace DIR` (or `systemctl --user enable --now writegate.socket` after `writegate service install`), pass the socket it serves MCP on (--connect PATH), or run `writegate mcp` without --connect to serve this agent on its own.",
                 socket.display()
             );
             return Status::Unreachable;
         }
     };
-    let Ok(mut to_server) = stream.try_clone() else {
-        eprintln!("writegate mcp: cannot use the socket {}", socket.display());
-        return Status::Unreachable;
-    };
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let _ = std::io::copy(&mut stdin, &mut to_server);
-        // The client closed stdin: the server sees the end of its input.
-        let _ = to_server.shutdown(std::net::Shutdown::Write);
-    });
-    let mut from_server = stream;
-    let mut stdout = std::io::stdout().lock();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match from_server.read(&mut buf) {
-            Ok(0) => return Status::Ok,
-            Ok(n) => {
-                if stdout
-                    .write_all(&buf[..n])
-                    .and_then(|()| stdout.flush())
-                    .is_err()
-                {
-                    return Status::Ok;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                eprintln!("writegate mcp: the connection to the sandbox's writegate broke: {e}");
-                return Status::Unreachable;
-            }
+    let hello = serde_json::json!({ writegate_mcp::HELLO_KEY: {"cwdWorkspace": cwd_workspace} });
+    pipe(stream, Some(hello), &socket, "mcp --connect", "the daemon")
+}
+
+/// `writegate mcp` inside `writegate run`: relays stdio to the run's own
+/// writegate at `socket`, byte for byte (no hello: the run serves each
+/// connection as a sandboxed client). Status 3 when it cannot be reached.
+pub(crate) fn relay_to_run(socket: &Path) -> Status {
+    match UnixStream::connect(socket) {
+        Ok(stream) => pipe(stream, None, socket, "mcp", "the sandbox's writegate"),
+        Err(e) => {
+            eprintln!(
+                "writegate: mcp: cannot reach the writegate serving this sandbox at {}: {e} (is its `writegate run` still running?)",
+                socket.display()
+            );
+            Status::Unreachable
         }
+    }
+}
+
+/// Sends `hello` (one line) if any, then relays stdin to `stream` and
+/// `stream` to stdout until the far end closes.
+fn pipe(
+    stream: UnixStream,
+    hello: Option<serde_json::Value>,
+    socket: &Path,
+    cmd: &str,
+    far: &str,
+) -> Status {
+    let mut up = match stream.try_clone() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("writegate: {cmd}: {e}");
+            return Status::Unreachable;
+        }
+    };
+    if let Some(hello) = hello
+        && let Err(e) = writeln!(up, "{hello}")
+    {
+        eprintln!(
+            "writegate: {cmd}: {far} at {} closed the connection: {e}",
+            socket.display()
+        );
+        return Status::Unreachable;
+    }
+    // Agent to far end on a thread of its own; at the end of stdin the far
+    // end is told (half close) and still answers what was asked. Each
+    // direction is a plain read and write of what arrived: no buffer
+    // holds a message back.
+    std::thread::spawn(move || {
+        let _ = pump(&mut std::io::stdin().lock(), &mut up);
+        let _ = up.shutdown(std::net::Shutdown::Write);
+    });
+    let mut down = stream;
+    match pump(&mut down, &mut std::io::stdout().lock()) {
+        Ok(()) => Status::Ok,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Status::Ok,
+        Err(e) => {
+            eprintln!("writegate: {cmd}: the connection to {far} broke: {e}");
+            Status::Unreachable
+        }
+    }
+}
+
+/// Copies `from` to `to` until the end of `from`, each read written and
+/// flushed at once.
+fn pump(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+        to.flush()?;
     }
 }

@@ -329,8 +329,8 @@ const WANT_NOFILE: u64 = 1 << 16;
 /// releaser up to 128 replaced files, so the usual soft limit of 1,024
 /// served only a few hundred connections; past it, accepts failed and
 /// requests were refused `io_error`. The daemon uses `epoll`, never
-/// `select`, and starts no child process, so nothing needs the old limit
-/// back. A failure leaves the limit as it was (logged at debug level).
+/// `select`, and its only child process is `notify-send` (which needs no
+/// old limit), so nothing needs the old limit back. A failure leaves the limit as it was (logged at debug level).
 fn raise_descriptor_limit() {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
@@ -376,7 +376,8 @@ fn already_serving(socket: &std::path::Path) -> String {
 /// Runs the daemon until SIGTERM/SIGINT (or the end of stdin with `--stdio`
 /// alone). [`Status::Usage`] (2) when it cannot start.
 pub(crate) fn serve(a: &ServeArgs) -> Status {
-    init_logs(a.verbose, a.quiet);
+    // rmcp's info lines (one per MCP connection) are the SDK's, not ours.
+    init_logs_or(a.verbose, a.quiet, "info,rmcp=warn");
     raise_descriptor_limit();
     // Socket activation first: descriptor 3, if systemd passed it.
     let activated = match writegate_acp::activated_listener(&env_var) {
@@ -447,18 +448,38 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
             return Status::Usage;
         }
     };
+    // MCP beside ACP: `mcp.sock` in the ACP socket's directory (the
+    // private runtime directory), unless --mcp-socket names another; none
+    // for --stdio alone.
+    let mcp_socket = match (&a.mcp_socket, &socket) {
+        (Some(p), _) => Some(absolutize(p)),
+        (None, Some(acp)) => Some(acp.with_file_name("mcp.sock")),
+        (None, None) => activated
+            .as_ref()
+            .map(|_| crate::relay::default_mcp_socket()),
+    };
+    if let Some(notify) = notifier() {
+        service.approval_queue().set_notifier(notify);
+    }
     let opts = writegate_acp::ServeOptions {
         stdio: a.stdio,
         socket,
         activated,
         on_reload: Some(reload),
     };
+    let mcp_opts = writegate_mcp::SocketOptions {
+        config_file: a
+            .config
+            .as_deref()
+            .map(absolutize)
+            .or_else(default_config_path),
+    };
     match run_on(
         runtime,
         crate::mcp_http::alongside(
             mcp_http,
             service.clone(),
-            writegate_acp::serve(service.clone(), opts),
+            serve_both(service.clone(), opts, mcp_socket, mcp_opts),
         ),
         &service,
     ) {
@@ -468,6 +489,84 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
             Status::Usage
         }
     }
+}
+
+/// ACP (`writegate_acp::serve`) and, on `mcp_socket`, MCP
+/// (`writegate_mcp::serve_socket`) over one service, until ACP's serve
+/// ends (a signal); then the MCP connections get `shutdown_grace_ms` to
+/// finish and the MCP socket file is removed if it is still ours.
+async fn serve_both(
+    service: Arc<Service>,
+    opts: writegate_acp::ServeOptions,
+    mcp_socket: Option<PathBuf>,
+    mcp_opts: writegate_mcp::SocketOptions,
+) -> std::io::Result<()> {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mcp = match mcp_socket {
+        None => None,
+        Some(path) => {
+            let listener = writegate_acp::server::bind_socket(&path).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("MCP socket {}: {e}", path.display()))
+            })?;
+            tracing::info!(socket = %path.display(), "serving MCP (writegate mcp --connect)");
+            let ino = std::fs::symlink_metadata(&path).ok().map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                (m.dev(), m.ino())
+            });
+            let task = tokio::spawn(writegate_mcp::serve_socket(
+                service.clone(),
+                listener,
+                stop.clone(),
+                mcp_opts,
+            ));
+            Some((task, path, ino))
+        }
+    };
+    let result = writegate_acp::serve(service.clone(), opts).await;
+    stop.cancel();
+    if let Some((task, path, ino)) = mcp {
+        let grace = std::time::Duration::from_millis(service.config().shutdown_grace_ms);
+        if tokio::time::timeout(grace, task).await.is_err() {
+            tracing::warn!("shutdown grace elapsed with MCP calls still running");
+        }
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::symlink_metadata(&path)
+            && Some((m.dev(), m.ino())) == ino
+        {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    result
+}
+
+/// A desktop notification for each question that waits for the person,
+/// through `notify-send` when it is on `PATH` (none otherwise).
+fn notifier() -> Option<writegate_core::queue::Notifier> {
+    let path = std::env::var_os("PATH")?;
+    let program = std::env::split_paths(&path)
+        .map(|d| d.join("notify-send"))
+        .find(|p| p.is_file())?;
+    Some(Box::new(move |w: &writegate_core::queue::Waiting| {
+        let body = format!(
+            "{}\n{}\nwritegate answer {} allow|allow-session|deny",
+            w.command, w.reason, w.id
+        );
+        let child = std::process::Command::new(&program)
+            .args([
+                "--app-name=writegate",
+                "writegate: an agent waits for your answer",
+            ])
+            .arg(body)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        match child {
+            // Reaped off the caller's thread.
+            Ok(mut c) => drop(std::thread::spawn(move || c.wait())),
+            Err(e) => tracing::debug!(error = %e, "notify-send failed"),
+        }
+    }))
 }
 
 #[cfg(test)]

@@ -126,6 +126,7 @@ pub(crate) fn refusal_code(kind: ErrorKind) -> i64 {
         ErrorKind::GenerationClosed => -32032,
         ErrorKind::FileChanged => -32033,
         ErrorKind::NotUndoable => -32034,
+        ErrorKind::NotPending => -32035,
         ErrorKind::FileTooLarge => -32040,
         ErrorKind::BinaryFile => -32041,
         ErrorKind::UnsupportedEncoding => -32042,

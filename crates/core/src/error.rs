@@ -67,11 +67,14 @@ pub enum ErrorKind {
     /// state, history store, runtime directory, service units or binary):
     /// refused on every route of an agent, approval or not.
     WritegateFile,
+    /// `writegate answer` named no question waiting in the approval queue
+    /// (answered already, timed out, cancelled, or never asked).
+    NotPending,
 }
 
 impl ErrorKind {
     /// Every kind, in SPEC 11 table order (used by tests and docs).
-    pub const ALL: [ErrorKind; 26] = [
+    pub const ALL: [ErrorKind; 27] = [
         Self::PathOutsideWorkspace,
         Self::SymlinkEscape,
         Self::ParseError,
@@ -98,6 +101,7 @@ impl ErrorKind {
         Self::FileChanged,
         Self::NotUndoable,
         Self::WritegateFile,
+        Self::NotPending,
     ];
 
     /// The wire string, e.g. `"path_outside_workspace"`.
@@ -129,6 +133,7 @@ impl ErrorKind {
             Self::FileChanged => "file_changed",
             Self::NotUndoable => "not_undoable",
             Self::WritegateFile => "writegate_file",
+            Self::NotPending => "not_pending",
         }
     }
 
@@ -144,7 +149,7 @@ impl ErrorKind {
             | Self::PermissionDenied
             | Self::ApprovalRequired
             | Self::WritegateFile => 403,
-            Self::PathNotFound => 404,
+            Self::PathNotFound | Self::NotPending => 404,
             Self::HashMismatch
             | Self::FileAlreadyExists
             | Self::FileChanged

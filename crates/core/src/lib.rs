@@ -27,6 +27,7 @@ mod hash;
 pub mod history;
 mod op;
 pub mod policy;
+pub mod queue;
 pub mod read_answer;
 pub mod receipts;
 pub mod routing;

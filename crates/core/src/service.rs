@@ -48,6 +48,8 @@ pub struct Service {
     history: Option<crate::history::History>,
     /// writegate's own files: refused to every agent (`writegate_file`).
     own: crate::policy::OwnFiles,
+    /// The questions waiting for the person (`writegate pending`).
+    queue: crate::queue::ApprovalQueue,
 }
 
 /// Why a client-named workspace cannot be registered (SPEC 2).
@@ -94,6 +96,7 @@ impl Service {
             releaser: Releaser::new(),
             history: None,
             own: crate::policy::OwnFiles::default(),
+            queue: crate::queue::ApprovalQueue::default(),
         }
     }
 
@@ -102,6 +105,11 @@ impl Service {
     /// of one is refused `writegate_file`, approval or not.
     pub fn protect_own_files(&mut self, own: crate::policy::OwnFiles) {
         self.own = own;
+    }
+
+    /// The questions waiting for the person, shared by every connection.
+    pub fn approval_queue(&self) -> &crate::queue::ApprovalQueue {
+        &self.queue
     }
 
     /// writegate's own files ([`Service::protect_own_files`]).

@@ -110,6 +110,40 @@ pub(crate) fn answer(action: &ElicitationAction, content: Option<&Value>) -> App
     }
 }
 
+/// Asks the person through the daemon's approval queue
+/// (`writegate pending`, `writegate answer`): for a client connected to
+/// the daemon that cannot ask itself. One per tool call.
+pub(crate) struct QueueApprover {
+    pub(crate) service: std::sync::Arc<writegate_core::Service>,
+    /// Who asks, as `writegate pending` shows it.
+    pub(crate) asker: writegate_core::queue::Asker,
+    /// Cancelled when the tool call is.
+    pub(crate) cancel: CancellationToken,
+    /// Cancelled when the connection's input ends.
+    pub(crate) input_ended: CancellationToken,
+    /// How long the question waits (`approval_timeout_ms`).
+    pub(crate) timeout: Duration,
+}
+
+impl Approver for QueueApprover {
+    fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
+        let wait = || {
+            self.service
+                .approval_queue()
+                .wait(q, self.asker.clone(), self.timeout, &|| {
+                    self.cancel.is_cancelled() || self.input_ended.is_cancelled()
+                })
+        };
+        // On a runtime worker (a small call runs there), the worker's other
+        // tasks move to another thread while this one waits.
+        if Handle::try_current().is_ok() {
+            tokio::task::block_in_place(wait)
+        } else {
+            wait()
+        }
+    }
+}
+
 impl Approver for ElicitApprover {
     fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
         let peer = self.peer.clone();

@@ -182,6 +182,7 @@ pub async fn serve_http(
                 config_file: config_file.clone(),
                 cwd_workspace: false,
                 sandboxed: false,
+                approval_queue: true,
             };
             Ok(McpServer::new(
                 service.clone(),
@@ -190,6 +191,7 @@ pub async fn serve_http(
                 stop.clone(),
                 None,
                 Arc::clone(&questions),
+                None,
             ))
         }
     };

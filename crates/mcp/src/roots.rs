@@ -36,6 +36,8 @@ pub(crate) struct Workspaces {
     cwd: Option<Result<PathBuf, String>>,
     /// That directory registered (on first need), or why it is not.
     cwd_runtime: OnceLock<Result<Arc<Runtime>, String>>,
+    /// See [`Workspaces::cwd_first`].
+    cwd_first: bool,
 }
 
 /// What the directory writegate was started in may become, for
@@ -95,7 +97,17 @@ impl Workspaces {
             first: tokio::sync::OnceCell::new(),
             cwd,
             cwd_runtime: OnceLock::new(),
+            cwd_first: false,
         }
+    }
+
+    /// The started-in directory, when it is a workspace and the client
+    /// shares no roots, goes first (the primary, where relative paths
+    /// start) even when other workspaces are registered: a connection to
+    /// the daemon, whose own workspaces are the daemon's, not this agent's.
+    pub(crate) fn cwd_first(mut self) -> Workspaces {
+        self.cwd_first = true;
+        self
     }
 
     /// The directory writegate was started in, registered with the trust
@@ -150,14 +162,17 @@ impl Workspaces {
             .into_iter()
             .filter(|r| self.fixed.contains(&r.root) || client.iter().any(|c| c.root == r.root))
             .collect();
+        let no_client_roots = client.is_empty();
         drop(client);
         // The started-in directory stands in for the roots the client did
         // not share, once it is known that it shared none.
-        if all.is_empty()
+        if (all.is_empty() || (self.cwd_first && no_client_roots))
             && self.first.initialized()
             && let Some(Ok(rt)) = self.cwd_runtime()
         {
-            return vec![rt.clone()];
+            let mut first = vec![rt.clone()];
+            first.extend(all.into_iter().filter(|r| r.root != rt.root));
+            return first;
         }
         all
     }

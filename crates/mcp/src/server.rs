@@ -3,7 +3,7 @@
 //! core operation on a blocking thread; and [`run`], which serves it on
 //! stdin/stdout until the client goes away or a signal arrives.
 
-use crate::approver::{self, ElicitApprover};
+use crate::approver::{self, ElicitApprover, QueueApprover};
 use crate::input::{self, Answered, Questions};
 use crate::out::{Answer, Pending};
 use crate::reply::{self, Situation};
@@ -48,6 +48,11 @@ pub struct McpOptions {
     /// instructions and tool descriptions say that files change only
     /// through these tools.
     pub sandboxed: bool,
+    /// A held call whose client cannot be asked waits for the person's
+    /// answer in the service's approval queue (`writegate pending`,
+    /// `writegate answer`) instead of being refused: the daemon's
+    /// connections, where the person can reach the queue.
+    pub approval_queue: bool,
 }
 
 impl Default for McpOptions {
@@ -64,6 +69,7 @@ impl Default for McpOptions {
             config_file: None,
             cwd_workspace: false,
             sandboxed: false,
+            approval_queue: false,
         }
     }
 }
@@ -111,6 +117,11 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
     let input_ended = CancellationToken::new();
     let transport = crate::transport::Stdio::new(max_line, grace, input_ended.clone());
     let pending = transport.pending();
+    let cwd = opts.cwd_workspace.then(|| {
+        let dir = std::env::current_dir()
+            .map_err(|e| format!("the directory it was started in cannot be read: {e}"))?;
+        cwd_workspace(&dir)
+    });
     let server = McpServer::new(
         service,
         opts,
@@ -118,6 +129,7 @@ async fn serve(service: Arc<Service>, opts: McpOptions) -> Result<(), RunError> 
         input_ended,
         Some(pending),
         Arc::default(),
+        cwd,
     );
     // The stop signals are watched from the start: a Ctrl-C before the
     // handshake ends the server as cleanly as one after it.
@@ -179,8 +191,22 @@ fn client_went_away(e: &ServerInitializeError) -> bool {
     }
 }
 
+/// `dir` as a `--cwd-workspace` directory: the checks of
+/// `roots::cwd_workspace` against the home directory. A refusal is logged.
+pub(crate) fn cwd_workspace(dir: &Path) -> Result<PathBuf, String> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let checked = crate::roots::cwd_workspace(dir, home.as_deref());
+    if let Err(why) = &checked {
+        tracing::warn!("--cwd-workspace: {why}; a client that shares no roots gets no workspace");
+    }
+    checked
+}
+
 /// The handler of one MCP connection: one per process over stdio, one per
-/// Streamable HTTP session (and per stateless 2026-07-28 request) over HTTP.
+/// accepted connection on the daemon's socket, one per Streamable HTTP
+/// session (and per stateless 2026-07-28 request) over HTTP.
 pub(crate) struct McpServer {
     service: Arc<Service>,
     workspaces: Workspaces,
@@ -254,6 +280,9 @@ struct Call {
 }
 
 impl McpServer {
+    /// The handler of one connection over `transport`; `cwd`: the
+    /// `--cwd-workspace` directory, checked ([`cwd_workspace`]), or `None`
+    /// without the flag.
     pub(crate) fn new(
         service: Arc<Service>,
         opts: McpOptions,
@@ -261,22 +290,13 @@ impl McpServer {
         input_ended: CancellationToken,
         pending: Option<Pending>,
         questions: Arc<Questions>,
+        cwd: Option<Result<PathBuf, String>>,
     ) -> McpServer {
-        let cwd = opts.cwd_workspace.then(|| {
-            let dir = std::env::current_dir()
-                .map_err(|e| format!("the directory it was started in cannot be read: {e}"))?;
-            let home = std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(PathBuf::from);
-            crate::roots::cwd_workspace(&dir, home.as_deref())
-        });
-        if let Some(Err(why)) = &cwd {
-            tracing::warn!(
-                "--cwd-workspace: {why}; a client that shares no roots gets no workspace"
-            );
-        }
         McpServer {
-            workspaces: Workspaces::new(service.clone(), cwd),
+            workspaces: match transport {
+                Transport::Socket => Workspaces::new(service.clone(), cwd).cwd_first(),
+                Transport::Stdio | Transport::Http => Workspaces::new(service.clone(), cwd),
+            },
             service,
             opts,
             running: Mutex::new(HashMap::new()),
@@ -340,6 +360,16 @@ impl McpServer {
                 input_ended: self.input_ended.clone(),
                 timeout: self.service.config().approval_timeout(),
             })),
+            Asking::No if self.opts.approval_queue => Some(Arc::new(QueueApprover {
+                service: self.service.clone(),
+                asker: writegate_core::queue::Asker {
+                    agent: cx.peer.peer_info().map(|i| i.client_info.name.clone()),
+                    session: Some(self.opts.session_id.clone()),
+                },
+                cancel: cx.ct.clone(),
+                input_ended: self.input_ended.clone(),
+                timeout: self.service.config().approval_timeout(),
+            })),
             Asking::InputRequired | Asking::No => {
                 answered.map(|a| Arc::new(a) as Arc<dyn Approver>)
             }
@@ -356,7 +386,7 @@ impl McpServer {
                 client_root,
             },
             client_root,
-            asked: asking != Asking::No,
+            asked: asking != Asking::No || self.opts.approval_queue,
         })
     }
 
@@ -510,8 +540,13 @@ impl ServerHandler for McpServer {
             Ok(p) => p,
             Err(r) => return Ok((*r).into()),
         };
-        // A sandboxed client is the agent itself: never asked.
-        let asking = if self.opts.sandboxed {
+        // A sandboxed client is the agent itself: never asked. Nor is an
+        // HTTP client: any local process that can read the token file (an
+        // agent inside a `writegate run` sandbox among them, whose peer
+        // cannot be told over TCP) could answer its own question; a held
+        // call waits in the daemon's approval queue for the person
+        // (`writegate pending`, `writegate answer`) instead.
+        let asking = if self.opts.sandboxed || self.transport == Transport::Http {
             Asking::No
         } else {
             Asking::of(&context)

@@ -45,6 +45,10 @@ pub(crate) enum Transport {
     /// MCP Streamable HTTP on the daemon's loopback listener
     /// (`serve --mcp-http`, [`crate::http`]), behind its bearer token.
     Http,
+    /// A same-UID peer of the daemon's MCP socket (`writegate serve`;
+    /// `writegate mcp --connect` relays an agent's stdio to it). The UID is
+    /// checked at accept.
+    Socket,
 }
 
 impl Transport {
@@ -71,6 +75,15 @@ impl Transport {
             // person's and is served on no MCP transport: a held call is
             // asked about (elicitation, `input_required`) or refused.
             Transport::Http => Allowances {
+                external_writer: false,
+                choose_workspace: false,
+                reads: true,
+            },
+            // Over the daemon's MCP socket: the same, for the same reasons;
+            // a socket peer is an agent (or its relay), never the person, so
+            // it chooses no workspace by name either (its starting directory
+            // becomes one only through `--cwd-workspace`'s checks).
+            Transport::Socket => Allowances {
                 external_writer: false,
                 choose_workspace: false,
                 reads: true,
@@ -275,12 +288,16 @@ fn lone_surrogate_request(line: &[u8]) -> Option<RequestId> {
 }
 
 /// A reader of one end of the connection.
-type Reader = Box<dyn AsyncRead + Unpin + Send>;
+pub(crate) type Reader = Box<dyn AsyncRead + Unpin + Send>;
 
 /// stdin lines in, [`Out`]'s lines out, both over the process's stdio
-/// ends as `serve --stdio` has them (`writegate-stdio`).
+/// ends as `serve --stdio` has them (`writegate-stdio`), or over the ends
+/// of one connection to the daemon's MCP socket ([`Stdio::socket`]).
 pub(crate) struct Stdio {
     lines: LineReader<Reader>,
+    /// A line read before the transport began (the daemon's socket reads
+    /// the first line to look for the relay's hello): taken first.
+    first: Option<Vec<u8>>,
     out: Out,
     /// The descriptors' flags to put back when the server is done.
     restore: Option<Restore>,
@@ -347,6 +364,7 @@ impl Stdio {
         let ends = StdioEnds::open();
         Stdio {
             lines: LineReader::new(ends.reader, max_line),
+            first: None,
             out: Out::new(ends.writer, ends.direct),
             restore: Some(ends.restore),
             unanswered: Arc::default(),
@@ -357,6 +375,28 @@ impl Stdio {
 }
 
 impl Stdio {
+    /// One connection of the daemon's MCP socket: `lines` already read
+    /// `first` (a line that was no hello) or nothing; answers go out
+    /// through an [`Out`] of this connection's own.
+    pub(crate) fn socket(
+        lines: LineReader<Reader>,
+        first: Option<Vec<u8>>,
+        writer: Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+        direct: Option<writegate_stdio::NonBlockingFd>,
+        grace: Duration,
+        input_ended: CancellationToken,
+    ) -> Stdio {
+        Stdio {
+            lines,
+            first,
+            out: Out::new(writer, direct),
+            restore: None,
+            unanswered: Arc::default(),
+            grace,
+            input_ended,
+        }
+    }
+
     /// The table of prebuilt answers this transport's writer sends.
     pub(crate) fn pending(&self) -> Pending {
         self.out.pending()
@@ -368,6 +408,52 @@ impl Drop for Stdio {
         if let Some(r) = self.restore.take() {
             r.put_back();
         }
+    }
+}
+
+impl Stdio {
+    /// One incoming line: the message for the service, or `None` when it
+    /// was skipped or answered here (an invalid request).
+    fn take_line(&mut self, mut line: Vec<u8>) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let parsed = match tool_call_with_content(&mut line) {
+            Some(p) => p,
+            None => parse(&line),
+        };
+        let (error, id) = match parsed {
+            Line::Message(m) => {
+                match &*m {
+                    JsonRpcMessage::Request(r) => {
+                        self.unanswered.lock().insert(r.id.clone());
+                    }
+                    JsonRpcMessage::Notification(n) => {
+                        // A cancelled call is not answered.
+                        if let ClientNotification::CancelledNotification(c) = &n.notification
+                            && let Some(id) = &c.params.request_id
+                        {
+                            self.unanswered.done(id);
+                        }
+                    }
+                    _ => {}
+                }
+                return Some(*m);
+            }
+            Line::Skip => return None,
+            Line::Invalid(id) => (ErrorData::invalid_request("Invalid request", None), id),
+            Line::InvalidParams(id, why) => (ErrorData::invalid_params(why, None), Some(id)),
+        };
+        let answer = TxJsonRpcMessage::<RoleServer>::error(error, id);
+        // Written by a task of its own: `rmcp` polls `receive`
+        // inside `select!`, and a send dropped there could lose
+        // the answer after its line was consumed, or leave half
+        // a line on stdout. The writer's lock keeps the answer
+        // whole and in turn with the service's own sends.
+        let send = self.out.send(&answer);
+        tokio::spawn(async move {
+            if let Err(e) = send.await {
+                tracing::warn!(error = %e, "cannot answer an invalid request");
+            }
+        });
+        None
     }
 }
 
@@ -396,6 +482,12 @@ impl rmcp::transport::Transport<RoleServer> for Stdio {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            if let Some(line) = self.first.take() {
+                if let Some(m) = self.take_line(line) {
+                    return Some(m);
+                }
+                continue;
+            }
             let next = self.lines.next_line().await.unwrap_or_else(|e| {
                 tracing::error!(error = %e, "cannot read stdin");
                 None
@@ -414,7 +506,7 @@ impl rmcp::transport::Transport<RoleServer> for Stdio {
                 }
                 return None;
             };
-            let mut line = match next {
+            let line = match next {
                 Frame::Line(line) => Vec::from(line),
                 Frame::TooLong => {
                     tracing::error!(
@@ -424,44 +516,9 @@ impl rmcp::transport::Transport<RoleServer> for Stdio {
                     continue;
                 }
             };
-            let parsed = match tool_call_with_content(&mut line) {
-                Some(p) => p,
-                None => parse(&line),
-            };
-            let (error, id) = match parsed {
-                Line::Message(m) => {
-                    match &*m {
-                        JsonRpcMessage::Request(r) => {
-                            self.unanswered.lock().insert(r.id.clone());
-                        }
-                        JsonRpcMessage::Notification(n) => {
-                            // A cancelled call is not answered.
-                            if let ClientNotification::CancelledNotification(c) = &n.notification
-                                && let Some(id) = &c.params.request_id
-                            {
-                                self.unanswered.done(id);
-                            }
-                        }
-                        _ => {}
-                    }
-                    return Some(*m);
-                }
-                Line::Skip => continue,
-                Line::Invalid(id) => (ErrorData::invalid_request("Invalid request", None), id),
-                Line::InvalidParams(id, why) => (ErrorData::invalid_params(why, None), Some(id)),
-            };
-            let answer = TxJsonRpcMessage::<RoleServer>::error(error, id);
-            // Written by a task of its own: `rmcp` polls `receive`
-            // inside `select!`, and a send dropped there could lose
-            // the answer after its line was consumed, or leave half
-            // a line on stdout. The writer's lock keeps the answer
-            // whole and in turn with the service's own sends.
-            let send = self.out.send(&answer);
-            tokio::spawn(async move {
-                if let Err(e) = send.await {
-                    tracing::warn!(error = %e, "cannot answer an invalid request");
-                }
-            });
+            if let Some(m) = self.take_line(line) {
+                return Some(m);
+            }
         }
     }
 
@@ -483,7 +540,14 @@ mod tests {
     /// An MCP client over stdio reads files, but never takes the external
     /// writer (no tool-write-origin marker) or picks a workspace by name.
     #[test]
-    fn stdio_allows_reads_only() {
+    fn stdio_and_the_daemon_socket_allow_reads_only() {
+        assert_eq!(
+            Transport::Socket.allowances(),
+            Allowances {
+                reads: true,
+                ..Allowances::NONE
+            }
+        );
         assert_eq!(
             Transport::Stdio.allowances(),
             Allowances {

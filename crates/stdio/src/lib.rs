@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 mod ends;
 pub mod lines;
 pub mod run;
+pub mod sandboxed;
 pub use ends::{NonBlockingFd, ReadEnd, WriteEnd};
 
 /// Size the stdin pipe is enlarged to (the unprivileged maximum by

@@ -13,6 +13,7 @@ pub(crate) mod cancel_request;
 mod edit_text_file;
 mod history;
 mod initialize;
+mod pending;
 mod read_lines;
 mod read_text_file;
 mod receipt;
@@ -158,7 +159,7 @@ const fn entry<M: Method>() -> Entry {
 }
 
 /// Every request method served, in the order `initialize` lists them.
-pub static TABLE: [Entry; 9] = [
+pub static TABLE: [Entry; 11] = [
     entry::<initialize::Initialize>(),
     entry::<write_text_file::WriteTextFile>(),
     entry::<read_text_file::ReadTextFile>(),
@@ -168,6 +169,8 @@ pub static TABLE: [Entry; 9] = [
     entry::<history::History>(),
     entry::<undo::Undo>(),
     entry::<approve::Approve>(),
+    entry::<pending::Pending>(),
+    entry::<pending::Answer>(),
 ];
 
 /// The table's row for `method`.
@@ -431,7 +434,9 @@ mod tests {
                 "_writegate/receipt",
                 "_writegate/history",
                 "_writegate/undo",
-                "_writegate/approve"
+                "_writegate/approve",
+                "_writegate/pending",
+                "_writegate/answer"
             ]
         );
         assert!(serves("fs/write_text_file") && !serves("fs/delete"));

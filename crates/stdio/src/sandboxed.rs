@@ -12,12 +12,17 @@
 
 use std::path::{Path, PathBuf};
 
-/// The directory of registered runs: `sandboxes/` beside the default socket
-/// (`$XDG_RUNTIME_DIR/writegate/sandboxes`).
+/// The directory of registered runs: `sandboxes/` in writegate's runtime
+/// directory, beside the default sockets (`$XDG_RUNTIME_DIR/writegate/sandboxes`,
+/// or `/tmp/writegate-<uid>/sandboxes` when that variable is unset).
 pub fn registry_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    let sock = crate::default_socket_path(env);
-    sock.parent()
-        .map_or_else(|| PathBuf::from("sandboxes"), |d| d.join("sandboxes"))
+    match env("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
+        Some(d) => PathBuf::from(d).join("writegate/sandboxes"),
+        None => PathBuf::from(format!(
+            "/tmp/writegate-{}/sandboxes",
+            rustix::process::geteuid().as_raw()
+        )),
+    }
 }
 
 /// The start time of `pid` (field 22 of `/proc/PID/stat`, clock ticks since
