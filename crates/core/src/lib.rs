@@ -22,7 +22,6 @@ pub mod api;
 pub mod audit;
 pub mod config;
 pub mod error;
-mod event_line;
 mod hash;
 pub mod history;
 mod op;

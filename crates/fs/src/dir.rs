@@ -535,7 +535,7 @@ fn open_regular(
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
     // Only the owner (or root, with CAP_FOWNER) may ask for O_NOATIME: for
     // another's file it would be a refused open before the real one.
-    let euid = crate::publish::own_euid();
+    let euid = crate::process::own_euid();
     let opened = if atime == Atime::Keep && (euid == 0 || seen.uid == euid) {
         match rustix::fs::openat(dir.fd(), leaf, flags | OFlags::NOATIME, Mode::empty()) {
             // Refused all the same (the owner changed meanwhile, or root

@@ -30,6 +30,7 @@ mod journal;
 mod lock;
 mod log;
 mod mkdir;
+mod process;
 mod publish;
 mod release;
 mod remove;

@@ -14,6 +14,7 @@ use rustix::fs::{AtFlags, FileType, Gid, Mode, OFlags, Uid};
 use rustix::io::Errno;
 
 use crate::dir::{LeafState, check_leaf, leaf_state, type_name};
+use crate::process::{own_pid, process_umask, running_as_root};
 use crate::{Dir, FsError, FsOp, LeafStat, Swap};
 
 /// Longest file name most Linux filesystems accept (`NAME_MAX`).
@@ -208,50 +209,6 @@ pub(crate) fn random_suffix() -> io::Result<String> {
         s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     Ok(s)
-}
-
-/// This process's id, read once (`getpid` is a system call each time and
-/// the daemon never forks, so it cannot change under us).
-fn own_pid() -> u32 {
-    static PID: OnceLock<u32> = OnceLock::new();
-    *PID.get_or_init(std::process::id)
-}
-
-/// Whether the effective UID is root, read once (the daemon never changes
-/// its credentials).
-fn running_as_root() -> bool {
-    own_euid() == 0
-}
-
-/// The effective uid, read once: the daemon never changes it.
-pub(crate) fn own_euid() -> u32 {
-    static EUID: OnceLock<u32> = OnceLock::new();
-    *EUID.get_or_init(|| rustix::process::geteuid().as_raw())
-}
-
-/// The process umask, read once: `/proc/self/status` (`Umask:` line, no
-/// race), else by setting `0o077` and restoring the old value. That fallback
-/// has a tiny window in which a file created by another thread gets the
-/// stricter mask `0o077`, which only errs on the private side. The daemon
-/// never changes its umask, so caching is exact.
-fn process_umask() -> u32 {
-    static UMASK: OnceLock<u32> = OnceLock::new();
-    *UMASK.get_or_init(|| {
-        read_proc_umask().unwrap_or_else(|| {
-            let old = rustix::process::umask(Mode::from_raw_mode(0o077));
-            rustix::process::umask(old);
-            old.as_raw_mode()
-        })
-    })
-}
-
-/// The `Umask:` line of `/proc/self/status` (Linux 4.7+), as octal.
-fn read_proc_umask() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Umask:"))?;
-    u32::from_str_radix(line["Umask:".len()..].trim(), 8)
-        .ok()
-        .map(|m| m & 0o777)
 }
 
 /// Removes the temp file by name when dropped, unless disarmed.
@@ -822,12 +779,5 @@ mod tests {
             parse_temp_name(b".with.dots.in.it.99.ffffffffffff.tmp"),
             Some(99)
         );
-    }
-
-    #[test]
-    fn proc_umask_matches_syscall() {
-        if let Some(m) = read_proc_umask() {
-            assert_eq!(m, process_umask());
-        }
     }
 }

@@ -27,6 +27,7 @@ mod error;
 mod event;
 mod flusher;
 mod journal;
+mod line;
 mod recovery;
 mod reserve;
 mod sink;
