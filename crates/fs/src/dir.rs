@@ -366,7 +366,7 @@ impl LeafStat {
 /// why it is neither `Clone` nor `PartialEq`.)
 #[derive(Debug)]
 pub struct Existing {
-    /// The file's metadata as it was read: what [`crate::publish`] expects
+    /// The file's metadata as it was read: what a [`crate::Publish`] expects
     /// at the leaf ([`crate::PublishOptions::expect_existing`]). `len` is
     /// `st_size` at open time, or the number of bytes actually seen when the
     /// file grew (or shrank) while being read.

@@ -376,7 +376,7 @@ impl Shared {
                 Ok(n) => {
                     seq = Some(n);
                     if intent.is_some() {
-                        written.push(());
+                        written += 1;
                     }
                 }
                 Err(e) => {
@@ -390,10 +390,10 @@ impl Shared {
         }
         self.update_failing(&st);
         drop(st);
-        if written.is_empty() && seq.is_none() {
+        if written == 0 && seq.is_none() {
             return;
         }
-        self.after_append(written.len());
+        self.after_append(written);
     }
 
     /// Writes one line now, keeping promised space for the events it was
@@ -456,10 +456,10 @@ impl Shared {
     }
 
     /// Writes what is waiting (reopening the log if needed), in order, and
-    /// an `audit.gap` line for what was lost. Returns one entry per intent
-    /// written. Stops at the first failure.
-    fn drain(&self, st: &mut LogState) -> Vec<()> {
-        let mut written = Vec::new();
+    /// an `audit.gap` line for what was lost. Returns how many intents'
+    /// events it wrote. Stops at the first failure.
+    fn drain(&self, st: &mut LogState) -> usize {
+        let mut written = 0;
         if st.backlog.is_empty() && st.lost == 0 && st.log.is_some() {
             return written;
         }
@@ -482,7 +482,7 @@ impl Shared {
             if let Some(q) = st.backlog.pop_front()
                 && q.intent.is_some()
             {
-                written.push(());
+                written += 1;
             }
         }
         if st.lost > 0 {
@@ -512,8 +512,8 @@ impl Shared {
         let retry_flush = st.flush_failed;
         self.update_failing(&st);
         drop(st);
-        if !written.is_empty() {
-            self.after_append(written.len());
+        if written > 0 {
+            self.after_append(written);
         } else if retry_flush {
             // A failed flush is retried with a fresh fdatasync, whatever the
             // counters say.
