@@ -19,6 +19,8 @@
 //! itself except the socket it listens on (through `writegate-fs`), and
 //! never write anything but protocol lines to stdout.
 
+use writegate_jsonscan as scan;
+
 pub mod budget;
 pub mod conn;
 pub mod message;
@@ -26,12 +28,12 @@ pub mod methods;
 mod outbox;
 mod outgoing;
 pub mod sandboxed;
-use writegate_jsonscan as scan;
-pub mod serve;
-pub mod server;
+mod serve;
+mod server;
 pub mod state;
 pub mod transport;
 mod wire;
 
+pub use serve::serve_connection;
 pub use server::{ServeOptions, activated_listener, default_socket_path, serve};
 pub use writegate_core::unpredictable_hex;

@@ -11,7 +11,7 @@ use super::reserve::CanReserve;
 use super::{AuditEvent, CommitIntent, GrantEvent, Recovery, Reservation, lock, now_rfc3339};
 use crate::api::OpCtx;
 use crate::config::{AuditConfig, FlushMode};
-use crate::policy::GrantOutcome;
+use crate::policy::{GrantForm, GrantOutcome};
 use crate::{hex, path_hash};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
@@ -292,8 +292,8 @@ impl AuditSink {
             mode: mode.map(str::to_string),
             path_hash: path_hash(Path::new(OsStr::from_bytes(path_text.as_bytes()))),
             expires_in_secs: outcome.expires_in_secs,
-            command: (raw && outcome.grant.form() == "command").then(|| text.to_string()),
-            pattern: (raw && outcome.grant.form() == "pattern").then(|| text.to_string()),
+            command: (raw && outcome.grant.form() == GrantForm::Command).then(|| text.to_string()),
+            pattern: (raw && outcome.grant.form() == GrantForm::Pattern).then(|| text.to_string()),
         };
         let promised = reservation.map_or(0, |r| r.need);
         match serde_json::to_vec(&event) {
