@@ -171,7 +171,7 @@ impl Conn {
 /// The workspace among `list` whose root contains `canonical` (by whole
 /// components; registered roots never nest, so there is at most one).
 pub(crate) fn containing<'a>(list: &'a [Workspace], canonical: &Path) -> Option<&'a Workspace> {
-    list.iter().find(|w| canonical.starts_with(&w.root))
+    writegate_core::runtime::containing(list, |w| &w.root, canonical)
 }
 
 /// `/a (trusted), /b (untrusted)`: the workspaces for a message.

@@ -5,7 +5,7 @@
 //! connection's own outgoing requests (`Outgoing`) and gives the rest to
 //! the handler, and drains everything it owes before returning.
 //!
-//! `serve` (answer ACP itself, [`crate::serve::Serve`]) and a proxy are two
+//! `serve` (answer ACP itself, `Serve`) and a proxy are two
 //! handlers over this one loop.
 
 use crate::budget::{Budget, PARTIAL_FREE};

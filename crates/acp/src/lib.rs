@@ -19,13 +19,14 @@
 //! itself except the socket it listens on (through `writegate-fs`), and
 //! never write anything but protocol lines to stdout.
 
+use writegate_jsonscan as scan;
+
 pub mod budget;
 pub mod conn;
 pub mod message;
 pub mod methods;
 mod outbox;
 mod outgoing;
-use writegate_jsonscan as scan;
 pub use writegate_stdio::sandboxed;
 pub mod serve;
 pub mod server;
@@ -33,5 +34,6 @@ pub mod state;
 pub mod transport;
 mod wire;
 
+pub use serve::serve_connection;
 pub use server::{ServeOptions, activated_listener, default_socket_path, serve};
 pub use writegate_core::unpredictable_hex;

@@ -3,12 +3,11 @@
 //! blocking thread.
 
 use crate::conn::{Handler, Link, Shared, Ticket, run_connection};
-use crate::message::{Notification, RawParams, RawRequest, Request};
-use crate::methods::{self, CANCEL_REQUEST, Call};
+use crate::message::{Notification, RawRequest, Request};
+use crate::methods::{self, CANCEL_REQUEST, Call, Params};
 use crate::state::ConnState;
 use crate::transport::Transport;
 use agent_client_protocol::v1::schema::RequestId;
-use serde_json::Value;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use writegate_core::Runtime;
@@ -16,25 +15,17 @@ use writegate_stdio::NonBlockingFd;
 use writegate_stdio::run::INLINE_MAX;
 
 /// The `serve` handler of one connection.
-pub struct Serve {
+pub(crate) struct Serve {
     state: Arc<ConnState>,
 }
 
 impl Serve {
     /// A handler for a connection over `transport`, owned by `primary`.
-    pub fn new(shared: &Shared, transport: Transport, primary: Arc<Runtime>) -> Serve {
+    pub(crate) fn new(shared: &Shared, transport: Transport, primary: Arc<Runtime>) -> Serve {
         Serve {
             state: Arc::new(ConnState::new(shared.service.clone(), transport, primary)),
         }
     }
-}
-
-/// A request's params as the connection loop handed them over.
-enum Params {
-    /// Parsed into a `Value` (the default route).
-    Value(Value),
-    /// Still the JSON text of the line: deserialized by the method itself.
-    Raw(RawParams),
 }
 
 impl Serve {
@@ -57,10 +48,7 @@ impl Serve {
                 first,
                 approver: None,
             };
-            let line = match params {
-                Params::Value(v) => e.answer(&call, &id, v),
-                Params::Raw(r) => e.answer_raw(&call, &id, r),
-            };
+            let line = e.answer(&call, &id, params);
             link.answer(line, ticket);
             return;
         }
@@ -98,9 +86,8 @@ impl Serve {
                 first,
                 approver: None,
             };
-            let line = methods::answer_guarded(&id, &method, || match params {
-                Params::Value(v) => methods::answer(&call, &id, &method, v),
-                Params::Raw(r) => methods::answer_raw(&call, &id, &method, r),
+            let line = methods::answer_guarded(&id, &method, || {
+                methods::answer(&call, &id, &method, params)
             });
             ticket.built();
             state.end(&id);

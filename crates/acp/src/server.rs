@@ -26,7 +26,7 @@ use writegate_stdio::{NonBlockingFd, StdioEnds};
 pub struct ServeOptions {
     /// Serve one connection on stdin/stdout.
     pub stdio: bool,
-    /// Listen on this Unix socket (bound by [`bind_socket`], removed at
+    /// Listen on this Unix socket (bound by `bind_socket`, removed at
     /// shutdown). Ignored when `activated` is given.
     pub socket: Option<PathBuf>,
     /// A listening socket the service manager passed (socket activation,
@@ -131,7 +131,7 @@ pub fn activated_listener(
 /// datagram to `$NOTIFY_SOCKET`, a path or, with a leading `@`, an
 /// abstract name), e.g. `READY=1`. Without `NOTIFY_SOCKET` it does
 /// nothing; a failure is logged, never fatal.
-pub fn notify(state: &str) {
+pub(crate) fn notify(state: &str) {
     let Some(target) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
     };

@@ -7,7 +7,8 @@ use crate::message::{ErrorObject, INTERNAL_ERROR, REQUEST_CANCELLED, RESOURCE_NO
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use writegate_core::{
-    Detail, ErrorKind, Failure, FileFormat, LineEndingChoice, MarkerSource, Refusal, WriteOptions,
+    Detail, ErrorKind, Failure, FileFormat, LineEndingChoice, MarkerSource, RefusalFacts,
+    WriteOptions,
 };
 
 /// The `_meta` key of the tool-write-origin marker.
@@ -153,7 +154,10 @@ pub(crate) fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
         Failure::InvalidParams(why) => ErrorObject::invalid_params(why.clone()),
         Failure::Cancelled => ErrorObject::new(REQUEST_CANCELLED, "request cancelled", None),
         Failure::Refused(r) => {
-            let mut data = refusal_facts(r);
+            let mut data = match serde_json::to_value(RefusalFacts::of(r)) {
+                Ok(Value::Object(m)) => m,
+                _ => Map::new(),
+            };
             if !r.hint.is_empty() {
                 data.insert("hint".into(), r.hint.clone().into());
             }
@@ -196,19 +200,6 @@ pub(crate) fn failure_error(f: &Failure, uri: &str) -> ErrorObject {
             }
         }
     }
-}
-
-/// The members every front end shows for a refusal, but its hint (which
-/// each words for its own readers): `errorKind`, `status` and the detail's
-/// members as core serialises them.
-pub(crate) fn refusal_facts(r: &Refusal) -> Map<String, Value> {
-    let mut facts = match r.detail.as_ref().map(serde_json::to_value) {
-        Some(Ok(Value::Object(m))) => m,
-        _ => Map::new(),
-    };
-    facts.insert("errorKind".into(), r.kind.as_str().into());
-    facts.insert("status".into(), r.kind.status().into());
-    facts
 }
 
 #[cfg(test)]

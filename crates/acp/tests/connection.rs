@@ -15,7 +15,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use writegate_acp::budget::{BUDGET_FREE_LINE, Budget};
 use writegate_acp::conn::Shared;
-use writegate_acp::serve::serve_connection;
+use writegate_acp::serve_connection;
 use writegate_acp::transport::Transport;
 use writegate_core::{Config, Registry, Runtime, Service};
 

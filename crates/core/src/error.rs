@@ -274,6 +274,33 @@ pub struct Refusal {
     pub detail: Option<Detail>,
 }
 
+/// The members every front end shows for a refusal, but its hint (which
+/// each words for its own readers): the detail's members as core
+/// serialises them, then `errorKind` and `status`. A front end serialises
+/// it into its own envelope.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct RefusalFacts<'a> {
+    /// The refusal's structured facts, if any.
+    #[serde(flatten)]
+    pub detail: Option<&'a Detail>,
+    /// The stable errorKind (SPEC 11).
+    #[serde(rename = "errorKind")]
+    pub error_kind: &'static str,
+    /// The HTTP-style status of the kind.
+    pub status: u16,
+}
+
+impl<'a> RefusalFacts<'a> {
+    /// The facts of `r`.
+    pub fn of(r: &'a Refusal) -> Self {
+        RefusalFacts {
+            detail: r.detail.as_ref(),
+            error_kind: r.kind.as_str(),
+            status: r.kind.status(),
+        }
+    }
+}
+
 impl Refusal {
     /// A refusal with a hint and no detail.
     pub fn new(kind: ErrorKind, hint: impl Into<String>) -> Self {

@@ -22,7 +22,6 @@ pub mod api;
 pub mod audit;
 pub mod config;
 pub mod error;
-mod event_line;
 mod hash;
 pub mod history;
 mod op;
@@ -34,6 +33,7 @@ pub mod routing;
 pub mod runtime;
 pub mod service;
 pub mod sessions;
+mod sync;
 
 pub use api::{
     Allowances, ApprovalAnswer, ApprovalQuestion, Approver, EditParams, EditReport, FileFormat,
@@ -41,7 +41,7 @@ pub use api::{
     WriteOutcome, WriteParams, validate_edit,
 };
 pub use config::Config;
-pub use error::{Detail, ErrorKind, Failure, Refusal, guarded};
+pub use error::{Detail, ErrorKind, Failure, Refusal, RefusalFacts, guarded};
 pub use hash::{hex, path_hash, path_text, sha256_tagged, unpredictable_hex};
 pub use read_answer::{Extent, LinesView, ReadFacts};
 pub use routing::MarkerSource;

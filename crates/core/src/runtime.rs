@@ -1,5 +1,6 @@
 //! Workspaces, runtimes and generation guards (SPEC 2).
 
+use crate::sync;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,6 +88,21 @@ pub struct ReloadReport {
     pub retrusted: Vec<PathBuf>,
 }
 
+/// The one of `items` whose root (`root_of`) contains `path`, comparing
+/// whole components as given (`writegate_paths::is_within`: `/a/proj-evil`
+/// is not in `/a/proj`); the deepest when roots nest (a registry's never
+/// do). Every front end and the CLI pick a path's workspace with this.
+pub fn containing<'a, T>(
+    items: &'a [T],
+    root_of: impl Fn(&T) -> &Path,
+    path: &Path,
+) -> Option<&'a T> {
+    items
+        .iter()
+        .filter(|i| writegate_paths::is_within(path, root_of(i)))
+        .max_by_key(|i| root_of(i).as_os_str().len())
+}
+
 impl Registry {
     /// Canonicalises `root` and registers it. Registering the same canonical
     /// root again returns the existing runtime. Nested roots (one inside
@@ -97,7 +113,7 @@ impl Registry {
         if !canonical.is_dir() {
             return Err(RegisterError::NotADirectory(canonical));
         }
-        let mut all = self.runtimes.write().unwrap();
+        let mut all = sync::write(&self.runtimes);
         if let Some(rt) = all.iter().find(|r| r.root == canonical) {
             return Ok(rt.clone());
         }
@@ -114,17 +130,22 @@ impl Registry {
 
     /// The primary runtime (the first registered), if any.
     pub fn primary(&self) -> Option<Arc<Runtime>> {
-        self.runtimes.read().unwrap().first().cloned()
+        sync::read(&self.runtimes).first().cloned()
     }
 
     /// All live runtimes, primary first.
     pub fn all(&self) -> Vec<Arc<Runtime>> {
-        self.runtimes.read().unwrap().clone()
+        sync::read(&self.runtimes).clone()
+    }
+
+    /// The runtime whose root contains `path` (see [`containing`]).
+    pub fn containing(&self, path: &Path) -> Option<Arc<Runtime>> {
+        containing(&sync::read(&self.runtimes), |r| &r.root, path).cloned()
     }
 
     /// Finds a runtime by runtime id or by (canonicalised) root path.
     pub fn find(&self, name: &str) -> Option<Arc<Runtime>> {
-        let all = self.runtimes.read().unwrap();
+        let all = sync::read(&self.runtimes);
         if let Some(rt) = all.iter().find(|r| r.id == name) {
             return Some(rt.clone());
         }
@@ -152,7 +173,7 @@ impl Registry {
                 canon.push((c, *trusted));
             }
         }
-        let mut all = self.runtimes.write().unwrap();
+        let mut all = sync::write(&self.runtimes);
         let mut report = ReloadReport::default();
         let mut next = Vec::new();
         for (root, trusted) in &canon {

@@ -23,7 +23,7 @@ use crate::policy::{Approvals, Grant, GrantOutcome, Scope};
 use crate::read_answer::{LinesView, ReadFacts};
 use crate::receipts::Receipts;
 use crate::runtime::{Registry, Runtime};
-use crate::sha256_tagged;
+use crate::{sha256_tagged, sync};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -137,10 +137,7 @@ impl Service {
 
     /// The current config snapshot.
     pub fn config(&self) -> Arc<Config> {
-        self.config
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        sync::read(&self.config).clone()
     }
 
     /// Replaces the config snapshot (SIGHUP) and reconciles the workspaces of
@@ -153,14 +150,14 @@ impl Service {
     ) -> Result<crate::runtime::ReloadReport, crate::runtime::RegisterError> {
         let mut wanted: Vec<(PathBuf, bool)> = keep.to_vec();
         wanted.extend(config.workspace.iter().map(|w| (w.root.clone(), w.trusted)));
-        let mut dynamic = self.dynamic.lock().unwrap();
+        let mut dynamic = sync::lock(&self.dynamic);
         if config.allow_dynamic_workspaces {
             wanted.extend(dynamic.iter().map(|r| (r.clone(), trusted_in(&config, r))));
         } else {
             dynamic.clear();
         }
         let report = self.registry.reload(&wanted)?;
-        *self.config.write().unwrap() = Arc::new(config);
+        *sync::write(&self.config) = Arc::new(config);
         Ok(report)
     }
 
@@ -186,7 +183,7 @@ impl Service {
         let rt = self
             .registry
             .register(&canonical, trusted_in(&cfg, &canonical))?;
-        let mut dynamic = self.dynamic.lock().unwrap();
+        let mut dynamic = sync::lock(&self.dynamic);
         if !dynamic.contains(&rt.root) {
             dynamic.push(rt.root.clone());
         }
@@ -366,10 +363,7 @@ impl Service {
 
     /// The files written in a session so far, oldest first (SPEC 3).
     pub fn receipt(&self, session_id: &str) -> Vec<Receipt> {
-        self.receipts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .of(session_id)
+        sync::lock(&self.receipts).of(session_id)
     }
 
     /// Grants a literal command or a glob pattern in `scope` (SPEC 12,
@@ -417,10 +411,7 @@ impl Service {
             hash_after: done.hash_after.clone(),
             time: now_rfc3339(),
         };
-        self.receipts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .add(session, receipt);
+        sync::lock(&self.receipts).add(session, receipt);
     }
 }
 

@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use writegate_core::history::{Reach, UndoParams};
+use writegate_core::history::{Reach, UndoAction, UndoParams};
 use writegate_core::{
     Allowances, Config, EditMode, EditParams, ErrorKind, Failure, OpCtx, Registry, Runtime,
     Service, WriteOptions, WriteParams,
@@ -125,7 +125,7 @@ fn undo_puts_back_the_exact_bytes_and_mode() {
         ino
     );
     let out = w.undo(&op, false).unwrap();
-    assert_eq!(out.action, "restored");
+    assert_eq!(out.action, UndoAction::Restored);
     assert_eq!(std::fs::read(&f).unwrap(), old);
     assert_eq!(
         std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
@@ -176,7 +176,7 @@ fn undo_of_a_creation_removes_the_file_and_its_new_directories() {
     let op = w.write(&f, "hello\n");
     assert!(f.exists());
     let out = w.undo(&op, false).unwrap();
-    assert_eq!(out.action, "removed");
+    assert_eq!(out.action, UndoAction::Removed);
     assert!(!f.exists());
     assert!(!w.root.join("new").exists());
     // And the removal can be undone in turn.

@@ -366,7 +366,7 @@ impl LeafStat {
 /// why it is neither `Clone` nor `PartialEq`.)
 #[derive(Debug)]
 pub struct Existing {
-    /// The file's metadata as it was read: what [`crate::publish`] expects
+    /// The file's metadata as it was read: what a [`crate::Publish`] expects
     /// at the leaf ([`crate::PublishOptions::expect_existing`]). `len` is
     /// `st_size` at open time, or the number of bytes actually seen when the
     /// file grew (or shrank) while being read.
@@ -535,7 +535,7 @@ fn open_regular(
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
     // Only the owner (or root, with CAP_FOWNER) may ask for O_NOATIME: for
     // another's file it would be a refused open before the real one.
-    let euid = crate::publish::own_euid();
+    let euid = crate::process::own_euid();
     let opened = if atime == Atime::Keep && (euid == 0 || seen.uid == euid) {
         match rustix::fs::openat(dir.fd(), leaf, flags | OFlags::NOATIME, Mode::empty()) {
             // Refused all the same (the owner changed meanwhile, or root

@@ -75,9 +75,10 @@ pub enum FsError {
         source: io::Error,
     },
     /// The caller's precommit check (e.g. the generation guard, SPEC 2)
-    /// refused immediately before the rename, with a message (`publish`; a
-    /// `publish_overlapping` caller gets its check's own typed error
-    /// instead). Nothing was written.
+    /// refused immediately before the rename, with a message (a
+    /// [`crate::Publish`] returns the check's own error as it is; this is
+    /// the refusal a caller's check makes when it has no error type of its
+    /// own). Nothing was written.
     #[error("`{}` was not written: {reason}", path.display())]
     Aborted {
         /// The target.

@@ -17,7 +17,7 @@
 //! there was none, a leaf that is not a regular file, a refused precommit) and
 //! reports every failure as an [`FsError`] naming the path involved, with the
 //! operating system's error as its source (the daemon maps it to a wire
-//! `errorKind`); [`publish_overlapping`] hands its caller's precommit refusal
+//! `errorKind`); a [`Publish`] hands its caller's precommit refusal
 //! back typed as the caller made it, and its own failures converted into that
 //! type. Everything here is synchronous and blocking: async callers run
 //! it on blocking threads.
@@ -30,6 +30,7 @@ mod journal;
 mod lock;
 mod log;
 mod mkdir;
+mod process;
 mod publish;
 mod release;
 mod remove;
@@ -48,8 +49,8 @@ pub use lock::{LockKey, PathGuard, PathLocks};
 pub use log::{AppendLog, LogLock, Reserved};
 pub use mkdir::{CreatedDirs, open_creating};
 pub use publish::{
-    NewFileMode, PublishOptions, Published, WRITE_CHUNK, publish, publish_overlapping,
-    publish_restoring, temp_file_name, write_private_file,
+    NewFileMode, Publish, PublishOptions, Published, WRITE_CHUNK, temp_file_name,
+    write_private_file,
 };
 pub use release::{RELEASE_LINGER, RELEASE_QUEUE, Releaser};
 pub use remove::{remove_leaf, rmdir_empty, unlink_path};

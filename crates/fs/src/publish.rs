@@ -14,6 +14,7 @@ use rustix::fs::{AtFlags, FileType, Gid, Mode, OFlags, Uid};
 use rustix::io::Errno;
 
 use crate::dir::{LeafState, check_leaf, leaf_state, type_name};
+use crate::process::{own_pid, process_umask, running_as_root};
 use crate::{Dir, FsError, FsOp, LeafStat, Swap};
 
 /// Longest file name most Linux filesystems accept (`NAME_MAX`).
@@ -25,7 +26,7 @@ pub(crate) const SUFFIX_HEX: usize = 12;
 /// How many fresh temp names to try when one already exists.
 const CREATE_ATTEMPTS: usize = 16;
 
-/// Permission bits of a file created by `publish` (SPEC 7.3,
+/// Permission bits of a file created by a [`Publish`] (SPEC 7.3,
 /// `new_file_mode`). An existing file always keeps its own bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NewFileMode {
@@ -37,7 +38,7 @@ pub enum NewFileMode {
     System,
 }
 
-/// Options of one [`publish`] call.
+/// Options of one [`Publish`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PublishOptions {
     /// Mode of a newly created file.
@@ -62,7 +63,7 @@ impl Default for PublishOptions {
     }
 }
 
-/// What a successful [`publish`] did.
+/// What a successful [`Publish::run`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Published {
     /// True when the target did not exist before.
@@ -89,7 +90,7 @@ enum ModePolicy {
     Exact(u32, Option<(u32, u32)>),
 }
 
-/// The temp file name [`publish`] would use for `leaf` in this process, with
+/// The temp file name a [`Publish`] would use for `leaf` in this process, with
 /// a fresh random suffix: `.<leaf>.<pid>.<12 lowercase hex>.tmp` (SPEC 7.3).
 ///
 /// The leaf is cut so the whole name fits in 255 bytes: at a UTF-8 character
@@ -210,50 +211,6 @@ pub(crate) fn random_suffix() -> io::Result<String> {
     Ok(s)
 }
 
-/// This process's id, read once (`getpid` is a system call each time and
-/// the daemon never forks, so it cannot change under us).
-fn own_pid() -> u32 {
-    static PID: OnceLock<u32> = OnceLock::new();
-    *PID.get_or_init(std::process::id)
-}
-
-/// Whether the effective UID is root, read once (the daemon never changes
-/// its credentials).
-fn running_as_root() -> bool {
-    own_euid() == 0
-}
-
-/// The effective uid, read once: the daemon never changes it.
-pub(crate) fn own_euid() -> u32 {
-    static EUID: OnceLock<u32> = OnceLock::new();
-    *EUID.get_or_init(|| rustix::process::geteuid().as_raw())
-}
-
-/// The process umask, read once: `/proc/self/status` (`Umask:` line, no
-/// race), else by setting `0o077` and restoring the old value. That fallback
-/// has a tiny window in which a file created by another thread gets the
-/// stricter mask `0o077`, which only errs on the private side. The daemon
-/// never changes its umask, so caching is exact.
-fn process_umask() -> u32 {
-    static UMASK: OnceLock<u32> = OnceLock::new();
-    *UMASK.get_or_init(|| {
-        read_proc_umask().unwrap_or_else(|| {
-            let old = rustix::process::umask(Mode::from_raw_mode(0o077));
-            rustix::process::umask(old);
-            old.as_raw_mode()
-        })
-    })
-}
-
-/// The `Umask:` line of `/proc/self/status` (Linux 4.7+), as octal.
-fn read_proc_umask() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Umask:"))?;
-    u32::from_str_radix(line["Umask:".len()..].trim(), 8)
-        .ok()
-        .map(|m| m & 0o777)
-}
-
 /// Removes the temp file by name when dropped, unless disarmed.
 struct TempGuard<'a> {
     dir: BorrowedFd<'a>,
@@ -324,7 +281,19 @@ fn check_expectation(
     })
 }
 
-/// Atomically replace (or create) `leaf` in `dir` with `bytes` (SPEC 7.3).
+/// One atomic publish: replaces (or creates) `leaf` in `dir` with `bytes`
+/// (SPEC 7.3) when [`Publish::run`] is called.
+///
+/// ```no_run
+/// # use writegate_fs::{Dir, FsError, Publish, PublishOptions};
+/// # fn f(dir: &Dir) -> Result<(), FsError> {
+/// let opts = PublishOptions::default();
+/// Publish::new(dir, "a.txt".as_ref(), b"bytes\n", &opts)
+///     .on_written(&mut || { /* start work beside the disk's */ })
+///     .precommit(&mut || Ok::<(), FsError>(()))
+///     .run()?;
+/// # Ok(()) }
+/// ```
 ///
 /// Steps, all relative to the directory handle:
 /// 1. create `.<leaf>.<pid>.<12 hex>.tmp` (see [`temp_file_name`]) with
@@ -345,8 +314,8 @@ fn check_expectation(
 ///    missing; else [`FsError::SymlinkEscape`], a swap; a symlink or another
 ///    kind of file there is refused as in step 3), the temp name still
 ///    refers to the inode we created (else [`FsError::SymlinkEscape`]), then
-///    `precommit()` (the caller's generation check; `Err(reason)` ->
-///    [`FsError::Aborted`] with that reason);
+///    the caller's [`Publish::precommit`] check (its error is returned as
+///    it is);
 /// 7. `renameat(dir, temp, dir, leaf)`; 8. fsync the directory.
 ///
 /// On any failure before the rename the temp file is unlinked and the target
@@ -358,85 +327,251 @@ fn check_expectation(
 /// error as its source. A failing directory fsync after the rename is not an
 /// error (the content is already in place): it is logged and reported as
 /// [`Published::durable`] `false`.
-pub fn publish(
-    dir: &Dir,
-    leaf: &OsStr,
-    bytes: &[u8],
-    opts: &PublishOptions,
-    precommit: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<Published, FsError> {
-    publish_overlapping(dir, leaf, bytes, opts, &mut || {}, &mut || {
-        precommit().map_err(|reason| FsError::Aborted {
-            path: dir.path().join(leaf),
-            reason,
+#[must_use = "a Publish does nothing until it is run"]
+pub struct Publish<'a, E = FsError> {
+    /// The directory handle.
+    dir: BorrowedFd<'a>,
+    /// Whether the directory can be fsynced (it was opened readable).
+    syncable: bool,
+    /// The directory's path, for messages.
+    dir_path: &'a Path,
+    /// The file name in the directory.
+    leaf: &'a OsStr,
+    /// The new content.
+    bytes: &'a [u8],
+    /// How the published file's mode (and owner) are chosen.
+    policy: ModePolicy,
+    /// The leaf as the caller saw it ([`PublishOptions::expect_existing`]).
+    expect_existing: Option<&'a LeafStat>,
+    /// Called once the bytes are in the temp file.
+    written: Option<&'a mut dyn FnMut()>,
+    /// Called immediately before the rename.
+    precommit: Option<&'a mut dyn FnMut() -> Result<(), E>>,
+}
+
+impl<'a> Publish<'a> {
+    /// A publish of `bytes` to `leaf` in `dir` with `opts`: no hook, no
+    /// precommit check, the mode chosen by `opts.new_file_mode` (see
+    /// [`Publish::restore`]).
+    pub fn new(dir: &'a Dir, leaf: &'a OsStr, bytes: &'a [u8], opts: &'a PublishOptions) -> Self {
+        Publish {
+            dir: dir.fd(),
+            syncable: dir.syncable(),
+            dir_path: dir.path(),
+            leaf,
+            bytes,
+            policy: ModePolicy::KeepExisting(opts.new_file_mode),
+            expect_existing: opts.expect_existing.as_ref(),
+            written: None,
+            precommit: None,
+        }
+    }
+}
+
+impl<'a, E: From<FsError>> Publish<'a, E> {
+    /// Calls `written()` once the bytes are in the temp file and before it
+    /// is fsynced (not at all when publishing fails earlier): where work
+    /// that need not come before the write (the hashes of a large
+    /// overwrite, old and new bytes, ADR 0005) is started on helper
+    /// threads, which then have the CPUs while this thread waits for the
+    /// disk, instead of taking them from the write itself.
+    pub fn on_written(mut self, written: &'a mut dyn FnMut()) -> Self {
+        self.written = Some(written);
+        self
+    }
+
+    /// Calls `precommit()` immediately before the rename (step 6): the
+    /// caller's own check (the generation, the audit intent), which refuses
+    /// with the caller's error type `F`. Its error is returned as it is (a
+    /// typed refusal needs no side channel); every failure of the publisher
+    /// itself is an [`FsError`] converted into `F`.
+    pub fn precommit<F: From<FsError>>(
+        self,
+        precommit: &'a mut dyn FnMut() -> Result<(), F>,
+    ) -> Publish<'a, F> {
+        Publish {
+            dir: self.dir,
+            syncable: self.syncable,
+            dir_path: self.dir_path,
+            leaf: self.leaf,
+            bytes: self.bytes,
+            policy: self.policy,
+            expect_existing: self.expect_existing,
+            written: self.written,
+            precommit: Some(precommit),
+        }
+    }
+
+    /// For an undo: the published file gets exactly the permission bits
+    /// `mode` (and, when running as root, the owner and group `owner`) of
+    /// the file it puts back, whatever is at the leaf now, in place of the
+    /// options' `new_file_mode` and the kept mode of step 4.
+    pub fn restore(mut self, mode: u32, owner: Option<(u32, u32)>) -> Self {
+        self.policy = ModePolicy::Exact(mode, owner);
+        self
+    }
+
+    /// Publishes, as described on [`Publish`].
+    ///
+    /// Errors: the precommit's own error; otherwise an [`FsError`] as
+    /// described on [`Publish`], converted into `E`.
+    pub fn run(self) -> Result<Published, E> {
+        let Publish {
+            dir,
+            syncable,
+            dir_path,
+            leaf,
+            bytes,
+            policy,
+            expect_existing,
+            mut written,
+            mut precommit,
+        } = self;
+        check_leaf(leaf)?;
+        // The path for messages, built only for an error or a warning.
+        let shown = || dir_path.join(leaf);
+        let errno_err = |op: FsOp| move |e: Errno| FsError::errno(op, &shown(), e);
+        let io_err = |op: FsOp| move |e: io::Error| FsError::os(op, &shown(), e);
+
+        // 1. Exclusive temp file.
+        let (temp, fd) = create_temp(dir, dir_path, leaf)?;
+        let mut guard = TempGuard {
+            dir,
+            name: temp,
+            armed: true,
+        };
+        let ours = rustix::fs::fstat(&fd).map_err(errno_err(FsOp::Stat))?;
+        let mut file = File::from(fd);
+
+        // 2. Content.
+        write_content(&mut file, bytes).map_err(io_err(FsOp::WriteTemp))?;
+        if let Some(written) = written.as_mut() {
+            written();
+        }
+
+        // 3. What is at the leaf decides the mode: the caller's file, when it
+        //    read one (step 6 checks it is still there), else a look now.
+        let before = match expect_existing {
+            Some(seen) => LeafState::Regular(*seen),
+            None => leaf_state(dir, dir_path, leaf)?,
+        };
+
+        // 4. Mode and owner, only changed when they differ (filesystems without
+        //    Unix ownership then still work when nothing needs changing).
+        let (want_mode, want_owner) = match (policy, &before) {
+            (ModePolicy::Private, _)
+            | (ModePolicy::KeepExisting(NewFileMode::Owner), LeafState::Missing) => (0o600, None),
+            (ModePolicy::KeepExisting(_), LeafState::Regular(st)) => {
+                let owner = running_as_root().then_some((st.uid, st.gid));
+                (st.mode & 0o777, owner)
+            }
+            (ModePolicy::KeepExisting(NewFileMode::System), LeafState::Missing) => {
+                (0o666 & !process_umask(), None)
+            }
+            (ModePolicy::Exact(mode, owner), _) => {
+                (mode & 0o7777, owner.filter(|_| running_as_root()))
+            }
+        };
+        let mut now_mode = ours.st_mode & 0o7777;
+        if let Some((uid, gid)) = want_owner.filter(|&o| o != (ours.st_uid, ours.st_gid)) {
+            rustix::fs::fchown(&file, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
+                .map_err(errno_err(FsOp::SetTempOwner))?;
+            // fchown may clear bits: look again.
+            now_mode = rustix::fs::fstat(&file)
+                .map_err(errno_err(FsOp::Stat))?
+                .st_mode
+                & 0o7777;
+        }
+        if now_mode != want_mode {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(want_mode))
+                .map_err(errno_err(FsOp::SetTempMode))?;
+        }
+
+        // 5. Durable content and metadata before the name can point at it.
+        file.sync_all().map_err(io_err(FsOp::SyncTemp))?;
+
+        // 6. Recheck immediately before the rename.
+        let after = leaf_state(dir, dir_path, leaf)?;
+        if let Some(seen) = expect_existing {
+            check_expectation(seen, &after, shown)?;
+        }
+        let same = match (&before, &after) {
+            (LeafState::Missing, LeafState::Missing) => true,
+            (LeafState::Regular(a), LeafState::Regular(b)) => (a.dev, a.ino) == (b.dev, b.ino),
+            _ => false,
+        };
+        if !same {
+            return Err(FsError::SymlinkEscape {
+                path: shown(),
+                what: Swap::ChangedWhilePublishing,
+                source: None,
+            }
+            .into());
+        }
+        match rustix::fs::statat(dir, &guard.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st)
+                if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                    && (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino) => {}
+            Ok(st) => {
+                // Someone else's file now has our temp name: leave it alone.
+                guard.armed = false;
+                return Err(FsError::SymlinkEscape {
+                    path: shown(),
+                    what: Swap::TempReplaced {
+                        found: type_name(FileType::from_raw_mode(st.st_mode)),
+                    },
+                    source: None,
+                }
+                .into());
+            }
+            Err(e) => {
+                guard.armed = false;
+                return Err(FsError::SymlinkEscape {
+                    path: shown(),
+                    what: Swap::TempVanished,
+                    source: Some(e.into()),
+                }
+                .into());
+            }
+        }
+        if let Some(precommit) = precommit.as_mut() {
+            precommit()?;
+        }
+
+        // 7. Commit.
+        rustix::fs::renameat(dir, &guard.name, dir, leaf).map_err(|e| match e {
+            // The target became a directory meanwhile.
+            Errno::ISDIR | Errno::NOTDIR | Errno::NOTEMPTY => FsError::NotAFile {
+                path: shown(),
+                found: "directory",
+                expected: "regular file",
+            },
+            other => errno_err(FsOp::Rename)(other),
+        })?;
+        guard.armed = false;
+        drop(file);
+
+        // 8. Durable name.
+        let durable = if syncable {
+            match rustix::fs::fsync(dir) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(path = %shown().display(), error = %e,
+                        "directory fsync failed after publishing");
+                    false
+                }
+            }
+        } else {
+            tracing::warn!(path = %shown().display(),
+                "directory not readable: published without directory fsync");
+            false
+        };
+        Ok(Published {
+            created: after == LeafState::Missing,
+            bytes_written: bytes.len() as u64,
+            durable,
         })
-    })
-}
-
-/// [`publish`], calling `written()` once the bytes are in the temp file
-/// and before it is fsynced (not at all when publishing fails earlier):
-/// where work that need not come before the write (the hashes of a large
-/// overwrite, old and new bytes, ADR 0005) is started on helper threads,
-/// which then have the CPUs while this thread waits for the disk, instead
-/// of taking them from the write itself.
-///
-/// The precommit check refuses with the caller's own error type `E`, and
-/// its error is returned as it is (a typed refusal needs no side channel);
-/// every failure of the publisher itself is an [`FsError`] converted into
-/// `E`.
-///
-/// Errors: the precommit's own error; otherwise as [`publish`], converted
-/// into `E`.
-pub fn publish_overlapping<E: From<FsError>>(
-    dir: &Dir,
-    leaf: &OsStr,
-    bytes: &[u8],
-    opts: &PublishOptions,
-    written: &mut dyn FnMut(),
-    precommit: &mut dyn FnMut() -> Result<(), E>,
-) -> Result<Published, E> {
-    publish_at(
-        dir.fd(),
-        dir.syncable(),
-        dir.path(),
-        leaf,
-        bytes,
-        ModePolicy::KeepExisting(opts.new_file_mode),
-        opts.expect_existing.as_ref(),
-        written,
-        precommit,
-    )
-}
-
-/// [`publish_overlapping`] for an undo: the published file gets exactly
-/// the permission bits `mode` (and, when running as root, the owner and
-/// group `owner`) of the file it puts back, whatever is at the leaf now.
-/// `expect_existing` as in [`PublishOptions`], `written` and `precommit`
-/// as in [`publish_overlapping`].
-///
-/// Errors: as [`publish_overlapping`].
-#[allow(clippy::too_many_arguments)] // publish_overlapping's, plus the mode and owner put back
-pub fn publish_restoring<E: From<FsError>>(
-    dir: &Dir,
-    leaf: &OsStr,
-    bytes: &[u8],
-    mode: u32,
-    owner: Option<(u32, u32)>,
-    expect_existing: Option<&LeafStat>,
-    written: &mut dyn FnMut(),
-    precommit: &mut dyn FnMut() -> Result<(), E>,
-) -> Result<Published, E> {
-    publish_at(
-        dir.fd(),
-        dir.syncable(),
-        dir.path(),
-        leaf,
-        bytes,
-        ModePolicy::Exact(mode, owner),
-        expect_existing,
-        written,
-        precommit,
-    )
+    }
 }
 
 /// How many bytes the publisher hands the kernel per `write(2)` of a temp
@@ -504,160 +639,6 @@ fn start_writeback(file: &File, piece: &std::ops::Range<usize>) {
     };
 }
 
-// The entry points pass different subsets of these; a struct would only
-// rename them.
-#[allow(clippy::too_many_arguments)]
-fn publish_at<E: From<FsError>>(
-    dir: BorrowedFd<'_>,
-    syncable: bool,
-    dir_path: &Path,
-    leaf: &OsStr,
-    bytes: &[u8],
-    policy: ModePolicy,
-    expect_existing: Option<&LeafStat>,
-    written: &mut dyn FnMut(),
-    precommit: &mut dyn FnMut() -> Result<(), E>,
-) -> Result<Published, E> {
-    check_leaf(leaf)?;
-    // The path for messages, built only for an error or a warning.
-    let shown = || dir_path.join(leaf);
-    let errno_err = |op: FsOp| move |e: Errno| FsError::errno(op, &shown(), e);
-    let io_err = |op: FsOp| move |e: io::Error| FsError::os(op, &shown(), e);
-
-    // 1. Exclusive temp file.
-    let (temp, fd) = create_temp(dir, dir_path, leaf)?;
-    let mut guard = TempGuard {
-        dir,
-        name: temp,
-        armed: true,
-    };
-    let ours = rustix::fs::fstat(&fd).map_err(errno_err(FsOp::Stat))?;
-    let mut file = File::from(fd);
-
-    // 2. Content.
-    write_content(&mut file, bytes).map_err(io_err(FsOp::WriteTemp))?;
-    written();
-
-    // 3. What is at the leaf decides the mode: the caller's file, when it
-    //    read one (step 6 checks it is still there), else a look now.
-    let before = match expect_existing {
-        Some(seen) => LeafState::Regular(*seen),
-        None => leaf_state(dir, dir_path, leaf)?,
-    };
-
-    // 4. Mode and owner, only changed when they differ (filesystems without
-    //    Unix ownership then still work when nothing needs changing).
-    let (want_mode, want_owner) = match (policy, &before) {
-        (ModePolicy::Private, _)
-        | (ModePolicy::KeepExisting(NewFileMode::Owner), LeafState::Missing) => (0o600, None),
-        (ModePolicy::KeepExisting(_), LeafState::Regular(st)) => {
-            let owner = running_as_root().then_some((st.uid, st.gid));
-            (st.mode & 0o777, owner)
-        }
-        (ModePolicy::KeepExisting(NewFileMode::System), LeafState::Missing) => {
-            (0o666 & !process_umask(), None)
-        }
-        (ModePolicy::Exact(mode, owner), _) => (mode & 0o7777, owner.filter(|_| running_as_root())),
-    };
-    let mut now_mode = ours.st_mode & 0o7777;
-    if let Some((uid, gid)) = want_owner.filter(|&o| o != (ours.st_uid, ours.st_gid)) {
-        rustix::fs::fchown(&file, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
-            .map_err(errno_err(FsOp::SetTempOwner))?;
-        // fchown may clear bits: look again.
-        now_mode = rustix::fs::fstat(&file)
-            .map_err(errno_err(FsOp::Stat))?
-            .st_mode
-            & 0o7777;
-    }
-    if now_mode != want_mode {
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(want_mode))
-            .map_err(errno_err(FsOp::SetTempMode))?;
-    }
-
-    // 5. Durable content and metadata before the name can point at it.
-    file.sync_all().map_err(io_err(FsOp::SyncTemp))?;
-
-    // 6. Recheck immediately before the rename.
-    let after = leaf_state(dir, dir_path, leaf)?;
-    if let Some(seen) = expect_existing {
-        check_expectation(seen, &after, shown)?;
-    }
-    let same = match (&before, &after) {
-        (LeafState::Missing, LeafState::Missing) => true,
-        (LeafState::Regular(a), LeafState::Regular(b)) => (a.dev, a.ino) == (b.dev, b.ino),
-        _ => false,
-    };
-    if !same {
-        return Err(FsError::SymlinkEscape {
-            path: shown(),
-            what: Swap::ChangedWhilePublishing,
-            source: None,
-        }
-        .into());
-    }
-    match rustix::fs::statat(dir, &guard.name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st)
-            if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-                && (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino) => {}
-        Ok(st) => {
-            // Someone else's file now has our temp name: leave it alone.
-            guard.armed = false;
-            return Err(FsError::SymlinkEscape {
-                path: shown(),
-                what: Swap::TempReplaced {
-                    found: type_name(FileType::from_raw_mode(st.st_mode)),
-                },
-                source: None,
-            }
-            .into());
-        }
-        Err(e) => {
-            guard.armed = false;
-            return Err(FsError::SymlinkEscape {
-                path: shown(),
-                what: Swap::TempVanished,
-                source: Some(e.into()),
-            }
-            .into());
-        }
-    }
-    precommit()?;
-
-    // 7. Commit.
-    rustix::fs::renameat(dir, &guard.name, dir, leaf).map_err(|e| match e {
-        // The target became a directory meanwhile.
-        Errno::ISDIR | Errno::NOTDIR | Errno::NOTEMPTY => FsError::NotAFile {
-            path: shown(),
-            found: "directory",
-            expected: "regular file",
-        },
-        other => errno_err(FsOp::Rename)(other),
-    })?;
-    guard.armed = false;
-    drop(file);
-
-    // 8. Durable name.
-    let durable = if syncable {
-        match rustix::fs::fsync(dir) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(path = %shown().display(), error = %e,
-                    "directory fsync failed after publishing");
-                false
-            }
-        }
-    } else {
-        tracing::warn!(path = %shown().display(),
-            "directory not readable: published without directory fsync");
-        false
-    };
-    Ok(Published {
-        created: after == LeafState::Missing,
-        bytes_written: bytes.len() as u64,
-        durable,
-    })
-}
-
 /// Write a small private state file atomically (persistent approvals, SPEC
 /// 12): temp file in the same directory, fsync, rename over `path`, fsync
 /// the directory. The file always ends up mode 0600 and owned by us; missing
@@ -668,7 +649,7 @@ fn publish_at<E: From<FsError>>(
 /// [`FsError::InvalidInput`]; `path` naming a symlink ->
 /// [`FsError::SymlinkEscape`], a non-regular file -> [`FsError::NotAFile`]
 /// (never followed or replaced); failures of the operating system as
-/// [`publish`] classifies them, naming the path.
+/// [`Publish`] classifies them, naming the path.
 pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     let invalid = || FsError::invalid(path, "is not a file path (it has no file name)");
     let leaf = path.file_name().ok_or_else(invalid)?;
@@ -688,17 +669,18 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
         Mode::empty(),
     )
     .map_err(|e| FsError::errno(FsOp::OpenDir, parent, e))?;
-    publish_at::<FsError>(
-        dfd.as_fd(),
-        true,
-        parent,
+    Publish {
+        dir: dfd.as_fd(),
+        syncable: true,
+        dir_path: parent,
         leaf,
         bytes,
-        ModePolicy::Private,
-        None,
-        &mut || {},
-        &mut || Ok(()),
-    )?;
+        policy: ModePolicy::Private,
+        expect_existing: None,
+        written: None,
+        precommit: None,
+    }
+    .run()?;
     Ok(())
 }
 
@@ -822,12 +804,5 @@ mod tests {
             parse_temp_name(b".with.dots.in.it.99.ffffffffffff.tmp"),
             Some(99)
         );
-    }
-
-    #[test]
-    fn proc_umask_matches_syscall() {
-        if let Some(m) = read_proc_umask() {
-            assert_eq!(m, process_umask());
-        }
     }
 }

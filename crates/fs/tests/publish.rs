@@ -5,8 +5,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
 
 use writegate_fs::{
-    Atime, Content, Dir, FsError, NewFileMode, PublishOptions, WRITE_CHUNK, publish, read_existing,
-    stat_leaf,
+    Atime, Content, Dir, FsError, NewFileMode, Publish, PublishOptions, Published, WRITE_CHUNK,
+    read_existing, stat_leaf,
 };
 use writegate_testkit::{Tmpfs, assert_err, is_root, mode_of, names, tempdir, temps};
 
@@ -17,8 +17,28 @@ fn opts() -> PublishOptions {
     }
 }
 
-fn ok() -> impl FnMut() -> Result<(), String> {
+fn ok() -> impl FnMut() -> Result<(), FsError> {
     || Ok(())
+}
+
+/// A [`Publish`] of `bytes` to `leaf` with `o` and the precommit check
+/// `precommit`.
+fn publish(
+    d: &Dir,
+    leaf: &OsStr,
+    bytes: &[u8],
+    o: &PublishOptions,
+    precommit: &mut dyn FnMut() -> Result<(), FsError>,
+) -> Result<Published, FsError> {
+    Publish::new(d, leaf, bytes, o).precommit(precommit).run()
+}
+
+/// The refusal a precommit check makes in these tests.
+fn refusal(dir: &Path, leaf: &str, reason: &str) -> FsError {
+    FsError::Aborted {
+        path: dir.join(leaf),
+        reason: reason.to_string(),
+    }
 }
 
 fn publish_ok(dir: &Path, leaf: &str, bytes: &[u8]) -> writegate_fs::Published {
@@ -165,7 +185,7 @@ fn precommit_refusal_leaves_target_identical_and_no_temp() {
         &opts(),
         &mut || {
             calls += 1;
-            Err("generation closed".into())
+            Err(refusal(&dir, "keep.txt", "generation closed"))
         },
     )
     .unwrap_err();
@@ -179,7 +199,7 @@ fn precommit_refusal_leaves_target_identical_and_no_temp() {
 
     // And for a file that did not exist: still nothing there.
     let err = publish(&d, OsStr::new("absent"), b"x", &opts(), &mut || {
-        Err("no".into())
+        Err(refusal(&dir, "absent", "no"))
     })
     .unwrap_err();
     assert!(matches!(err, FsError::Aborted { .. }), "{err:?}");
@@ -584,7 +604,7 @@ fn deferred_frees_only_on_local_disk_filesystems() {
     }
 }
 
-/// `publish_overlapping` calls `written` once the bytes are in
+/// A publish calls its `on_written` hook once the bytes are in
 /// the temp file and before the precommit, and not at all when publishing
 /// fails before the write.
 #[test]
@@ -601,33 +621,25 @@ fn the_written_hook_runs_after_the_write_and_before_the_precommit() {
             .map(|p| std::fs::read(p).unwrap())
             .collect::<Vec<_>>()
     };
-    writegate_fs::publish_overlapping::<FsError>(
-        &d,
-        OsStr::new("w.txt"),
-        b"new bytes",
-        &opts(),
-        &mut || {
+    let o = opts();
+    Publish::new(&d, OsStr::new("w.txt"), b"new bytes", &o)
+        .on_written(&mut || {
             assert_eq!(temp_content(), vec![b"new bytes".to_vec()]);
             steps.borrow_mut().push("written");
-        },
-        &mut || {
+        })
+        .precommit(&mut || {
             steps.borrow_mut().push("precommit");
-            Ok(())
-        },
-    )
-    .unwrap();
+            Ok::<(), FsError>(())
+        })
+        .run()
+        .unwrap();
     assert_eq!(*steps.borrow(), ["written", "precommit"]);
     assert_eq!(std::fs::read(dir.join("w.txt")).unwrap(), b"new bytes");
     // A leaf that is not one name component fails before anything is written.
     let mut ran = false;
-    let err = writegate_fs::publish_overlapping::<FsError>(
-        &d,
-        OsStr::new("a/b"),
-        b"x",
-        &opts(),
-        &mut || ran = true,
-        &mut || Ok(()),
-    );
+    let err = Publish::new(&d, OsStr::new("a/b"), b"x", &o)
+        .on_written(&mut || ran = true)
+        .run();
     assert!(err.is_err());
     assert!(!ran, "written ran for a write that never happened");
 }

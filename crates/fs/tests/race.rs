@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use writegate_fs::{Dir, FsError, NewFileMode, PublishOptions, publish};
+use writegate_fs::{Dir, FsError, NewFileMode, Publish, PublishOptions};
 use writegate_testkit::{names, tempdir};
 
 /// Publishes that must succeed (the rest of the attempts are refused opens).
@@ -64,14 +64,10 @@ fn swapping_a_directory_for_a_symlink_never_redirects_a_write() {
         let target = if attempts % 2 == 0 { &dir } else { &inner };
         match Dir::open_canonical(target) {
             Ok(d) => {
-                publish(
-                    &d,
-                    OsStr::new("f.txt"),
-                    format!("{attempts}\n").as_bytes(),
-                    &opts,
-                    &mut || Ok(()),
-                )
-                .unwrap();
+                let bytes = format!("{attempts}\n");
+                Publish::new(&d, OsStr::new("f.txt"), bytes.as_bytes(), &opts)
+                    .run()
+                    .unwrap();
                 published += 1;
             }
             Err(e) => {

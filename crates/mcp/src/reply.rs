@@ -9,8 +9,10 @@ use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 use std::path::Path;
-use writegate_core::history::UndoOutcome;
-use writegate_core::{Detail, EditReport, ErrorKind, Failure, LinesView, ReadFacts, WriteOutcome};
+use writegate_core::history::{UndoAction, UndoOutcome};
+use writegate_core::{
+    Detail, EditReport, ErrorKind, Failure, LinesView, ReadFacts, RefusalFacts, WriteOutcome,
+};
 
 /// `_meta` key of an error result's facts: `{errorKind, status, ...}`.
 pub(crate) const ERROR_META_KEY: &str = "writegate/error";
@@ -211,11 +213,11 @@ pub(crate) fn edited(r: EditReport) -> CallToolResult {
 pub(crate) fn undone(o: &UndoOutcome) -> CallToolResult {
     let verb = if o.dry_run { "would be" } else { "was" };
     let mut text = match o.action {
-        "removed" => format!(
+        UndoAction::Removed => format!(
             "{} {verb} removed (operation {} had created it)",
             o.path, o.undone
         ),
-        _ => format!(
+        UndoAction::Restored => format!(
             "{} {verb} restored to what it was before operation {} ({} bytes, hash {})",
             o.path,
             o.undone,
@@ -280,13 +282,10 @@ pub(crate) fn failure(f: &Failure, s: &Situation<'_>) -> CallToolResult {
             "cancelled: the call was cancelled, or the user dismissed the approval question; nothing was written.".to_string()
         }
         Failure::Refused(r) => {
-            // The detail as core serialises it: the members ACP's `data`
-            // shows too.
-            if let Some(Ok(Value::Object(detail))) = r.detail.as_ref().map(serde_json::to_value) {
-                facts = detail;
+            // The members ACP's `data` shows too.
+            if let Ok(Value::Object(m)) = serde_json::to_value(RefusalFacts::of(r)) {
+                facts = m;
             }
-            facts.insert("errorKind".into(), r.kind.as_str().into());
-            facts.insert("status".into(), r.kind.status().into());
             let mut hint = r.hint.clone();
             if let Some(Detail::Approval {
                 command,

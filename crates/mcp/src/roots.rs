@@ -190,10 +190,7 @@ impl Workspaces {
     /// `path_outside_workspace` naming that root. `None`: no workspace.
     pub(crate) fn pick(&self, path: &Path) -> Option<Picked> {
         let all = self.all();
-        let runtime = all
-            .iter()
-            .filter(|r| writegate_paths::is_within(path, &r.root))
-            .max_by_key(|r| r.root.as_os_str().len())
+        let runtime = writegate_core::runtime::containing(&all, |r| &r.root, path)
             .or_else(|| all.first())?
             .clone();
         let client_root = !self.fixed.contains(&runtime.root);

@@ -341,7 +341,7 @@ impl Relay {
                 approver: Some(Arc::new(approver)),
             };
             let line = methods::answer_guarded(&id, &method, || {
-                methods::answer(&call, &id, &method, params)
+                methods::answer(&call, &id, &method, methods::Params::Value(params))
             });
             ticket.built();
             session.state.end(&id);

@@ -16,6 +16,7 @@
 //! [`error`], [`escape`] (whitespace made visible for results).
 
 pub mod edit;
+mod encoding;
 pub mod error;
 pub mod escape;
 pub mod format;

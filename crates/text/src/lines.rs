@@ -9,7 +9,7 @@
 use std::iter::FusedIterator;
 use std::ops::Range;
 
-use crate::repr::Unit;
+use crate::encoding::Unit;
 
 /// A line ending (SPEC 8.1): `\n`, `\r\n`, or a lone `\r`. A missing ending (only
 /// possible on the last line) is `None` in an `Option<Ending>`.

@@ -9,51 +9,9 @@ use std::borrow::Cow;
 
 use encoding_rs::{DecoderResult, EncoderResult};
 
+use crate::encoding::Unit;
 use crate::error::TextError;
 use crate::lines::{EndingCounts, count_endings, count_stream};
-
-/// A code unit: a byte, a UTF-16 unit or a UTF-32 unit.
-pub(crate) trait Unit: Copy + Eq + Into<u32> + std::fmt::Debug + 'static {
-    /// `units` as bytes when a unit is a byte, so scans can take the vectorised
-    /// `memchr` paths; `None` for 16/32-bit units (scanned unit by unit).
-    fn as_bytes(_units: &[Self]) -> Option<&[u8]> {
-        None
-    }
-    /// Appends this unit's bytes to `out`, big-endian when `be`.
-    fn push_bytes(self, be: bool, out: &mut Vec<u8>);
-}
-impl Unit for u8 {
-    fn as_bytes(units: &[u8]) -> Option<&[u8]> {
-        Some(units)
-    }
-    fn push_bytes(self, _be: bool, out: &mut Vec<u8>) {
-        out.push(self);
-    }
-}
-impl Unit for u16 {
-    fn push_bytes(self, be: bool, out: &mut Vec<u8>) {
-        out.extend_from_slice(&if be {
-            self.to_be_bytes()
-        } else {
-            self.to_le_bytes()
-        });
-    }
-}
-impl Unit for u32 {
-    fn push_bytes(self, be: bool, out: &mut Vec<u8>) {
-        out.extend_from_slice(&if be {
-            self.to_be_bytes()
-        } else {
-            self.to_le_bytes()
-        });
-    }
-}
-
-/// True for the units of `' '` and `'\t'` (indentation).
-pub(crate) fn is_indent<U: Unit>(u: U) -> bool {
-    let v: u32 = u.into();
-    v == 0x20 || v == 0x09
-}
 
 /// One encoding's unit view of a file body (the bytes after any BOM).
 pub(crate) trait Repr {
@@ -364,7 +322,7 @@ pub(crate) fn encode_legacy(
     if enc.output_encoding() != enc {
         return Err(TextError::UnsupportedEncoding(format!(
             "{} cannot be written",
-            crate::format::legacy_name(enc)
+            crate::encoding::legacy_name(enc)
         )));
     }
     let mut encoder = enc.new_encoder();
@@ -384,7 +342,7 @@ pub(crate) fn encode_legacy(
                     "U+{:04X} {:?} cannot be written in {}",
                     c as u32,
                     c,
-                    crate::format::legacy_name(enc)
+                    crate::encoding::legacy_name(enc)
                 )));
             }
         }
@@ -395,7 +353,7 @@ pub(crate) fn encode_legacy(
 /// (a [`crate::Encoding`], normalised first).
 macro_rules! with_repr {
     ($enc:expr, |$r:ident| $body:expr) => {{
-        use $crate::format::Encoding as __E;
+        use $crate::encoding::Encoding as __E;
         match __E::normalized($enc) {
             __E::Utf8 => {
                 let $r = &$crate::repr::Utf8Repr;

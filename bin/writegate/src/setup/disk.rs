@@ -146,7 +146,8 @@ pub(crate) fn write(cur: &Current, text: &str) -> Result<(), String> {
         new_file_mode: NewFileMode::Owner,
         expect_existing: cur.stat,
     };
-    writegate_fs::publish(&dir, &leaf, text.as_bytes(), &opts, &mut || Ok(()))
+    writegate_fs::Publish::new(&dir, &leaf, text.as_bytes(), &opts)
+        .run()
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
@@ -178,14 +179,9 @@ pub(crate) fn backup(cur: &Current) -> Result<PathBuf, String> {
         n += 1;
     };
     let dir = Dir::open_canonical(&parent).map_err(|e| e.to_string())?;
-    writegate_fs::publish(
-        &dir,
-        &name,
-        cur.text.as_bytes(),
-        &PublishOptions::default(),
-        &mut || Ok(()),
-    )
-    .map_err(|e| e.to_string())?;
+    writegate_fs::Publish::new(&dir, &name, cur.text.as_bytes(), &PublishOptions::default())
+        .run()
+        .map_err(|e| e.to_string())?;
     prune_backups(&parent, &leaf);
     Ok(parent.join(name))
 }

@@ -125,27 +125,29 @@ pub trait Method {
     }
 }
 
+/// A request's params as the connection loop hands them over.
+pub enum Params {
+    /// Parsed into a `Value` (the default route).
+    Value(Value),
+    /// Still the JSON text of the line: deserialized by the method itself,
+    /// without building a `Value` first; the answer is the same as for
+    /// the params parsed.
+    Raw(RawParams),
+}
+
 /// One row of the table.
 pub struct Entry {
     /// The method name.
     pub name: &'static str,
     /// See [`Method::INLINE`].
     pub inline: bool,
-    answer: fn(&Call<'_>, &RequestId, Value) -> Vec<u8>,
-    answer_raw: fn(&Call<'_>, &RequestId, RawParams) -> Vec<u8>,
+    answer: fn(&Call<'_>, &RequestId, Params) -> Vec<u8>,
 }
 
 impl Entry {
     /// Answers a request for this method: the response line.
-    pub fn answer(&self, call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
+    pub fn answer(&self, call: &Call<'_>, id: &RequestId, params: Params) -> Vec<u8> {
         (self.answer)(call, id, params)
-    }
-
-    /// Answers a request for this method whose params are still the JSON
-    /// text of its line: the same answer as [`Entry::answer`] with the
-    /// params parsed, without building a `Value` first.
-    pub fn answer_raw(&self, call: &Call<'_>, id: &RequestId, params: RawParams) -> Vec<u8> {
-        (self.answer_raw)(call, id, params)
     }
 }
 
@@ -154,7 +156,6 @@ const fn entry<M: Method>() -> Entry {
         name: M::NAME,
         inline: M::INLINE,
         answer: answer_with::<M>,
-        answer_raw: answer_raw_with::<M>,
     }
 }
 
@@ -190,7 +191,7 @@ pub fn serves(method: &str) -> bool {
 }
 
 /// The response line for a request of `method` (in the table or not).
-pub fn answer(call: &Call<'_>, id: &RequestId, method: &str, params: Value) -> Vec<u8> {
+pub fn answer(call: &Call<'_>, id: &RequestId, method: &str, params: Params) -> Vec<u8> {
     if let Some(e) = find(method) {
         return e.answer(call, id, params);
     }
@@ -267,35 +268,16 @@ impl RequestLog {
     }
 }
 
-/// The response line for a request of `method` whose params are still the
-/// JSON text of its line (see [`Entry::answer_raw`]).
-pub fn answer_raw(call: &Call<'_>, id: &RequestId, method: &str, params: RawParams) -> Vec<u8> {
-    if let Some(e) = find(method) {
-        return e.answer_raw(call, id, params);
-    }
-    let started = RequestLog::start();
-    let line = error_line(id, &ErrorObject::method_not_found(method));
-    if let Some(log) = started {
-        log.finish(method, id, Outcome::Protocol(METHOD_NOT_FOUND));
-    }
-    line
-}
-
-fn answer_with<M: Method>(call: &Call<'_>, id: &RequestId, params: Value) -> Vec<u8> {
+/// The response line of a request for `M`, with its debug line. Params
+/// still in their line are deserialized straight from it; those that do
+/// not deserialize take the `Value` route, so the answer (which error,
+/// with which words) is exactly the parsed params'.
+fn answer_with<M: Method>(call: &Call<'_>, id: &RequestId, params: Params) -> Vec<u8> {
     let mut log = RequestLog::start();
-    let (line, outcome) = respond_value::<M>(call, id, params, log.as_mut());
-    if let Some(log) = log {
-        log.finish(M::NAME, id, outcome);
-    }
-    line
-}
-
-/// [`answer_with`] for params still in their line: deserialized straight
-/// from it. Params that do not deserialize take the `Value` route, so the
-/// answer (which error, with which words) is exactly [`answer_with`]'s.
-fn answer_raw_with<M: Method>(call: &Call<'_>, id: &RequestId, raw: RawParams) -> Vec<u8> {
-    let mut log = RequestLog::start();
-    let (line, outcome) = respond_raw::<M>(call, id, raw, log.as_mut());
+    let (line, outcome) = match params {
+        Params::Value(v) => respond_value::<M>(call, id, v, log.as_mut()),
+        Params::Raw(raw) => respond_raw::<M>(call, id, raw, log.as_mut()),
+    };
     if let Some(log) = log {
         log.finish(M::NAME, id, outcome);
     }

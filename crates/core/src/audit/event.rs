@@ -3,7 +3,7 @@
 
 use crate::api::ApprovalAnswer;
 use crate::error::ErrorKind;
-use crate::policy::Scope;
+use crate::policy::{GrantForm, Scope};
 use crate::routing::MarkerSource;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -170,7 +170,7 @@ pub struct GrantEvent {
     /// `once`, `session`, `workspace` or `persistent`.
     pub scope: Scope,
     /// `command` (one literal synthetic command) or `pattern` (a glob).
-    pub form: &'static str,
+    pub form: GrantForm,
     /// The mode part of `edit_file <mode> <path>`, when the text has that
     /// shape.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -27,6 +27,7 @@ mod error;
 mod event;
 mod flusher;
 mod journal;
+mod line;
 mod recovery;
 mod reserve;
 mod sink;
@@ -41,9 +42,5 @@ pub use reserve::{CommitFacts, CommitIntent, Reservation};
 pub use sink::{AuditSink, MAX_BACKLOG};
 pub use time::now_rfc3339;
 
+use crate::sync::lock;
 use error::AuditError;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}

@@ -3,10 +3,10 @@
 
 use super::AuditError;
 use super::journal::{IntentRecord, RETIRED, journal_dir};
+use super::line::event_line;
 use super::sink::Shared;
 use super::{EventKind, Recovered};
 use crate::error::ErrorKind;
-use crate::event_line::event_line;
 use crate::sha256_tagged;
 use serde::Deserialize;
 use std::collections::HashSet;

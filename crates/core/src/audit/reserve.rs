@@ -4,11 +4,11 @@
 
 use super::AuditError;
 use super::journal::intent_line;
+use super::line::{AsCommitted, committed_event_line};
 use super::sink::{LogState, Shared};
 use super::{AuditEvent, AuditSink, lock, now_rfc3339};
 use crate::config::FlushMode;
 use crate::error::{ErrorKind, Refusal};
-use crate::event_line::{AsCommitted, committed_event_line};
 use crate::hex;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;

@@ -5,13 +5,13 @@ use super::AuditError;
 use super::event::GapEvent;
 use super::flusher::{FlusherState, GroupSync};
 use super::journal::{JournalState, journal_dir};
+use super::line::event_line;
 use super::recovery::{log_recovery, recover};
 use super::reserve::CanReserve;
 use super::{AuditEvent, CommitIntent, GrantEvent, Recovery, Reservation, lock, now_rfc3339};
 use crate::api::OpCtx;
 use crate::config::{AuditConfig, FlushMode};
-use crate::event_line::event_line;
-use crate::policy::GrantOutcome;
+use crate::policy::{GrantForm, GrantOutcome};
 use crate::{hex, path_hash};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
@@ -292,8 +292,8 @@ impl AuditSink {
             mode: mode.map(str::to_string),
             path_hash: path_hash(Path::new(OsStr::from_bytes(path_text.as_bytes()))),
             expires_in_secs: outcome.expires_in_secs,
-            command: (raw && outcome.grant.form() == "command").then(|| text.to_string()),
-            pattern: (raw && outcome.grant.form() == "pattern").then(|| text.to_string()),
+            command: (raw && outcome.grant.form() == GrantForm::Command).then(|| text.to_string()),
+            pattern: (raw && outcome.grant.form() == GrantForm::Pattern).then(|| text.to_string()),
         };
         let promised = reservation.map_or(0, |r| r.need);
         match serde_json::to_vec(&event) {
@@ -376,7 +376,7 @@ impl Shared {
                 Ok(n) => {
                     seq = Some(n);
                     if intent.is_some() {
-                        written.push(());
+                        written += 1;
                     }
                 }
                 Err(e) => {
@@ -390,10 +390,10 @@ impl Shared {
         }
         self.update_failing(&st);
         drop(st);
-        if written.is_empty() && seq.is_none() {
+        if written == 0 && seq.is_none() {
             return;
         }
-        self.after_append(written.len());
+        self.after_append(written);
     }
 
     /// Writes one line now, keeping promised space for the events it was
@@ -456,10 +456,10 @@ impl Shared {
     }
 
     /// Writes what is waiting (reopening the log if needed), in order, and
-    /// an `audit.gap` line for what was lost. Returns one entry per intent
-    /// written. Stops at the first failure.
-    fn drain(&self, st: &mut LogState) -> Vec<()> {
-        let mut written = Vec::new();
+    /// an `audit.gap` line for what was lost. Returns how many intents'
+    /// events it wrote. Stops at the first failure.
+    fn drain(&self, st: &mut LogState) -> usize {
+        let mut written = 0;
         if st.backlog.is_empty() && st.lost == 0 && st.log.is_some() {
             return written;
         }
@@ -482,7 +482,7 @@ impl Shared {
             if let Some(q) = st.backlog.pop_front()
                 && q.intent.is_some()
             {
-                written.push(());
+                written += 1;
             }
         }
         if st.lost > 0 {
@@ -512,8 +512,8 @@ impl Shared {
         let retry_flush = st.flush_failed;
         self.update_failing(&st);
         drop(st);
-        if !written.is_empty() {
-            self.after_append(written.len());
+        if written > 0 {
+            self.after_append(written);
         } else if retry_flush {
             // A failed flush is retried with a fresh fdatasync, whatever the
             // counters say.

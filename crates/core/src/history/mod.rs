@@ -27,13 +27,14 @@ mod dirs;
 mod undo;
 
 pub use dirs::SkippedDir;
-pub use undo::{UndoOutcome, UndoParams};
+pub use undo::{UndoAction, UndoOutcome, UndoParams};
 /// `writegate diff`: two versions of a file as a unified diff of their text.
 pub use writegate_text::diff_versions;
 
 use crate::audit::{Intent, Writer, now_rfc3339};
 use crate::config::HistoryConfig;
 use crate::error::{ErrorKind, Refusal};
+use crate::sync::lock;
 use crate::{hex, path_text};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -42,7 +43,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use writegate_fs::{AppendLog, Dir, FsError, ImageStore, Kept, LeafStat};
 
 /// One operation the store knows: what it replaced and what it left.
@@ -437,10 +438,6 @@ pub struct History {
 /// An index shorter than this is never compacted.
 const COMPACT_MIN_BYTES: u64 = 64 * 1024;
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl History {
     /// Opens (creating) the store at `root`: `images/` (0700) and the
     /// index (0600), and reads the index.
@@ -475,11 +472,7 @@ impl History {
     ) -> Result<T, FsError> {
         let path = self.root.join(INDEX);
         loop {
-            let log = self
-                .index
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
+            let log = lock(&self.index).clone();
             let mut guard = log.lock()?;
             let now = std::fs::symlink_metadata(&path)
                 .ok()
@@ -489,7 +482,7 @@ impl History {
             }
             drop(guard);
             let fresh = Arc::new(AppendLog::open(&path)?);
-            *self.index.lock().unwrap_or_else(PoisonError::into_inner) = fresh;
+            *lock(&self.index) = fresh;
         }
     }
 

@@ -42,6 +42,17 @@ pub struct UndoParams {
 
 /// What an undo did (or, for a dry run, would do). Serialised (camelCase,
 /// empty members left out) as every front end shows it: ACP's
+/// What an undo did to the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum UndoAction {
+    /// The old bytes are back (`restored`).
+    Restored,
+    /// The operation had created the file, and it is removed (`removed`).
+    Removed,
+}
+
 /// `_writegate/undo` result, MCP's `undo` `structuredContent`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -55,7 +66,7 @@ pub struct UndoOutcome {
     pub path: String,
     /// `restored` (the old bytes are back) or `removed` (the operation had
     /// created the file).
-    pub action: &'static str,
+    pub action: UndoAction,
     /// Bytes of the file now (0 when removed).
     pub bytes: u64,
     /// `sha256:<hex>` of the file now (`None` when removed).
@@ -212,9 +223,7 @@ impl Service {
             ctx.runtime.clone()
         } else {
             self.registry()
-                .all()
-                .into_iter()
-                .find(|r| writegate_paths::is_within(&canonical, &r.root))
+                .containing(&canonical)
                 .unwrap_or_else(|| ctx.runtime.clone())
         };
         let ctx = OpCtx {
@@ -252,7 +261,11 @@ impl Service {
                 // The file written, as the resolver found it (the record's
                 // `path` is checked to name it: `Record::disagreement`).
                 path: crate::path_text(&target.canonical),
-                action: if rec.created { "removed" } else { "restored" },
+                action: if rec.created {
+                    UndoAction::Removed
+                } else {
+                    UndoAction::Restored
+                },
                 bytes: if rec.created { 0 } else { rec.bytes_before },
                 hash: if rec.created {
                     None

@@ -6,8 +6,10 @@ use crate::audit::CommitFacts;
 use crate::config::NewFileMode;
 use crate::error::{Failure, Refusal};
 use crate::{path_hash, sha256_tagged};
-use std::cell::RefCell;
-use writegate_fs::{Dir, Existing, PublishOptions};
+use std::cell::{Cell, OnceCell};
+use std::sync::OnceLock;
+use std::thread::{Scope, ScopedJoinHandle};
+use writegate_fs::{Dir, Existing, Publish, PublishOptions};
 
 impl Op<'_> {
     /// Publishes `bytes` over the target atomically and durably (SPEC 7.3),
@@ -32,14 +34,14 @@ impl Op<'_> {
         let identity = existing.as_ref().map(|e| e.stat);
         // The old file's read descriptor (see `publish_bytes`).
         let handle = existing.as_mut().and_then(Existing::take_handle);
-        // The old file's hash, when it was left for now.
-        let hash_old = || {
-            if let (Some(slot), Some(e)) = (&slot, &existing) {
-                slot.get_or_init(|| sha256_tagged(e.content.bytes()));
-            }
+        // The old file's hash, when it was left for now: its slot and the
+        // bytes it is taken of.
+        let old = OldHash {
+            slot: slot.as_deref(),
+            bytes: existing.as_ref().map(|e| e.content.bytes()),
         };
         let (hash_after, created) = if dry_run {
-            hash_old();
+            old.take();
             (sha256_tagged(bytes), existing.is_none())
         } else {
             // The new bytes' hash goes into the intent journal before the
@@ -47,55 +49,13 @@ impl Op<'_> {
             // thread while this one writes the temp file and waits for the
             // disk (as is a large old file's, left for now); a small one's
             // inline, first.
-            let large = bytes.len() >= PARALLEL_HASH_MIN;
-            let (hash, published) = std::thread::scope(|s| {
-                let old = RefCell::new(None);
-                // At most one helper runs while this thread writes the temp
-                // file (two CPUs is the machine to serve well). With no old
-                // hash left to take (a new file, or an old one small enough
-                // to be hashed when read), the new bytes' hash starts at
-                // once; else (an overwrite of a large file) both start once
-                // the bytes are in the temp file (see
-                // `writegate_fs::publish_overlapping`) and have the CPUs
-                // while this thread waits for the disk. Measured
-                // (docs/decisions/0005-hashes-beside-the-publish.md): a new
-                // 5 MiB file through `writegate mcp` 14.3-14.4 ms against
-                // 15.1-16.9 with the hash started after the write; a 5 MiB
-                // overwrite 0.5-2 ms slower with two helpers racing the
-                // write.
-                let early = large && slot.is_none();
-                let new = RefCell::new(early.then(|| s.spawn(|| sha256_tagged(bytes))));
-                let mut written = || {
-                    if slot.is_some() {
-                        *old.borrow_mut() = Some(s.spawn(hash_old));
-                        if large {
-                            *new.borrow_mut() = Some(s.spawn(|| sha256_tagged(bytes)));
-                        }
-                    }
-                };
-                let mut hash = if large {
-                    NewHash::Helper {
-                        bytes,
-                        thread: &new,
-                    }
-                } else {
-                    NewHash::Ready(sha256_tagged(bytes))
-                };
-                let published = self.publish_bytes(
-                    target,
-                    dir,
-                    identity,
-                    handle,
-                    bytes,
-                    &mut hash,
-                    &mut written,
-                );
-                // `hashBefore` is in the event whatever happened.
-                match old.borrow_mut().take() {
-                    Some(h) => joined(h),
-                    None => hash_old(),
-                }
-                (hash.take(), published)
+            let (hash, published) = std::thread::scope(|scope| {
+                let hashes = Hashes::start(scope, old, bytes);
+                let published =
+                    self.publish_bytes(target, dir, identity, handle, bytes, &hashes, &mut || {
+                        hashes.on_written();
+                    });
+                (hashes.join(), published)
             });
             if let (Some(pending), Some(h)) = (self.history_pending.take(), self.svc.history()) {
                 let op_id = self
@@ -145,11 +105,10 @@ impl Op<'_> {
     /// releaser; elsewhere closed first (NFS and FUSE would rename it to a
     /// hidden name while it is open). `hash_after` (of `bytes`) goes into
     /// the commit's intent journal: journaled before the temp file is
-    /// written when it is ready, else (a large write hashed on a helper
-    /// thread) just before the rename. `written` runs once the bytes are in
-    /// the temp file, before its fsync (where the hash helpers of a large
-    /// overwrite start). Returns
-    /// whether the file was created.
+    /// written when `hashes` has it ready, else (a large write hashed on a
+    /// helper thread) just before the rename. `written` runs once the bytes
+    /// are in the temp file, before its fsync (where the hash helpers of a
+    /// large overwrite start). Returns whether the file was created.
     #[allow(clippy::too_many_arguments)] // the old file's and the hashes' parts; a struct would only rename them
     fn publish_bytes(
         &mut self,
@@ -158,7 +117,7 @@ impl Op<'_> {
         identity: Option<writegate_fs::LeafStat>,
         mut handle: Option<std::os::fd::OwnedFd>,
         bytes: &[u8],
-        hash_after: &mut NewHash<'_, '_>,
+        hashes: &Hashes<'_, '_>,
         written: &mut dyn FnMut(),
     ) -> Result<bool, Failure> {
         let (parent, leaf) = target.split()?;
@@ -203,7 +162,7 @@ impl Op<'_> {
                 start.elapsed(),
             )
         };
-        let mut intent = match hash_after.ready() {
+        let mut intent = match hashes.ready() {
             Some(hash) => match prepare(hash) {
                 Ok(i) => Some(i),
                 Err(r) => {
@@ -234,13 +193,13 @@ impl Op<'_> {
                 .into());
             }
             if intent.is_none() {
-                intent = Some(prepare(hash_after.get())?);
+                intent = Some(prepare(hashes.after())?);
             }
             // With audit.flush = "sync" the intent is on disk before the
             // rename.
             audit.intent_durable(intent.as_ref().and_then(Option::as_ref))?;
             if let (Some(rec), Some(h)) = (keep.as_mut(), history) {
-                rec.hash_after = Some(hash_after.get().to_string());
+                rec.hash_after = Some(hashes.after().to_string());
                 // The bytes published (encoded, endings kept), not the
                 // request's text.
                 rec.bytes_after = bytes.len() as u64;
@@ -256,19 +215,13 @@ impl Op<'_> {
         // operation, whose `Drop` records its event with it: otherwise the
         // intent would never be retired, and the journal would fill up.
         let restore = self.restore;
-        let published = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match restore {
-            Some((mode, uid, gid)) => writegate_fs::publish_restoring(
-                &dir,
-                leaf,
-                bytes,
-                mode,
-                Some((uid, gid)),
-                opts.expect_existing.as_ref(),
-                written,
-                &mut precommit,
-            ),
-            None => {
-                writegate_fs::publish_overlapping(&dir, leaf, bytes, &opts, written, &mut precommit)
+        let published = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let publish = Publish::new(&dir, leaf, bytes, &opts)
+                .on_written(written)
+                .precommit(&mut precommit);
+            match restore {
+                Some((mode, uid, gid)) => publish.restore(mode, Some((uid, gid))).run(),
+                None => publish.run(),
             }
         }));
         let mut settle = None;
@@ -303,52 +256,128 @@ impl Op<'_> {
     }
 }
 
-/// The new bytes' `hashAfter`: taken inline before the commit, or on a
-/// helper thread started once they are in the temp file (see
-/// [`PARALLEL_HASH_MIN`]) and joined when first needed (computed here if
-/// the helper never started).
-enum NewHash<'scope, 'b> {
-    /// Computed.
-    Ready(String),
-    /// Left to a helper thread.
-    Helper {
-        /// The bytes (hashed here if no helper was started).
-        bytes: &'b [u8],
-        /// The helper, once started.
-        thread: &'b RefCell<Option<std::thread::ScopedJoinHandle<'scope, String>>>,
-    },
+/// The old file's `hashBefore`, when its hash was left for now (a large
+/// file): the slot it goes into and the bytes it is taken of.
+#[derive(Clone, Copy)]
+struct OldHash<'a> {
+    /// Where the hash goes; `None` when it was taken when the file was read
+    /// (or there is no old file).
+    slot: Option<&'a OnceLock<String>>,
+    /// The old file's bytes.
+    bytes: Option<&'a [u8]>,
 }
 
-impl NewHash<'_, '_> {
-    /// The hash if it is computed already.
+impl OldHash<'_> {
+    /// Takes the hash into its slot, unless it is there already.
+    fn take(self) {
+        if let (Some(slot), Some(bytes)) = (self.slot, self.bytes) {
+            slot.get_or_init(|| sha256_tagged(bytes));
+        }
+    }
+}
+
+/// The commit's two hashes, taken beside its publish: the old file's (into
+/// its slot, when it was left for now) and the new bytes' `hashAfter`. A
+/// small write's new hash is taken inline, first. At most one helper runs
+/// while the publishing thread writes the temp file (two CPUs is the
+/// machine to serve well): with no old hash left to take (a new file, or
+/// an old one small enough to be hashed when read), a large write's new
+/// hash starts at once; else (an overwrite of a large file) both start in
+/// [`Hashes::on_written`], once the bytes are in the temp file, and have
+/// the CPUs while the publisher waits for the disk. Measured
+/// (docs/decisions/0005-hashes-beside-the-publish.md): a new 5 MiB file
+/// through `writegate mcp` 14.3-14.4 ms against 15.1-16.9 with the hash
+/// started after the write; a 5 MiB overwrite 0.5-2 ms slower with two
+/// helpers racing the write.
+///
+/// Its methods take `&self`: the publisher's `written` hook starts the
+/// helpers while its precommit check may wait for the new hash.
+struct Hashes<'scope, 'env> {
+    /// Where the helpers run.
+    scope: &'scope Scope<'scope, 'env>,
+    /// The new bytes.
+    bytes: &'env [u8],
+    /// The old file's hash.
+    old: OldHash<'env>,
+    /// Whether the new bytes are hashed on a helper ([`PARALLEL_HASH_MIN`]).
+    large: bool,
+    /// The old hash's helper, once started.
+    old_thread: Cell<Option<ScopedJoinHandle<'scope, ()>>>,
+    /// The new hash's helper, once started.
+    new_thread: Cell<Option<ScopedJoinHandle<'scope, String>>>,
+    /// The new hash, once computed or joined.
+    new: OnceCell<String>,
+}
+
+impl<'scope, 'env> Hashes<'scope, 'env> {
+    /// Starts what can start before the write: a small write's new hash
+    /// inline, or a large one's helper when no old hash is left to take.
+    fn start(scope: &'scope Scope<'scope, 'env>, old: OldHash<'env>, bytes: &'env [u8]) -> Self {
+        let large = bytes.len() >= PARALLEL_HASH_MIN;
+        let hashes = Hashes {
+            scope,
+            bytes,
+            old,
+            large,
+            old_thread: Cell::new(None),
+            new_thread: Cell::new(None),
+            new: OnceCell::new(),
+        };
+        if !large {
+            let _ = hashes.new.set(sha256_tagged(bytes));
+        } else if old.slot.is_none() {
+            hashes
+                .new_thread
+                .set(Some(scope.spawn(move || sha256_tagged(bytes))));
+        }
+        hashes
+    }
+
+    /// The bytes are in the temp file: with an old hash left to take, its
+    /// helper starts, and a large write's new hash helper with it.
+    fn on_written(&self) {
+        if self.old.slot.is_some() {
+            let old = self.old;
+            self.old_thread
+                .set(Some(self.scope.spawn(move || old.take())));
+            if self.large {
+                let bytes = self.bytes;
+                self.new_thread
+                    .set(Some(self.scope.spawn(move || sha256_tagged(bytes))));
+            }
+        }
+    }
+
+    /// The new hash if it is computed already.
     fn ready(&self) -> Option<&str> {
-        match self {
-            NewHash::Ready(h) => Some(h),
-            NewHash::Helper { .. } => None,
+        self.new.get().map(String::as_str)
+    }
+
+    /// The new hash, waiting for its helper if need be (computed here if
+    /// the helper never started).
+    fn after(&self) -> &str {
+        self.new.get_or_init(|| self.wait_new())
+    }
+
+    /// The new hash from its helper, or computed here if none started.
+    fn wait_new(&self) -> String {
+        match self.new_thread.take() {
+            Some(h) => joined(h),
+            None => sha256_tagged(self.bytes),
         }
     }
 
-    /// The hash, waiting for the helper thread if need be.
-    fn get(&mut self) -> &str {
-        if let NewHash::Helper { bytes, thread } = self {
-            let h = match thread.borrow_mut().take() {
-                Some(h) => joined(h),
-                None => sha256_tagged(bytes),
-            };
-            *self = NewHash::Ready(h);
+    /// Waits for both: the old hash is in its slot (`hashBefore` is in the
+    /// event whatever happened to the publish), and the new one is
+    /// returned.
+    fn join(mut self) -> String {
+        match self.old_thread.take() {
+            Some(h) => joined(h),
+            None => self.old.take(),
         }
-        match self {
-            NewHash::Ready(h) => h,
-            NewHash::Helper { .. } => unreachable!("computed above"),
-        }
-    }
-
-    /// The hash, owned.
-    fn take(mut self) -> String {
-        self.get();
-        match self {
-            NewHash::Ready(h) => h,
-            NewHash::Helper { .. } => unreachable!("computed above"),
+        match self.new.take() {
+            Some(h) => h,
+            None => self.wait_new(),
         }
     }
 }

@@ -5,6 +5,7 @@ use super::{Glob, Verdict, glob_match, judge, read_protected_reason, synthetic_c
 use crate::api::OpMode;
 use crate::config::{Level, PolicyConfig};
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
+use crate::sync::lock;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -61,6 +62,26 @@ impl Scope {
     }
 }
 
+/// The form of a [`Grant`], as the audit log's `approval.grant` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantForm {
+    /// One literal synthetic command (`command`).
+    Command,
+    /// A glob over synthetic commands (`pattern`).
+    Pattern,
+}
+
+impl GrantForm {
+    /// The wire name: `"command"` or `"pattern"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            GrantForm::Command => "command",
+            GrantForm::Pattern => "pattern",
+        }
+    }
+}
+
 /// What an approval covers (`_writegate/approve` takes exactly one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Grant {
@@ -86,11 +107,11 @@ impl Grant {
         }
     }
 
-    /// The wire name of the form: `"command"` or `"pattern"`.
-    pub fn form(&self) -> &'static str {
+    /// The form: a command or a pattern.
+    pub fn form(&self) -> GrantForm {
         match self {
-            Grant::Command(_) => "command",
-            Grant::Pattern(_) => "pattern",
+            Grant::Command(_) => GrantForm::Command,
+            Grant::Pattern(_) => GrantForm::Pattern,
         }
     }
 
@@ -108,13 +129,13 @@ impl Grant {
         if text.is_empty() {
             return Err(GrantError::Invalid(format!(
                 "`{}` must not be empty",
-                self.form()
+                self.form().name()
             )));
         }
         if text.len() > MAX_APPROVAL_BYTES {
             return Err(GrantError::Invalid(format!(
                 "`{}` is {} bytes; at most {MAX_APPROVAL_BYTES} are accepted",
-                self.form(),
+                self.form().name(),
                 text.len()
             )));
         }
@@ -552,10 +573,7 @@ impl Approvals {
             Scope::Workspace => Owner::Workspace(workspace.to_string()),
             Scope::Persistent => Owner::Persistent,
         };
-        let mut g = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut g = lock(&self.inner);
         let copied;
         let grant = match grant {
             Grant::Pattern(p) if g.refused.contains(p) => {
@@ -622,10 +640,7 @@ impl Approvals {
             workspace,
             now,
         };
-        let mut g = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut g = lock(&self.inner);
         let mut chars = None;
         g.standing(command, &mut chars, &who) || g.consume_once(command, &mut chars, &who)
     }
@@ -650,10 +665,7 @@ impl Approvals {
             return Ok(());
         }
         if command.contains(['*', '?', '\\']) {
-            let mut g = self
-                .inner
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut g = lock(&self.inner);
             if !g.refused.contains(&command) {
                 if g.refused.len() >= MAX_REMEMBERED_REFUSALS {
                     g.refused.pop_front();

@@ -33,8 +33,8 @@ mod protected;
 mod rating;
 
 pub use approvals::{
-    Approvals, GateRequest, Grant, GrantError, GrantOutcome, GrantParamsError, MAX_APPROVAL_BYTES,
-    MAX_APPROVALS_PER_SESSION, MAX_LIVE_APPROVALS, MAX_PERSISTENT_APPROVALS,
+    Approvals, GateRequest, Grant, GrantError, GrantForm, GrantOutcome, GrantParamsError,
+    MAX_APPROVAL_BYTES, MAX_APPROVALS_PER_SESSION, MAX_LIVE_APPROVALS, MAX_PERSISTENT_APPROVALS,
     MAX_REMEMBERED_REFUSALS, ONCE_TTL, SESSION_TTL, Scope,
 };
 pub use glob::{Glob, escape_glob, glob_match};

@@ -1,9 +1,10 @@
 //! Finding `find` in a file's code units: its text pieces and line breaks, and
 //! every place they match.
 
+use crate::encoding::Unit;
 use crate::error::TextError;
 use crate::lines::iter_bytes;
-use crate::repr::{Repr, Unit};
+use crate::repr::Repr;
 
 /// A piece of `find`: text (already encoded) or a line break matching any ending.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,9 +2,10 @@
 //! changed nothing outside its range.
 
 use super::plan::signed;
+use crate::encoding::Unit;
 use crate::error::TextError;
 use crate::lines::count_range;
-use crate::repr::{BodyUnits, Unit};
+use crate::repr::BodyUnits;
 
 /// The guard of SPEC 8.5. `orig` are the original units, `new` the units re-read from
 /// the new bytes (`new_tail` stray bytes after them); the edit replaced `orig[a..b]`

@@ -8,13 +8,14 @@ use super::plan::{
     unreachable_write,
 };
 use super::{EditMode, EditOutcome, EditRequest, line_span, now_clause, plural, unified_diff};
+use crate::encoding::Unit;
 use crate::error::TextError;
 use crate::escape::show;
 use crate::format::{Format, decode};
 use crate::lines::{
     Ending, EndingCounts, Line, count_units, iter_lines_from, line_total, skip_lines,
 };
-use crate::repr::{Repr, Unit};
+use crate::repr::Repr;
 
 /// Edits an existing file whose format is `format` and whose body (the units after
 /// the BOM) holds the line breaks `counts`.

@@ -3,13 +3,14 @@
 
 use super::find::{Tok, matches, tokenize};
 use super::{EditRequest, breaks_in, indentation_words, shown_lines};
+use crate::encoding::is_indent;
 use crate::error::TextError;
 use crate::escape::cut;
 use crate::lines::{
     Ending, Line, LineLocator, convert_breaks, ends_with_break, iter_lines_from, skip_lines,
     strip_one_break,
 };
-use crate::repr::{Repr, is_indent};
+use crate::repr::Repr;
 
 /// What an in-place edit does: replace `units[a..b]` with `ins`. `delta` is the change
 /// in line breaks the edit means to make, computed from the request (not from the

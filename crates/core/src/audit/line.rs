@@ -9,8 +9,8 @@
 //!
 //! Pure: bytes in, bytes out; never does I/O.
 
+use super::event::{AuditEvent, EventKind, Intent, Recovered, Writer};
 use crate::api::ApprovalAnswer;
-use crate::audit::{AuditEvent, EventKind, Intent, Recovered, Writer};
 use crate::error::ErrorKind;
 use crate::routing::MarkerSource;
 use writegate_text::EditMode;
