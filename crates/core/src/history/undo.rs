@@ -40,8 +40,6 @@ pub struct UndoParams {
     pub own_workspace: bool,
 }
 
-/// What an undo did (or, for a dry run, would do). Serialised (camelCase,
-/// empty members left out) as every front end shows it: ACP's
 /// What an undo did to the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -53,6 +51,8 @@ pub enum UndoAction {
     Removed,
 }
 
+/// What an undo did (or, for a dry run, would do). Serialised (camelCase,
+/// empty members left out) as every front end shows it: ACP's
 /// `_writegate/undo` result, MCP's `undo` `structuredContent`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
