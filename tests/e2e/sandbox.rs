@@ -310,6 +310,14 @@ fn an_agent_inside_cannot_approve_its_own_held_env_write() {
         env = env.display()
     )
     .unwrap();
+    // The person's queue: listing and answering are refused too.
+    for socket in [String::new(), format!("--socket {sock}")] {
+        writeln!(
+            script,
+            "writegate pending {socket}; echo \"queue pending $?\"; writegate answer {socket} q-1 allow; echo \"queue answer $?\""
+        )
+        .unwrap();
+    }
     script.push_str(&mcp_script(&[
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":{"path":".env","content":"K=v\n"}}}"#.to_string(),
     ]));
@@ -320,10 +328,14 @@ fn an_agent_inside_cannot_approve_its_own_held_env_write() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     // The daemon was reached and refused (1), not unreachable (3).
     assert!(stdout.contains("approve once 1"), "{out}");
-    for l in stdout.lines().filter(|l| l.starts_with("approve ")) {
+    assert!(stdout.contains("queue answer "), "{out}");
+    for l in stdout
+        .lines()
+        .filter(|l| l.starts_with("approve ") || l.starts_with("queue "))
+    {
         assert!(
             !l.ends_with(" 0"),
-            "an approval from inside was granted: {l}\n{out}"
+            "a power of the person's was granted from inside: {l}\n{out}"
         );
     }
     // The same approval from outside, by the person, is granted: the
