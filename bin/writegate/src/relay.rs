@@ -1,8 +1,10 @@
-//! `writegate mcp --connect [SOCKET]`: a byte relay of the agent's stdio to
-//! the daemon's MCP socket. It holds no policy and writes no audit event:
-//! the daemon serves the connection (`writegate_mcp::serve_socket`). Its
-//! one line of its own is the hello that asks for `--cwd-workspace`; the
-//! daemon takes the directory from the relay's process, not from the hello.
+//! `writegate mcp --connect [SOCKET]`: hands the agent's stdio to the
+//! daemon's MCP socket. It holds no policy and writes no audit event: the
+//! daemon serves the connection (`writegate_mcp::serve_socket`). Its one
+//! line of its own is the hello that asks for `--cwd-workspace` (the daemon
+//! takes the directory from the relay's process, not from the hello) and
+//! carries the agent's pipes, which the daemon then reads and writes
+//! itself; a stdio that cannot be handed over is relayed byte for byte.
 //!
 //! Inside `writegate run` (`WRITEGATE_RUN_SOCKET` set), `writegate mcp`
 //! relays the same way, with no hello, to the run's own writegate outside
@@ -63,7 +65,91 @@ pub(crate) fn relay(socket: Option<&Path>, cwd_workspace: bool) -> Status {
         }
     };
     let hello = serde_json::json!({ writegate_mcp::HELLO_KEY: {"cwdWorkspace": cwd_workspace} });
-    pipe(stream, Some(hello), &socket, "mcp --connect", "the daemon")
+    match (own_description(0, false), own_description(1, true)) {
+        (Some(input), Some(output)) => hand_over(&stream, &hello, &socket, &input, &output),
+        // A terminal or a file: relayed byte for byte.
+        _ => pipe(stream, Some(hello), &socket, "mcp --connect", "the daemon"),
+    }
+}
+
+/// Descriptor `fd` (this process's stdin or stdout) as one the daemon may
+/// make non-blocking without touching anyone else's: a socket as it is (a
+/// duplicate), a pipe opened again through `/proc/self/fd` (a description
+/// of its own, `O_NONBLOCK` from the start, so the agent's and any other
+/// holder's flags stay as they are); `None` for anything else.
+fn own_description(fd: i32, write: bool) -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    // SAFETY: stdin and stdout stay open for this process's life.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let st = rustix::fs::fstat(borrowed).ok()?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Socket => rustix::io::fcntl_dupfd_cloexec(borrowed, 3).ok(),
+        FileType::Fifo => {
+            let access = if write {
+                OFlags::WRONLY
+            } else {
+                OFlags::RDONLY
+            };
+            rustix::fs::open(
+                format!("/proc/self/fd/{fd}"),
+                access | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()
+        }
+        _ => None,
+    }
+}
+
+/// Sends `hello` with the agent's pipes (`input`, `output`: this process's
+/// stdin and stdout, see [`own_description`]; `SCM_RIGHTS`): the
+/// daemon then reads the agent's requests and writes its answers itself,
+/// with no hop through this process, which only waits for the daemon to
+/// close the connection (the end of the agent's session, or the daemon's
+/// shutdown). Status 0 then; 3 when the hand-over fails.
+fn hand_over(
+    stream: &UnixStream,
+    hello: &serde_json::Value,
+    socket: &Path,
+    input: &std::os::fd::OwnedFd,
+    output: &std::os::fd::OwnedFd,
+) -> Status {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    use std::io::IoSlice;
+    use std::mem::MaybeUninit;
+    use std::os::fd::AsFd;
+    let line = format!("{hello}\n");
+    let fds = [input.as_fd(), output.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    match rustix::net::sendmsg(
+        stream,
+        &[IoSlice::new(line.as_bytes())],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    ) {
+        Ok(n) if n == line.len() => {}
+        Ok(_) | Err(_) => {
+            eprintln!(
+                "writegate: mcp --connect: cannot hand the agent's stdin and stdout to the daemon at {}",
+                socket.display()
+            );
+            return Status::Unreachable;
+        }
+    }
+    // The daemon holds the agent's pipes now; this process waits for the
+    // connection to end.
+    let mut buf = [0u8; 64];
+    let mut s = stream;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Status::Ok,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Status::Ok,
+        }
+    }
 }
 
 /// `writegate mcp` inside `writegate run`: relays stdio to the run's own

@@ -115,6 +115,76 @@ pub async fn serve_socket(
     conns.wait().await;
 }
 
+/// What a peer's first line handed over.
+enum Handed {
+    /// No hello: nothing was read from the socket (its first bytes were
+    /// only peeked).
+    Nothing,
+    /// A hello alone (read): the peer speaks MCP on the socket.
+    Hello(Hello),
+    /// A hello with the agent's stdin and stdout (`SCM_RIGHTS`).
+    Ends(Hello, OwnedFd, OwnedFd),
+}
+
+/// The peer's hello, and the agent's stdin and stdout when the hello
+/// carries them (see [`Handed`]).
+async fn handed_ends(stream: &UnixStream) -> std::io::Result<Handed> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    use std::io::IoSliceMut;
+    use std::mem::MaybeUninit;
+    let prefix = format!("{{\"{HELLO_KEY}\"");
+    let mut peek = vec![0u8; 4096];
+    let line_len = loop {
+        stream.readable().await?;
+        let n = match rustix::net::recv(stream, &mut peek, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+            Ok((n, _)) => n,
+            Err(rustix::io::Errno::AGAIN) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let seen = &peek[..n];
+        let could_be = seen.len().min(prefix.len());
+        if n == 0 || seen[..could_be] != prefix.as_bytes()[..could_be] {
+            return Ok(Handed::Nothing);
+        }
+        if let Some(nl) = memchr_newline(seen) {
+            break nl + 1;
+        }
+        if n == peek.len() {
+            return Ok(Handed::Nothing);
+        }
+    };
+    let mut line = vec![0u8; line_len];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = rustix::net::recvmsg(
+        stream,
+        &mut [IoSliceMut::new(&mut line)],
+        &mut control,
+        RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = msg {
+            fds.extend(rights);
+        }
+    }
+    let Some(h) = (got.bytes == line_len).then(|| hello(&line)).flatten() else {
+        return Err(std::io::Error::other("a relay's hello that is no hello"));
+    };
+    match (fds.pop(), fds.pop(), fds.is_empty()) {
+        (Some(fd_out), Some(fd_in), true) => Ok(Handed::Ends(h, fd_in, fd_out)),
+        (None, None, true) => Ok(Handed::Hello(h)),
+        _ => Err(std::io::Error::other(
+            "a relay's hello with descriptors other than the agent's stdin and stdout",
+        )),
+    }
+}
+
+/// Where the first line of `bytes` ends.
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|b| *b == b'\n')
+}
+
 /// The working directory of process `pid`, as `--cwd-workspace` takes it.
 fn peer_cwd(pid: Option<i32>) -> Result<PathBuf, String> {
     let pid = pid.ok_or("the agent's process is unknown (no peer pid)")?;
@@ -136,15 +206,38 @@ async fn connection(
     let max_line = usize::try_from(cfg.max_frame_bytes).unwrap_or(usize::MAX);
     let grace = Duration::from_millis(cfg.shutdown_grace_ms);
     drop(cfg);
+    // A relay that hands over the agent's stdin and stdout with its hello
+    // (`writegate mcp --connect`): the daemon reads and writes the agent's
+    // own pipes, with no relay hop in between, and the socket only stays
+    // open for as long as the connection lasts (the relay exits when it
+    // closes).
+    let handed = tokio::select! {
+        () = stop.cancelled() => return Ok(()),
+        h = handed_ends(&stream) => h?,
+    };
+    let (fd_in, fd_out, _relay, handed_hello) = match handed {
+        Handed::Ends(h, fd_in, fd_out) => (fd_in, fd_out, Some(stream), Some(h)),
+        other => {
+            let fd = OwnedFd::from(stream.into_std()?);
+            let h = match other {
+                Handed::Hello(h) => Some(h),
+                _ => None,
+            };
+            (fd.try_clone()?, fd, None, h)
+        }
+    };
     // The ends as ACP's socket has them: a reader registered for reading
     // only, a writer registered while a write would block, and the
     // descriptor for direct writes.
-    let fd = NonBlockingFd::new(OwnedFd::from(stream.into_std()?))?;
-    let direct = Some(fd.share());
-    let reader: Reader = Box::new(ReadEnd::new(fd.try_clone()?)?);
-    let writer = Box::new(WriteEnd::new(fd));
+    let out = NonBlockingFd::new(fd_out)?;
+    let direct = Some(out.share());
+    let reader: Reader = Box::new(ReadEnd::new(NonBlockingFd::new(fd_in)?)?);
+    let writer = Box::new(WriteEnd::new(out));
     let mut lines = LineReader::new(reader, max_line);
-    let (hello, first) = tokio::select! {
+    let (hello, first) = if let Some(h) = handed_hello {
+        (h, None)
+    } else {
+        tokio::select! {
         () = stop.cancelled() => return Ok(()),
         first = lines.next_line() => match first? {
             None => return Ok(()),
@@ -157,6 +250,7 @@ async fn connection(
                 None => (Hello::default(), Some(Vec::from(line))),
             },
         },
+        }
     };
     let cwd = hello.cwd_workspace.then(|| peer_cwd(pid));
     let mcp_opts = McpOptions {
