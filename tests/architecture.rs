@@ -27,10 +27,18 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 /// Lines of non-test code: everything before a `#[cfg(test)]` module.
 fn code_lines(file: &Path) -> Vec<(usize, String)> {
     let text = std::fs::read_to_string(file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in lines.iter().enumerate() {
+        // The test module ends the code; a `#[cfg(test)]` on one item (a
+        // test-only function before more code) does not: stopping there
+        // left the rest of the file unchecked.
         if line.trim_start().starts_with("#[cfg(test)]") {
-            break;
+            let next = lines.get(i + 1).map_or("", |l| l.trim_start());
+            if next.starts_with("mod ") || next.starts_with("pub mod ") {
+                break;
+            }
+            continue;
         }
         let t = line.trim_start();
         if t.starts_with("//") {

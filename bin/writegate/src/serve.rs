@@ -533,7 +533,7 @@ async fn serve_both(
         if let Ok(m) = std::fs::symlink_metadata(&path)
             && Some((m.dev(), m.ino())) == ino
         {
-            let _ = std::fs::remove_file(&path);
+            let _ = writegate_fs::remove_socket_file(&path);
         }
     }
     result
