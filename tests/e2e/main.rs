@@ -35,6 +35,7 @@ mod mcp_2026;
 mod mcp_http;
 mod memory;
 mod own_files;
+mod paged_read;
 mod permissions;
 mod protocol_doc;
 mod proxy;

@@ -293,6 +293,7 @@ fn cli_words(kind: &str, hint: &str) -> String {
             "writegate never writes them: change it with your editor",
         ),
         ("data.currentHash", "the hash shown"),
+        ("with line and limit", "with --line and --limit"),
     ] {
         out = out.replace(wire, cli);
     }

@@ -40,6 +40,26 @@ pub fn unpredictable_hex() -> String {
     hex(&bytes)
 }
 
+/// [`sha256_tagged`] of bytes that arrive a piece at a time (a file read
+/// in pages).
+#[derive(Default)]
+pub(crate) struct StreamHash(Sha256);
+
+impl StreamHash {
+    /// The next bytes.
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// `sha256:<64 hex>` of every byte given.
+    pub(crate) fn finish(self) -> String {
+        let mut s = String::with_capacity(7 + 64);
+        s.push_str("sha256:");
+        push_hex(&mut s, &self.0.finalize());
+        s
+    }
+}
+
 /// `sha256:<64 hex>` of `bytes` (the `hash` of SPEC 3 and 8).
 pub fn sha256_tagged(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(7 + 64);

@@ -18,7 +18,7 @@ use crate::api::{
 use crate::audit::{AuditSink, Intent, now_rfc3339};
 use crate::config::Config;
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
-use crate::op::{Committed, Loaded, Op, PARALLEL_HASH_MIN, ReadMode, Target};
+use crate::op::{Committed, Loaded, Op, PARALLEL_HASH_MIN, ReadBody, ReadMode, Target};
 use crate::policy::{Approvals, Grant, GrantOutcome, Scope};
 use crate::read_answer::{LinesView, ReadFacts};
 use crate::receipts::Receipts;
@@ -303,7 +303,21 @@ impl Service {
         let mut op = Op::begin(self, ctx, Intent::Read, None, &p.path);
         let result = (|| {
             let target = op.resolve_read(&p.path)?;
-            let bytes = op.read_for_reader(&target, &p.path)?;
+            let bytes = match op.read_for_reader(&target, &p.path)? {
+                ReadBody::Whole(bytes) => bytes,
+                ReadBody::Large(file) => {
+                    let (paged, hash) = op
+                        .read_paged(&file, &p.path, p.line, p.limit, true)
+                        .map_err(read_words)?;
+                    let view = LinesView::new(paged.numbered());
+                    let facts = ReadFacts {
+                        total_lines: paged.total_lines,
+                        hash,
+                        format: FileFormat::from(&paged.format),
+                    };
+                    return Ok((answer(&view), facts));
+                }
+            };
             let ((made, total_lines, format), hash) = hashed_beside(&bytes, || {
                 let view = LinesView::of(&bytes, p.line, p.limit)?;
                 Ok((answer(&view), view.total_lines(), view.format()))
@@ -349,7 +363,14 @@ impl Service {
         let mut op = Op::begin(self, ctx, Intent::Read, None, &p.path);
         let result = (|| {
             let target = op.resolve_read(&p.path)?;
-            let bytes = op.read_for_reader(&target, &p.path)?;
+            let bytes = match op.read_for_reader(&target, &p.path)? {
+                ReadBody::Whole(bytes) => bytes,
+                ReadBody::Large(file) => {
+                    let (paged, hash) = op.read_paged(&file, &p.path, p.line, p.limit, false)?;
+                    let made = answer(paged.text());
+                    return Ok((made, hash, FileFormat::from(&paged.format)));
+                }
+            };
             let ((made, format), hash) = hashed_beside(&bytes, || {
                 let (content, format) =
                     writegate_text::read_text_borrowed(&bytes, p.line, p.limit)?;

@@ -411,6 +411,44 @@ impl Existing {
     pub fn take_handle(&mut self) -> Option<OwnedFd> {
         self.handle.take()
     }
+
+    /// Reads the file through its open descriptor from its first byte, in
+    /// pieces of at most `chunk` bytes handed to `each` in order, until its
+    /// end or until `each` breaks: a file too large to hold whole
+    /// ([`Content::TooLarge`]) read a piece at a time (a paged read keeps
+    /// only the lines it shows). `path` names the file in an error. Returns
+    /// `each`'s break, or the bytes read. Reads at explicit offsets
+    /// (`pread`), so whatever read the descriptor before does not matter.
+    /// [`FsError::Io`] once the descriptor was taken.
+    pub fn stream<B>(
+        &self,
+        path: &Path,
+        chunk: usize,
+        mut each: impl FnMut(&[u8]) -> std::ops::ControlFlow<B>,
+    ) -> Result<std::ops::ControlFlow<B, u64>, FsError> {
+        use std::ops::ControlFlow;
+        let Some(fd) = self.handle.as_ref() else {
+            return Err(FsError::os(
+                FsOp::Read,
+                path,
+                std::io::Error::from(std::io::ErrorKind::NotConnected),
+            ));
+        };
+        let mut buf = vec![0u8; chunk.max(1)];
+        let mut offset = 0u64;
+        loop {
+            let n = match rustix::io::pread(fd, &mut buf, offset) {
+                Ok(0) => return Ok(ControlFlow::Continue(offset)),
+                Ok(n) => n,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(FsError::errno(FsOp::Read, path, e)),
+            };
+            offset += n as u64;
+            if let ControlFlow::Break(b) = each(&buf[..n]) {
+                return Ok(ControlFlow::Break(b));
+            }
+        }
+    }
 }
 
 /// Check that `leaf` is one path component we can use relative to a

@@ -22,6 +22,7 @@ pub mod escape;
 pub mod format;
 pub mod keep;
 pub mod lines;
+pub mod paged;
 pub mod read;
 mod repr;
 
@@ -37,6 +38,7 @@ pub use format::{
 };
 pub use keep::align_endings;
 pub use lines::{Ending, Line, convert_breaks, dominant, split_bytes, split_units};
+pub use paged::{Paged, PagedRead, PagedStop};
 pub use read::{
     NumberedLines, NumberedView, numbered_lines, numbered_view, read_text, read_text_borrowed,
 };

@@ -61,10 +61,34 @@ pub struct NumberedView<'a> {
     text: Cow<'a, str>,
     line: Option<u64>,
     limit: Option<u64>,
+    /// Lines of the file before `text` (a paged read's window starts
+    /// there; 0 when `text` is the whole file).
+    skipped: usize,
     /// Number of lines in the whole file (SPEC 8.1; an empty file has 0).
     pub total_lines: usize,
     /// The file's detected format.
     pub format: Format,
+}
+
+impl<'a> NumberedView<'a> {
+    /// The lines of `window`, the part of a file that starts after its
+    /// first `skipped` lines, numbered as in the file, which holds
+    /// `total_lines` lines in `format` ([`crate::paged::Paged::numbered`]).
+    pub(crate) fn window_of(
+        window: Cow<'a, str>,
+        skipped: usize,
+        total_lines: usize,
+        format: Format,
+    ) -> Self {
+        NumberedView {
+            text: window,
+            line: None,
+            limit: None,
+            skipped,
+            total_lines,
+            format,
+        }
+    }
 }
 
 impl NumberedView<'_> {
@@ -72,6 +96,7 @@ impl NumberedView<'_> {
     /// ending (undecodable units shown as U+FFFD), in order.
     pub fn lines(&self) -> impl Iterator<Item = (u64, &str)> + '_ {
         let (start, win) = window(&self.text, self.line, self.limit);
+        let start = self.skipped + start;
         win.enumerate()
             .map(move |(i, l)| ((start + i) as u64 + 1, &self.text[l.text()]))
     }
@@ -97,6 +122,7 @@ pub fn numbered_view(
         text,
         line,
         limit,
+        skipped: 0,
         format,
     })
 }

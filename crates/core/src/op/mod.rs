@@ -464,7 +464,7 @@ impl<'s> Op<'s> {
         &mut self,
         target: &Target,
         raw: &Path,
-    ) -> Result<Vec<u8>, Failure> {
+    ) -> Result<ReadBody, Failure> {
         let (parent, leaf) = target.split()?;
         let dir = Dir::open_canonical(parent).map_err(Refusal::from)?;
         let max = self.cfg.max_edit_bytes;
@@ -485,10 +485,87 @@ impl<'s> Op<'s> {
                 ..
             }) => {
                 self.event().bytes_before = Some(stat.len);
-                Ok(bytes)
+                Ok(ReadBody::Whole(bytes))
             }
-            Some(e) => Err(too_large(e.stat.len, max, "max_edit_bytes")),
+            Some(e) => {
+                self.event().bytes_before = Some(e.stat.len);
+                Ok(ReadBody::Large(e))
+            }
         }
+    }
+
+    /// Reads a file over `max_edit_bytes` a piece at a time (a paged read,
+    /// docs/behaviour.md): its hash taken and its lines counted as the
+    /// pieces pass, only the lines `line` and `limit` ask for kept (at most
+    /// `max_edit_bytes` of them). UTF-8 files only, up to
+    /// [`PAGED_READ_MAX`] bytes; `refuse_binary` refuses a NUL byte
+    /// (numbered reads).
+    pub(crate) fn read_paged(
+        &mut self,
+        file: &Existing,
+        raw: &Path,
+        line: Option<u64>,
+        limit: Option<u64>,
+        refuse_binary: bool,
+    ) -> Result<(writegate_text::Paged, String), Failure> {
+        use std::ops::ControlFlow;
+        use writegate_text::{PagedRead, PagedStop};
+        let max = self.cfg.max_edit_bytes;
+        let len = file.stat.len;
+        let shown = raw.display();
+        if len > PAGED_READ_MAX {
+            return Err(Refusal::new(
+                ErrorKind::FileTooLarge,
+                format!(
+                    "{shown} is {len} bytes: over max_edit_bytes ({max}) a file is read a page at a \
+                     time, and only up to {PAGED_READ_MAX} bytes; look at it with another tool"
+                ),
+            )
+            .into());
+        }
+        let keep = usize::try_from(max).unwrap_or(usize::MAX);
+        let mut read = PagedRead::new(line, limit, keep, refuse_binary);
+        let mut hash = crate::hash::StreamHash::default();
+        let mut seen = 0u64;
+        let streamed = file
+            .stream(raw, PAGED_READ_CHUNK, |piece| {
+                seen += piece.len() as u64;
+                if seen > PAGED_READ_MAX {
+                    return ControlFlow::Break(None);
+                }
+                hash.update(piece);
+                match read.feed(piece) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(stop) => ControlFlow::Break(Some(stop)),
+                }
+            })
+            .map_err(Refusal::from)?;
+        let stop = match streamed {
+            ControlFlow::Continue(_) => match read.finish() {
+                Ok(paged) => return Ok((paged, hash.finish())),
+                Err(stop) => Some(stop),
+            },
+            ControlFlow::Break(stop) => stop,
+        };
+        let why = match stop {
+            Some(PagedStop::Binary) => {
+                return Err(writegate_text::TextError::BinaryFile.into());
+            }
+            Some(PagedStop::NotUtf8(why)) => format!(
+                "over max_edit_bytes ({max}) a file is read a page at a time only when it is \
+                 UTF-8, and {why}; raise max_edit_bytes in the writegate config to read it whole"
+            ),
+            Some(PagedStop::WindowTooLarge { keep_max }) => format!(
+                "the lines asked for hold more than {keep_max} bytes (max_edit_bytes); read it a \
+                 page at a time: ask for fewer lines with line and limit"
+            ),
+            None => format!("it grew past {PAGED_READ_MAX} bytes while it was read"),
+        };
+        Err(Refusal::new(
+            ErrorKind::FileTooLarge,
+            format!("{shown} is {len} bytes: {why}"),
+        )
+        .into())
     }
 
     /// Ends the operation: writes its one audit event (`fs.access` for
@@ -548,6 +625,22 @@ impl Drop for Op<'_> {
 
 /// `file_too_large` for `len` bytes over `max`, naming the config key
 /// that sets the limit.
+/// The largest file a paged read reads (256 MiB): a read's bytes are all
+/// read and hashed, for the page's `totalLines` and `hash`.
+pub(crate) const PAGED_READ_MAX: u64 = 256 * 1024 * 1024;
+
+/// Bytes a paged read reads at a time.
+const PAGED_READ_CHUNK: usize = 1024 * 1024;
+
+/// What [`Op::read_for_reader`] found: the file, whole, or one over
+/// `max_edit_bytes`, open, for [`Op::read_paged`].
+pub(crate) enum ReadBody {
+    /// Every byte of the file.
+    Whole(Vec<u8>),
+    /// A file too large to hold whole.
+    Large(Existing),
+}
+
 pub(crate) fn too_large(len: u64, max: u64, key: &str) -> Failure {
     Refusal::new(
         ErrorKind::FileTooLarge,

@@ -51,7 +51,8 @@ impl Tool for ReadFile {
             "Read a text file as numbered lines (\"<n>\\t<text>\"), with its hash, encoding, BOM, \
          line ending and total line count. The line numbers are the ones edit_file's `line` and \
          `endLine` take, and `hash` is what its `expectedHash` takes. For a large file, read a \
-         part with `line` and `limit`. Files over {} and binary files are refused. {roots}",
+         part with `line` and `limit`; a file over {} is read only in parts. Binary files are \
+         refused. {roots}",
             size(f.max_edit_bytes)
         );
         rmcp::model::Tool::new(Self::NAME, text, serde_json::Map::new())
