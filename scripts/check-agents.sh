@@ -5,14 +5,18 @@
 # run non-interactively in a scratch project with a scratch HOME that holds
 # only what `writegate setup` wrote plus the agent's model settings (a base
 # URL on 127.0.0.1 and a dummy key). The model is scripts/scripted-model.py on
-# 127.0.0.1: it records the tools each request offers and scripts three calls
-# of writegate's tools (a create, an edit of a CRLF file, a `.env` write).
+# 127.0.0.1: it records the tools each request offers and scripts four calls
+# of writegate's tools (a create, a read and an edit of a CRLF file, a `.env`
+# write).
 #
 # For each agent it asserts:
 #   - the model is offered writegate's read_file, write_file and edit_file
 #     (under the agent's prefix; Claude Code and qwen-code offer MCP tools
 #     through their tool search) and none of the agent's own write tools;
 #   - created.txt is created, crlf.txt is edited with its CRLF endings kept;
+#   - the read's result the model sees holds crlf.txt's lines (the output
+#     says whether the agent showed the model the text block or the
+#     structured content);
 #   - .env is held: not written, its audit event says approval_required;
 #   - one audit event per write (the held .env write may have a second: the
 #     agent's answer to writegate's question, cancelled or declined).
@@ -161,7 +165,7 @@ EOF
     tail -n +"$((before + 1))" "$scratch/model.jsonl" >"$scratch/$agent.model.jsonl"
     python3 - "$agent" "$prefix" "$own" "$project" "$home/.local/state/writegate/audit.jsonl" \
         "$scratch/$agent.model.jsonl" "$took" "$sandbox" <<'EOF'
-import json, os, sys
+import json, os, re, sys
 agent, prefix, own, project, audit, log, took, sandbox = sys.argv[1:]
 own = own.split()
 problems = []
@@ -198,7 +202,18 @@ if crlf != b"one\r\nTWO\r\n":
     problems.append(f"crlf.txt is {crlf!r}")
 if os.path.exists(os.path.join(project, ".env")):
     problems.append(".env was written")
+seen = [r for q in requests for r in q.get("results") or [] if "two" in r and "one" in r]
+if any("2\ttwo" in r for r in seen):
+    read_form = "text block"
+elif any(re.search(r'"text": ?"two"', r) for r in seen):
+    read_form = "structured content"
+else:
+    read_form = "not seen"
+    problems.append("no tool result the model saw holds crlf.txt's lines")
 events = [json.loads(l) for l in open(audit)] if os.path.exists(audit) else []
+reads = [e for e in events if e.get("route") == "mcp read_file" and e.get("type") == "fs.access"]
+if len(reads) != 1:
+    problems.append(f"{len(reads)} audit events for the read")
 writes = [e for e in events if e.get("route") == "mcp write_file"]
 edits = [e for e in events if e.get("route") == "mcp edit_file"]
 made = [e for e in writes if e.get("type") == "fs.access" and e.get("created")]
@@ -218,7 +233,8 @@ status = "ok" if not problems else "FAILED: " + "; ".join(problems)
 names = sorted(t for t in offered if "writegate" in t)
 answer = f", .env answered {answered[0]['approval']}" if answered else ""
 print(f"{agent}: {status} ({len(turns)} model turns, {took} s; offered {', '.join(names)}; "
-      f"own write tools offered: {', '.join(theirs) or 'none'}; audit: create 1, edit {len(edits)}, "
+      f"own write tools offered: {', '.join(theirs) or 'none'}; read seen as {read_form}; "
+      f"audit: create 1, read {len(reads)}, edit {len(edits)}, "
       f".env held {len(held)}{answer}{shell})")
 sys.exit(1 if problems else 0)
 EOF

@@ -94,13 +94,15 @@ def step_of(names, step):
             "content": "created\n",
         }
     if step == 1:
+        return writegate_tool(names, "read_file"), {"path": "crlf.txt"}
+    if step == 2:
         return writegate_tool(names, "edit_file"), {
             "path": "crlf.txt",
             "mode": "replace",
             "find": "two",
             "content": "TWO",
         }
-    if step == 2:
+    if step == 3:
         return writegate_tool(names, "write_file"), {
             "path": ".env",
             "content": "TOKEN=scripted\n",

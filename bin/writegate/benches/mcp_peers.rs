@@ -49,6 +49,9 @@ enum Kind {
     Writegate,
     NodeFs,
     RustFs,
+    /// writegate's ACP front end (`serve --stdio --allow-read`): the read
+    /// rows only.
+    WritegateAcp,
 }
 
 impl Kind {
@@ -57,6 +60,7 @@ impl Kind {
             Kind::Writegate => "writegate mcp",
             Kind::NodeFs => "server-filesystem",
             Kind::RustFs => "rust-mcp-filesystem",
+            Kind::WritegateAcp => "writegate acp",
         }
     }
 
@@ -65,6 +69,7 @@ impl Kind {
             Kind::Writegate => "wg",
             Kind::NodeFs => "node",
             Kind::RustFs => "rust",
+            Kind::WritegateAcp => "acp",
         }
     }
 }
@@ -97,6 +102,14 @@ impl Peer {
                 c.arg("--allow-write").arg(dir);
                 c
             }
+            Kind::WritegateAcp => {
+                let mut c = Command::new(&self.program);
+                c.args(["serve", "--stdio", "--allow-read", "--workspace"])
+                    .arg(dir)
+                    .arg("--audit-log")
+                    .arg(&t.audit_log);
+                c
+            }
         };
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default());
@@ -116,9 +129,22 @@ impl Peer {
     fn edit_args(&self, path: &Path, find: &str, new: &str) -> Value {
         match self.kind {
             Kind::Writegate => json!({"path": path, "find": find, "content": new}),
-            Kind::NodeFs | Kind::RustFs => {
+            Kind::NodeFs | Kind::RustFs | Kind::WritegateAcp => {
                 json!({"path": path, "edits": [{"oldText": find, "newText": new}]})
             }
+        }
+    }
+
+    /// The request line that reads `path` whole: ACP `fs/read_text_file`,
+    /// writegate's `read_file` tool, the peers' `read_text_file`.
+    fn read_line(&self, s: &mut Server, path: &Path) -> (u64, Vec<u8>) {
+        match self.kind {
+            Kind::WritegateAcp => s.line(
+                "fs/read_text_file",
+                &json!({"sessionId": "bench", "path": path}),
+            ),
+            Kind::Writegate => s.tool_line("read_file", json!({"path": path})),
+            Kind::NodeFs | Kind::RustFs => s.tool_line("read_text_file", json!({"path": path})),
         }
     }
 }
@@ -129,6 +155,8 @@ struct Server {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next_id: u64,
+    /// The last answer [`Server::roundtrip_raw`] read.
+    answer: String,
 }
 
 impl Server {
@@ -142,20 +170,32 @@ impl Server {
             .unwrap_or_else(|e| panic!("{}: {e}", peer.kind.name()));
         let mut s = Server {
             stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
+            // Large answers are read a MiB at a time, from every server.
+            stdout: BufReader::with_capacity(MIB, child.stdout.take().unwrap()),
             child,
             next_id: 0,
+            answer: String::new(),
         };
-        let init = s.line(
-            "initialize",
-            &json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "wg-bench", "version": "1"}}),
-        );
+        let acp = peer.kind == Kind::WritegateAcp;
+        let init = if acp {
+            s.line(
+                "initialize",
+                &json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            )
+        } else {
+            s.line(
+                "initialize",
+                &json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "wg-bench", "version": "1"}}),
+            )
+        };
         let r = s.roundtrip(&init);
         let ready = t0.elapsed();
         assert!(r.get("result").is_some(), "{}: {r}", peer.kind.name());
-        s.stdin
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-            .unwrap();
+        if !acp {
+            s.stdin
+                .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+                .unwrap();
+        }
         (s, ready)
     }
 
@@ -198,6 +238,42 @@ impl Server {
             if v["id"] == *id {
                 return v;
             }
+        }
+    }
+
+    /// Sends one request and reads lines until one that is not a message
+    /// from the server (no `"method"` near its start): its answer, kept
+    /// unparsed in `self.answer` (every server's client parses the same
+    /// JSON, so the read rows leave that out). Panics on an error answer,
+    /// told by the bytes at either end of the line.
+    fn roundtrip_raw(&mut self, (id, line): &(u64, Vec<u8>)) -> usize {
+        self.stdin.write_all(line).unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            self.answer.clear();
+            let n = self.stdout.read_line(&mut self.answer).unwrap();
+            assert!(n > 0, "server closed stdout");
+            let a = self.answer.as_bytes();
+            let (head, tail) = (&a[..a.len().min(120)], &a[a.len().saturating_sub(120)..]);
+            let has = |hay: &[u8], needle: &str| {
+                hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+            };
+            if has(head, "\"method\"") {
+                continue;
+            }
+            let id = format!("\"id\":{id}");
+            assert!(
+                has(head, &id) || has(tail, &id),
+                "an answer to another request"
+            );
+            assert!(
+                !has(head, "\"error\"")
+                    && !has(tail, "\"isError\":true")
+                    && !has(head, "\"isError\":true"),
+                "an error answer: {}",
+                &self.answer[..self.answer.len().min(400)]
+            );
+            return n;
         }
     }
 
@@ -313,6 +389,110 @@ fn bare_ops(t: &Tree, how: BareWrite, size: usize, n: usize) -> f64 {
     ops
 }
 
+/// The operations `WG_BENCH_OPS` names (`read,write,edit`; all when unset).
+fn ops_wanted() -> Vec<String> {
+    std::env::var("WG_BENCH_OPS")
+        .unwrap_or_else(|_| "read,write,edit".to_string())
+        .split(',')
+        .map(|o| o.trim().to_string())
+        .collect()
+}
+
+/// The read rows: every reader (writegate's ACP `fs/read_text_file` and
+/// MCP `read_file`, the peers' `read_text_file`) reads the same file whole,
+/// one request in flight, `n` times a round for three rounds in rotating
+/// order. Each read is timed alone; a row is the median of a reader's
+/// reads, with the lowest and highest of its per-round medians. Every
+/// reader's answer is checked once to hold the file's last line.
+fn read_rows(t: &Tree, readers: &[Peer]) {
+    let mut servers: Vec<(Server, PathBuf)> = readers
+        .iter()
+        .map(|p| {
+            let dir = t.ws.join(format!("read-{}", p.kind.dir()));
+            fs::create_dir_all(&dir).unwrap();
+            (Server::start(p, t, &dir).0, dir)
+        })
+        .collect();
+    let rounds = 3;
+    println!(
+        "read a whole file, ms per read (median of every read; [lowest-highest per-round median]; one request in flight, {rounds} rounds):"
+    );
+    print!("  {:>8}", "size");
+    for p in readers {
+        print!("{:>32}", p.kind.name());
+    }
+    println!();
+    let mut medians = Vec::new();
+    for (size, per_round) in [(KIB, 200), (64 * KIB, 100), (MIB, 30), (5 * MIB, 12)] {
+        let n = scaled(per_round);
+        let content = text_of(size, "read");
+        let last = content.lines().last().unwrap().to_string();
+        let mut lines = Vec::new();
+        for (p, (s, dir)) in readers.iter().zip(servers.iter_mut()) {
+            let path = dir.join(format!("read-{}.txt", size / KIB));
+            fs::write(&path, &content).unwrap();
+            let line = p.read_line(s, &path);
+            // Once, parsed: the answer holds the file.
+            let r = s.roundtrip(&line);
+            assert!(
+                failed(&r).is_none() && r.to_string().contains(&last),
+                "{}: the read answer lacks the file: {}",
+                p.kind.name(),
+                &r.to_string()[..400.min(r.to_string().len())]
+            );
+            lines.push(line);
+        }
+        let mut all: Vec<Vec<f64>> = vec![Vec::new(); readers.len()];
+        let mut per_round: Vec<Vec<f64>> = vec![Vec::new(); readers.len()];
+        for round in 0..rounds {
+            for k in 0..readers.len() {
+                let j = (k + round) % readers.len();
+                let (s, _) = &mut servers[j];
+                let mut ms = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let t0 = Instant::now();
+                    let got = s.roundtrip_raw(&lines[j]);
+                    ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+                    assert!(got > size, "{}: a short answer", readers[j].kind.name());
+                }
+                per_round[j].push(median(&mut ms.clone()));
+                all[j].extend(ms);
+            }
+        }
+        print!("  {:>8}", fmt_size(size));
+        let mut row = Vec::new();
+        for (a, r) in all.iter_mut().zip(&per_round) {
+            let m = median(a);
+            let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = r.iter().copied().fold(0.0, f64::max);
+            print!("{:>32}", format!("{m:.3} [{lo:.3}-{hi:.3}]"));
+            row.push(m);
+        }
+        println!();
+        medians.push((size, row));
+    }
+    let at = |kind: Kind| readers.iter().position(|p| p.kind == kind);
+    if let (Some(rust), Some(acp), Some(mcp)) = (
+        at(Kind::RustFs),
+        at(Kind::WritegateAcp),
+        at(Kind::Writegate),
+    ) {
+        println!(
+            "read targets against rust-mcp-filesystem (time ratio, lower is faster; printed, not asserted):"
+        );
+        for (size, row) in &medians {
+            let (a, m) = (row[acp] / row[rust], row[mcp] / row[rust]);
+            println!(
+                "  {:>8}: fs/read_text_file {a:.2}x (target <= 1.00: {}); MCP read_file {m:.2}x (target <= 1.25: {})",
+                fmt_size(*size),
+                if a <= 1.0 { "met" } else { "NOT met" },
+                if m <= 1.25 { "met" } else { "NOT met" },
+            );
+        }
+    }
+    println!();
+}
+
 fn main() {
     let t = tree("mcp-peers");
     print_preamble("mcp peers", &t);
@@ -337,6 +517,29 @@ fn main() {
     }
     for p in &peers {
         println!("{:<20} {}", p.kind.name(), p.program.display());
+    }
+    let wanted = ops_wanted();
+    println!("operations: {} (WG_BENCH_OPS)", wanted.join(","));
+    if wanted.iter().any(|o| o == "read") {
+        let mut readers = vec![Peer {
+            kind: Kind::WritegateAcp,
+            program: PathBuf::from(BIN),
+        }];
+        readers.extend(peers.iter().map(|p| Peer {
+            kind: p.kind,
+            program: p.program.clone(),
+        }));
+        println!();
+        read_rows(&t, &readers);
+    }
+    let table_ops: Vec<Op> = [(Op::Write, "write"), (Op::Edit, "edit")]
+        .into_iter()
+        .filter(|(_, name)| wanted.iter().any(|o| o == name))
+        .map(|(op, _)| op)
+        .collect();
+    if table_ops.is_empty() {
+        println!("load average at end: {}", common::load_average());
+        return;
     }
     println!(
         "durability: writegate fsyncs each file and its directory and appends one audit line per operation; the peers do not fsync"
@@ -380,7 +583,7 @@ fn main() {
     // The bare durable sequence on the same workload: what no durable
     // server can beat (see `bare_ops`).
     let mut bare = Vec::new();
-    for op in [Op::Write, Op::Edit] {
+    for &op in &table_ops {
         for (size, per_round) in sizes {
             let n = scaled(per_round);
             let mut secs = vec![0.0; peers.len()];
@@ -477,10 +680,9 @@ fn main() {
             (Op::Write, 5 * MIB, 4.0),
             (Op::Edit, 5 * MIB, 3.0),
         ] {
-            let (_, _, ops) = table
-                .iter()
-                .find(|(o, s, _)| *o == op && *s == size)
-                .unwrap();
+            let Some((_, _, ops)) = table.iter().find(|(o, s, _)| *o == op && *s == size) else {
+                continue;
+            };
             let ratio = ops[0] / ops[rust];
             println!(
                 "  {} {}: {ratio:.2}x (target {want}x): {}",
