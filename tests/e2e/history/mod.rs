@@ -5,7 +5,9 @@
 //! byte for byte; two daemons sharing one state directory; a full history
 //! filesystem (a real tmpfs, root only); history across a `SIGHUP` reload;
 //! the CLI's exit statuses (docs/errors.md: 1 refused, 2 usage, 3 no
-//! daemon).
+//! daemon). Whose operations a connection can reach is in [`reach`]; the
+//! store seen from outside, with a process that tampers with it, in
+//! [`store`].
 
 use crate::common::{
     BIN, Client, Clients, Daemon, Killed, Opts, TIMEOUT, Tree, TreeAudit, crash_seed, crash_writes,
@@ -19,6 +21,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod reach;
+mod store;
 
 /// A finished CLI run: exit code, stdout, stderr.
 struct Out {
