@@ -35,6 +35,7 @@ mod permissions;
 mod protocol_doc;
 mod proxy;
 mod race;
+mod readme_doc;
 mod sandbox;
 mod setup;
 mod shutdown;
