@@ -10,8 +10,8 @@
 //! write committed is read off the file itself.
 
 use crate::common::{
-    BIN, Client, Clients, Daemon, TIMEOUT, Tmpfs, Tree, audit_lines, find_program, req,
-    write_params,
+    BIN, Client, Clients, Daemon, Killed, TIMEOUT, Tmpfs, Tree, audit_lines, crash_seed,
+    crash_writes, find_program, kill_during, req, write_params,
 };
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -486,100 +486,53 @@ fn retired_intents_are_not_recovered_after_the_log_is_rotated() {
     assert_eq!(fs::read(&files[2]).unwrap(), b"old\n");
 }
 
-/// Total writes of the kill -9 loops (default 1000 each; set
-/// `WG_CRASH_WRITES` for a longer run).
-fn crash_writes() -> usize {
-    std::env::var("WG_CRASH_WRITES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000)
-}
-
-/// A small deterministic generator (the loop is reproducible from its
-/// seed, printed on failure).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Streams pipelined writes at a daemon and kills it with SIGKILL at a
 /// random moment of each round, restarting it every time, until `total`
-/// writes were sent. Half the writes replace a file the test wrote before,
-/// half create one; every write has its own content. Then checks, against
-/// the files themselves: every acknowledged write committed; every
-/// committed write has exactly one `fs.access` event; no write that did
-/// not commit has one; no torn or glued line; opIds unique.
+/// writes were sent ([`kill_during`]). Half the writes replace a file the
+/// test wrote before, half create one; every write has its own content.
+/// Then checks, against the files themselves: every acknowledged write
+/// committed; every committed write has exactly one `fs.access` event; no
+/// write that did not commit has one; no torn or glued line; opIds unique.
 fn kill_loop(flush: &str, total: usize, seed: u64) {
     let t = Tree::new(BIN);
     let env = [("WRITEGATE_AUDIT_FLUSH", flush)];
-    let mut rng = Rng(seed);
     let started = Instant::now();
-    let (mut sent, mut kills, mut torn_tails) = (0usize, 0usize, 0usize);
-    let mut acked = HashSet::new();
-    while sent < total {
-        let (mut d, mut c) = start(&t, &env);
-        let round = usize::try_from(5 + rng.below(30))
-            .unwrap()
-            .min(total - sent);
-        for k in sent..sent + round {
+    let mut torn_tails = 0usize;
+    let Killed { sent, kills, acked } = kill_during(
+        seed,
+        total,
+        5..35,
+        || start(&t, &env),
+        |k| {
             let path = t.ws.join(format!("f{k}.txt"));
             if k % 2 == 1 {
                 fs::write(&path, format!("old {k}\n")).unwrap();
             }
-            c.send(&req(
-                json!(k),
-                "fs/write_text_file",
-                write_params(&path, &format!("new {k}\n")),
-            ));
-        }
-        // Kill after a random number of answers, so that the other writes
-        // of the round are anywhere in their pipeline.
-        let wait_for = rng.below(u64::try_from(round).unwrap() + 1);
-        for _ in 0..wait_for {
-            let r = c.recv();
-            assert_eq!(r["result"], json!({}), "{r}");
-            acked.insert(usize::try_from(r["id"].as_u64().unwrap()).unwrap());
-        }
-        if rng.below(2) == 0 {
-            std::thread::sleep(Duration::from_micros(rng.below(3000)));
-        }
-        d.child.kill().unwrap();
-        let _ = d.child.wait();
-        // Answers already on their way count as acknowledged too.
-        for r in c.recv_until_eof() {
-            if r["result"] == json!({}) {
-                acked.insert(usize::try_from(r["id"].as_u64().unwrap()).unwrap());
+            write_params(&path, &format!("new {k}\n"))
+        },
+        || {
+            // Right after a kill: every whole line is one event (nothing
+            // glued); a torn last line is possible (kill -9 can cut a
+            // write(2) between pages) and is cut by the next start.
+            let text = fs::read(&t.audit_log).unwrap_or_default();
+            let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            if whole < text.len() {
+                torn_tails += 1;
             }
-        }
-        sent += round;
-        kills += 1;
-        // Right after a kill: every whole line is one event (nothing
-        // glued); a torn last line is possible (kill -9 can cut a write(2)
-        // between pages) and is cut by the next start.
-        let text = fs::read(&t.audit_log).unwrap_or_default();
-        let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        if whole < text.len() {
-            torn_tails += 1;
-        }
-        for l in text[..whole]
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-        {
-            let v: Value = serde_json::from_slice(l).unwrap_or_else(|e| {
-                panic!(
-                    "seed {seed}: a line is not one event ({e}): {}",
-                    String::from_utf8_lossy(l)
-                )
-            });
-            assert!(v.is_object());
-        }
-    }
+            for l in text[..whole]
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+            {
+                let v: Value = serde_json::from_slice(l).unwrap_or_else(|e| {
+                    panic!(
+                        "seed {seed}: a line is not one event ({e}): {}",
+                        String::from_utf8_lossy(l)
+                    )
+                });
+                assert!(v.is_object());
+            }
+        },
+    );
     // The last crash is repaired by one more start.
     let (d, c) = start(&t, &env);
     stop(d, c);
@@ -629,33 +582,19 @@ fn kill_loop(flush: &str, total: usize, seed: u64) {
     );
 }
 
-fn seed() -> u64 {
-    std::env::var("WG_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            u64::from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .subsec_nanos(),
-            ) | 1
-        })
-}
-
 /// `flush = "interval"` (the default, ADR 0010):
 /// kill -9 during a stream of acknowledged writes loses no audit line,
 /// leaves no torn line, and after the next start every committed change
 /// has exactly one event.
 #[test]
 fn kill_9_loop_interval_every_committed_write_has_exactly_one_event() {
-    kill_loop("interval", crash_writes(), seed());
+    kill_loop("interval", crash_writes(1000), crash_seed());
 }
 
 /// The same loop with `flush = "sync"`.
 #[test]
 fn kill_9_loop_sync_every_committed_write_has_exactly_one_event() {
-    kill_loop("sync", crash_writes(), seed());
+    kill_loop("sync", crash_writes(1000), crash_seed());
 }
 
 /// One system call of an `strace -f -y` log: its name, its first argument

@@ -2,7 +2,7 @@
 //! tree, its daemons, the raw line client): the JSON-RPC client, an
 //! audit-log reader, and the checks and requests several modules use (the
 //! `initialize` answer, refusals and their audit event, external-write
-//! markers, the workspace an `initialize` asks for).
+//! markers, the workspace an `initialize` asks for, the kill -9 loop).
 //!
 //! Every spawned process gets `HOME`, `XDG_RUNTIME_DIR`, `XDG_STATE_HOME` and
 //! `XDG_CONFIG_HOME` inside its test's temp dir, so no test touches the real
@@ -10,11 +10,13 @@
 //! hanging it; nothing asserts on speed.
 
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
+use std::ops::Range;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 use writegate_testkit::LineClient;
 
 pub(crate) use writegate_testkit::{
@@ -520,4 +522,107 @@ pub(crate) fn nonblocking(fd: &impl std::os::fd::AsFd) -> bool {
     rustix::fs::fcntl_getfl(fd)
         .unwrap()
         .contains(rustix::fs::OFlags::NONBLOCK)
+}
+
+/// The seed of a kill -9 loop: `WG_CRASH_SEED`, else one from the clock
+/// (printed by the loops, so a failing run can be repeated).
+pub(crate) fn crash_seed() -> u64 {
+    std::env::var("WG_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            u64::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .subsec_nanos(),
+            ) | 1
+        })
+}
+
+/// The writes of a kill -9 loop: `WG_CRASH_WRITES`, else `default`.
+pub(crate) fn crash_writes(default: usize) -> usize {
+    std::env::var("WG_CRASH_WRITES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A small deterministic generator (a kill -9 loop is reproducible from
+/// its seed).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// What a [`kill_during`] loop did.
+pub(crate) struct Killed {
+    /// Writes sent, numbered `0..sent`.
+    pub(crate) sent: usize,
+    /// Daemons killed.
+    pub(crate) kills: usize,
+    /// Writes answered with success before or while their daemon died.
+    pub(crate) acked: HashSet<usize>,
+}
+
+/// The kill -9 loop: until `total` writes were sent, starts a daemon with
+/// `start` (initialized, with its client), pipelines a round of
+/// `fs/write_text_file` requests at it (a size drawn from `round`; write
+/// `k` has the id `k` and the params `write(k)`, which may first prepare
+/// its file), reads a random number of answers, sometimes sleeps up to
+/// 3 ms, then kills the daemon with SIGKILL, so that the rest of the
+/// round is anywhere in its pipeline. Answers already on their way when
+/// it died count as acknowledged too. `after_kill` runs after every kill,
+/// to check what the daemon left on disk; the caller then checks the
+/// outcome against the files, after one more start.
+pub(crate) fn kill_during(
+    seed: u64,
+    total: usize,
+    round: Range<u64>,
+    mut start: impl FnMut() -> (Daemon, Client),
+    mut write: impl FnMut(usize) -> Value,
+    mut after_kill: impl FnMut(),
+) -> Killed {
+    let mut rng = Rng(seed);
+    let mut done = Killed {
+        sent: 0,
+        kills: 0,
+        acked: HashSet::new(),
+    };
+    let id_of = |r: &Value| usize::try_from(r["id"].as_u64().unwrap()).unwrap();
+    while done.sent < total {
+        let (mut d, mut c) = start();
+        let n = usize::try_from(round.start + rng.below(round.end - round.start))
+            .unwrap()
+            .min(total - done.sent);
+        for k in done.sent..done.sent + n {
+            c.send(&req(json!(k), "fs/write_text_file", write(k)));
+        }
+        let wait_for = rng.below(u64::try_from(n).unwrap() + 1);
+        for _ in 0..wait_for {
+            let r = c.recv();
+            assert_eq!(r["result"], json!({}), "seed {seed}: {r}");
+            done.acked.insert(id_of(&r));
+        }
+        if rng.below(2) == 0 {
+            std::thread::sleep(Duration::from_micros(rng.below(3000)));
+        }
+        d.child.kill().unwrap();
+        let _ = d.child.wait();
+        for r in c.recv_until_eof() {
+            if r["result"] == json!({}) {
+                done.acked.insert(id_of(&r));
+            }
+        }
+        done.sent += n;
+        done.kills += 1;
+        after_kill();
+    }
+    done
 }

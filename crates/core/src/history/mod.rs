@@ -220,7 +220,7 @@ impl Record {
 /// side is refused `file_too_large` by its size, before it is read. With
 /// [`DIFF_MAX_LINES`] this keeps the two sides, their decoded text, the
 /// diff's line tables and its output within 64 MiB together
-/// (`tests/e2e/history_store.rs` measures the worst case).
+/// (`tests/e2e/history/store.rs` measures the worst case).
 pub const DIFF_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The most lines (line breaks, `\n` or `\r`) `writegate diff` compares

@@ -4,6 +4,7 @@
 //! every module builds its tests on is here.
 
 mod audit;
+mod history;
 mod pipeline;
 mod regressions;
 mod round_trip;

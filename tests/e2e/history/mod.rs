@@ -5,11 +5,13 @@
 //! byte for byte; two daemons sharing one state directory; a full history
 //! filesystem (a real tmpfs, root only); history across a `SIGHUP` reload;
 //! the CLI's exit statuses (docs/errors.md: 1 refused, 2 usage, 3 no
-//! daemon).
+//! daemon). Whose operations a connection can reach is in [`reach`]; the
+//! store seen from outside, with a process that tampers with it, in
+//! [`store`].
 
 use crate::common::{
-    BIN, Client, Clients, Daemon, Opts, TIMEOUT, Tree, TreeAudit, marked_write, marker, mode_of,
-    req, run_with_stdin, temps, write_params,
+    BIN, Client, Clients, Daemon, Killed, Opts, TIMEOUT, Tree, TreeAudit, crash_seed, crash_writes,
+    kill_during, marked_write, marker, mode_of, req, run_with_stdin, temps, write_params,
 };
 use rustix::process::Signal;
 use serde_json::{Value, json};
@@ -19,6 +21,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod reach;
+mod store;
 
 /// A finished CLI run: exit code, stdout, stderr.
 struct Out {
@@ -664,25 +669,6 @@ fn a_full_history_filesystem_refuses_the_write_and_changes_nothing() {
     assert_eq!(fs::read(&small).unwrap(), b"s0\n");
 }
 
-/// Writes of the kill -9 loop (default 300; `WG_CRASH_WRITES` for more).
-fn crash_writes() -> usize {
-    std::env::var("WG_CRASH_WRITES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300)
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// The history's promise (ADR 0020): "after a kill -9 at any point, every acknowledged write can
 /// be undone, and nothing the store holds is half-written". Pipelined
 /// writes (half replace a file, half create one, in a new directory for a
@@ -693,22 +679,8 @@ impl Rng {
 /// made).
 #[test]
 fn kill_9_loop_every_acknowledged_write_can_be_undone() {
-    let seed = std::env::var("WG_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            u64::from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .subsec_nanos(),
-            ) | 1
-        });
-    let total = crash_writes();
+    let seed = crash_seed();
     let t = Tree::new(BIN);
-    let mut rng = Rng(seed);
-    let (mut sent, mut kills) = (0usize, 0usize);
-    let mut acked = HashSet::new();
     let path_of = |k: usize| {
         if k % 3 == 2 {
             t.ws.join(format!("d{k}/f{k}.txt"))
@@ -716,81 +688,64 @@ fn kill_9_loop_every_acknowledged_write_can_be_undone() {
             t.ws.join(format!("f{k}.txt"))
         }
     };
-    while sent < total {
-        let mut d = t.daemon(Opts {
-            stdio: true,
-            ..Opts::default()
-        });
-        let mut c = d.stdio_client();
-        let r = c.call("initialize", json!({"protocolVersion": 1}));
-        assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());
-        let round = usize::try_from(5 + rng.below(20))
-            .unwrap()
-            .min(total - sent);
-        for k in sent..sent + round {
+    let Killed { sent, kills, acked } = kill_during(
+        seed,
+        crash_writes(300),
+        5..25,
+        || {
+            let mut d = t.daemon(Opts {
+                stdio: true,
+                ..Opts::default()
+            });
+            let mut c = d.stdio_client();
+            let r = c.call("initialize", json!({"protocolVersion": 1}));
+            assert!(r.get("result").is_some(), "{r}\n{}", d.stderr_text());
+            (d, c)
+        },
+        |k| {
             let p = path_of(k);
             if k % 3 == 1 {
                 fs::write(&p, format!("old {k}\r\n")).unwrap();
                 fs::set_permissions(&p, fs::Permissions::from_mode(0o604)).unwrap();
             }
-            c.send(&req(
-                json!(k),
-                "fs/write_text_file",
-                write_params(&p, &format!("new {k}\n")),
-            ));
-        }
-        let wait_for = rng.below(u64::try_from(round).unwrap() + 1);
-        for _ in 0..wait_for {
-            let r = c.recv();
-            assert_eq!(r["result"], json!({}), "seed {seed}: {r}");
-            acked.insert(usize::try_from(r["id"].as_u64().unwrap()).unwrap());
-        }
-        if rng.below(2) == 0 {
-            std::thread::sleep(Duration::from_micros(rng.below(3000)));
-        }
-        d.child.kill().unwrap();
-        let _ = d.child.wait();
-        for r in c.recv_until_eof() {
-            if r["result"] == json!({}) {
-                acked.insert(usize::try_from(r["id"].as_u64().unwrap()).unwrap());
-            }
-        }
-        sent += round;
-        kills += 1;
-        // Right after the kill: no image half-written (temp names are
-        // swept at the next start, so only whole images may have a name).
-        let index = fs::read(store(&t).join("index.jsonl")).unwrap_or_default();
-        let whole = index.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        assert_eq!(whole, index.len(), "seed {seed}: a torn index line");
-        for l in index.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let v: Value = serde_json::from_slice(l).unwrap_or_else(|e| {
-                panic!(
-                    "seed {seed}: index line ({e}): {}",
-                    String::from_utf8_lossy(l)
-                )
-            });
-            if v["t"] == "keep" && v["image"].is_string() {
-                // A recorded image exists whole from the moment it is recorded.
-                let img = store(&t).join("images").join(v["opId"].as_str().unwrap());
-                let k: usize = v["path"]
-                    .as_str()
-                    .unwrap()
-                    .rsplit_once("/f")
-                    .unwrap()
-                    .1
-                    .trim_end_matches(".txt")
-                    .parse()
-                    .unwrap();
-                if let Ok(b) = fs::read(&img) {
-                    assert_eq!(
-                        b,
-                        format!("old {k}\r\n").as_bytes(),
-                        "seed {seed}: image of {k}"
-                    );
+            write_params(&p, &format!("new {k}\n"))
+        },
+        || {
+            // Right after the kill: no image half-written (temp names are
+            // swept at the next start, so only whole images may have a name).
+            let index = fs::read(store(&t).join("index.jsonl")).unwrap_or_default();
+            let whole = index.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            assert_eq!(whole, index.len(), "seed {seed}: a torn index line");
+            for l in index.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let v: Value = serde_json::from_slice(l).unwrap_or_else(|e| {
+                    panic!(
+                        "seed {seed}: index line ({e}): {}",
+                        String::from_utf8_lossy(l)
+                    )
+                });
+                if v["t"] == "keep" && v["image"].is_string() {
+                    // A recorded image exists whole from the moment it is recorded.
+                    let img = store(&t).join("images").join(v["opId"].as_str().unwrap());
+                    let k: usize = v["path"]
+                        .as_str()
+                        .unwrap()
+                        .rsplit_once("/f")
+                        .unwrap()
+                        .1
+                        .trim_end_matches(".txt")
+                        .parse()
+                        .unwrap();
+                    if let Ok(b) = fs::read(&img) {
+                        assert_eq!(
+                            b,
+                            format!("old {k}\r\n").as_bytes(),
+                            "seed {seed}: image of {k}"
+                        );
+                    }
                 }
             }
-        }
-    }
+        },
+    );
     // One more start settles the last crash; then undo every committed write.
     let (mut d, c) = serve(&t, &[], &[]);
     assert_store_whole(&store(&t));

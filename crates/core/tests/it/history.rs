@@ -1,67 +1,47 @@
-//! History and undo in-process (ADR 0020): a real `Service` with a real
-//! history store on temp directories.
+//! History and undo in-process (ADR 0020): a [`World`] whose `Service`
+//! keeps a real history store on temp directories.
 
+use crate::World;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use writegate_core::history::{Reach, UndoAction, UndoParams};
 use writegate_core::{
-    Allowances, Config, EditMode, EditParams, ErrorKind, Failure, OpCtx, Registry, Runtime,
-    Service, WriteOptions, WriteParams,
+    Config, EditMode, EditParams, ErrorKind, Failure, OpCtx, Registry, Service, WriteOptions,
+    WriteParams,
 };
 
-struct World {
-    svc: Service,
-    rt: Arc<Runtime>,
-    root: PathBuf,
+/// A [`World`] whose service keeps a history store.
+struct Kept {
+    world: World,
+    /// The store's directory.
     store: PathBuf,
-    state: tempfile::TempDir,
-    _ws: tempfile::TempDir,
 }
 
-fn world_with(config: Config, store: Option<PathBuf>) -> World {
-    let ws = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(ws.path()).unwrap();
-    let registry = Registry::default();
-    let rt = registry.register(&root, true).unwrap();
-    let mut svc = Service::new(
-        config,
-        registry,
-        &state.path().join("audit.jsonl"),
-        state.path().join("approvals.json"),
-    );
-    let store = store.unwrap_or_else(|| state.path().join("history"));
-    svc.open_history(&store).unwrap();
-    World {
-        svc,
-        rt,
-        root,
-        store,
-        state,
-        _ws: ws,
+impl std::ops::Deref for Kept {
+    type Target = World;
+
+    fn deref(&self) -> &World {
+        &self.world
     }
 }
 
-fn world() -> World {
-    world_with(Config::default(), None)
+/// A trusted workspace served with `config`, its history in `store` or
+/// in the state directory.
+fn kept_with(config: Config, store: Option<PathBuf>) -> Kept {
+    let mut world = World::new(true, config, None);
+    let store = store.unwrap_or_else(|| world.log.with_file_name("history"));
+    world.svc.open_history(&store).unwrap();
+    Kept { world, store }
 }
 
-impl World {
-    fn ctx(&self) -> OpCtx {
-        OpCtx {
-            runtime: self.rt.clone(),
-            session_id: Some("s1".into()),
-            allows: Allowances::default(),
-            route: "test",
-            cancel: Arc::new(AtomicBool::new(false)),
-            approver: None,
-            client_root: false,
-        }
-    }
+/// [`kept_with`] the default config and store.
+fn kept() -> Kept {
+    kept_with(Config::default(), None)
+}
 
-    fn write(&self, path: &Path, content: &str) -> String {
+impl Kept {
+    /// Writes `content` to `path`; returns the operation's id.
+    fn write_op(&self, path: &Path, content: &str) -> String {
         let p = WriteParams {
             path: path.to_path_buf(),
             content: content.into(),
@@ -73,7 +53,8 @@ impl World {
         self.last_op()
     }
 
-    fn append(&self, path: &Path, content: &str) -> String {
+    /// Appends `content` to `path`; returns the operation's id.
+    fn append_op(&self, path: &Path, content: &str) -> String {
         let p = EditParams::new(path, EditMode::Append, content);
         self.svc.edit_text_file(&self.ctx(), &p).unwrap();
         self.last_op()
@@ -111,13 +92,13 @@ fn kind<T: std::fmt::Debug>(r: Result<T, Failure>) -> ErrorKind {
 /// store keeps the replaced inode itself (a hard link: same filesystem).
 #[test]
 fn undo_puts_back_the_exact_bytes_and_mode() {
-    let w = world();
+    let w = kept();
     let f = w.root.join("a.txt");
     let old = b"\xef\xbb\xbfone\r\ntwo\r\n";
     std::fs::write(&f, old).unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
     let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&f).unwrap());
-    let op = w.write(&f, "changed\n");
+    let op = w.write_op(&f, "changed\n");
     assert_ne!(std::fs::read(&f).unwrap(), old);
     let image = w.store.join("images").join(&op);
     assert_eq!(
@@ -143,11 +124,11 @@ fn undo_puts_back_the_exact_bytes_and_mode() {
 /// undone, or with force.
 #[test]
 fn undo_of_an_undo_and_later_operations_first() {
-    let w = world();
+    let w = kept();
     let f = w.root.join("b.txt");
     std::fs::write(&f, "v0\n").unwrap();
-    let a = w.write(&f, "v1\n");
-    let b = w.append(&f, "v2\n");
+    let a = w.write_op(&f, "v1\n");
+    let b = w.append_op(&f, "v2\n");
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "v1\nv2\n");
     let entries = w.svc.history_entries(Some(&f), Reach::default()).unwrap();
     let ea = entries.iter().find(|e| e.record.op_id == a).unwrap();
@@ -171,9 +152,9 @@ fn undo_of_an_undo_and_later_operations_first() {
 /// Undoing a creation removes the file and the directories it created.
 #[test]
 fn undo_of_a_creation_removes_the_file_and_its_new_directories() {
-    let w = world();
+    let w = kept();
     let f = w.root.join("new/deeper/c.txt");
-    let op = w.write(&f, "hello\n");
+    let op = w.write_op(&f, "hello\n");
     assert!(f.exists());
     let out = w.undo(&op, false).unwrap();
     assert_eq!(out.action, UndoAction::Removed);
@@ -189,12 +170,12 @@ fn undo_of_a_creation_removes_the_file_and_its_new_directories() {
 /// never put back.
 #[test]
 fn a_before_image_changed_through_another_link_is_refused() {
-    let w = world();
+    let w = kept();
     let f = w.root.join("d.txt");
     std::fs::write(&f, "old\n").unwrap();
     let other = w.root.join("d-link.txt");
     std::fs::hard_link(&f, &other).unwrap();
-    let op = w.write(&f, "new\n");
+    let op = w.write_op(&f, "new\n");
     std::fs::write(&other, "tampered\n").unwrap();
     assert_eq!(kind(w.undo(&op, true)), ErrorKind::FileChanged);
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "new\n");
@@ -208,12 +189,12 @@ fn the_oldest_images_are_evicted_first() {
     cfg.history.max_bytes = 3000;
     // No window: every image may go.
     cfg.history.min_age_minutes = 0;
-    let w = world_with(cfg, None);
+    let w = kept_with(cfg, None);
     let mut ops = Vec::new();
     for i in 0..5 {
         let f = w.root.join(format!("e{i}.txt"));
         std::fs::write(&f, "x".repeat(1000)).unwrap();
-        ops.push(w.write(&f, "y\n"));
+        ops.push(w.write_op(&f, "y\n"));
     }
     assert_eq!(kind(w.undo(&ops[0], false)), ErrorKind::NotUndoable);
     assert!(!w.store.join("images").join(&ops[0]).exists());
@@ -226,7 +207,7 @@ fn the_oldest_images_are_evicted_first() {
 fn history_off_keeps_nothing() {
     let mut cfg = Config::default();
     cfg.history.enabled = false;
-    let w = world_with(cfg, None);
+    let w = kept_with(cfg, None);
     let f = w.root.join("f.txt");
     std::fs::write(&f, "a\n").unwrap();
     let p = WriteParams {
@@ -259,10 +240,10 @@ fn a_store_on_another_filesystem_copies() {
         return;
     }
     let dir = tempfile::tempdir_in(shm).unwrap();
-    let w = world_with(Config::default(), Some(dir.path().join("history")));
+    let w = kept_with(Config::default(), Some(dir.path().join("history")));
     let f = w.root.join("g.txt");
     std::fs::write(&f, "before\n").unwrap();
-    let op = w.write(&f, "after\n");
+    let op = w.write_op(&f, "after\n");
     let image = w.store.join("images").join(&op);
     let meta = std::fs::metadata(&image).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -276,8 +257,8 @@ fn a_store_on_another_filesystem_copies() {
 #[test]
 fn every_conformance_file_is_restored_byte_for_byte() {
     use base64::Engine as _;
-    let w = world();
-    let cases = include_str!("../../../tests/fixtures/cases.jsonl");
+    let w = kept();
+    let cases = include_str!("../../../../tests/fixtures/cases.jsonl");
     let mut n = 0;
     for line in cases.lines().filter(|l| !l.trim().is_empty()) {
         // Some cases' content holds escapes serde_json refuses (lone
@@ -294,7 +275,7 @@ fn every_conformance_file_is_restored_byte_for_byte() {
                 .unwrap();
             let f = w.root.join(format!("{}-{i}", case["id"].as_str().unwrap()));
             std::fs::write(&f, &bytes).unwrap();
-            let op = w.write(&f, "replaced\n");
+            let op = w.write_op(&f, "replaced\n");
             w.undo(&op, false).unwrap();
             assert_eq!(std::fs::read(&f).unwrap(), bytes, "{}", case["id"]);
             n += 1;
@@ -306,13 +287,13 @@ fn every_conformance_file_is_restored_byte_for_byte() {
 /// A file at the 5 MiB cap: kept and restored whole.
 #[test]
 fn a_file_at_the_cap_is_restored() {
-    let w = world();
+    let w = kept();
     let f = w.root.join("big.txt");
     let old: Vec<u8> = (0..5 * 1024 * 1024)
         .map(|i: u32| b'a' + u8::try_from(i % 26).unwrap())
         .collect();
     std::fs::write(&f, &old).unwrap();
-    let op = w.write(&f, &"z".repeat(5 * 1024 * 1024));
+    let op = w.write_op(&f, &"z".repeat(5 * 1024 * 1024));
     w.undo(&op, false).unwrap();
     assert!(std::fs::read(&f).unwrap() == old);
 }
@@ -321,10 +302,10 @@ fn a_file_at_the_cap_is_restored() {
 /// and undoes what the first one kept.
 #[test]
 fn history_survives_a_restart() {
-    let w = world();
+    let w = kept();
     let f = w.root.join("h.txt");
     std::fs::write(&f, "one\n").unwrap();
-    let op = w.write(&f, "two\n");
+    let op = w.write_op(&f, "two\n");
     let mut svc2 = Service::new(
         Config::default(),
         {
@@ -332,8 +313,8 @@ fn history_survives_a_restart() {
             r.register(&w.root, true).unwrap();
             r
         },
-        &w.state.path().join("audit2.jsonl"),
-        w.state.path().join("approvals.json"),
+        &w.log.with_file_name("audit2.jsonl"),
+        w.log.with_file_name("approvals.json"),
     );
     svc2.open_history(&w.store).unwrap();
     let ctx = w.ctx();
@@ -365,12 +346,12 @@ fn the_index_is_compacted_once_most_of_it_is_dead() {
     // before it.
     cfg.history.max_bytes = 20;
     cfg.history.min_age_minutes = 0;
-    let w = world_with(cfg.clone(), None);
+    let w = kept_with(cfg.clone(), None);
     let mut other = Service::new(
         cfg,
         Registry::default(),
-        &w.state.path().join("audit-2.jsonl"),
-        w.state.path().join("approvals-2.json"),
+        &w.log.with_file_name("audit-2.jsonl"),
+        w.log.with_file_name("approvals-2.json"),
     );
     other.open_history(&w.store).unwrap();
     let index = w.store.join("index.jsonl");
@@ -381,7 +362,7 @@ fn the_index_is_compacted_once_most_of_it_is_dead() {
     let mut largest = 0;
     let mut last = String::new();
     for i in 0..300 {
-        last = w.write(&f, &format!("version {i}\n"));
+        last = w.write_op(&f, &format!("version {i}\n"));
         largest = largest.max(std::fs::metadata(&index).unwrap().len());
     }
     assert_ne!(ino(&index), first_ino, "the index was replaced");
@@ -433,7 +414,7 @@ fn the_index_is_compacted_once_most_of_it_is_dead() {
 /// nothing changes.
 #[test]
 fn an_undo_limited_to_a_session_sees_only_that_session() {
-    let w = world();
+    let w = kept();
     let f = w.root.join("a.txt");
     std::fs::write(&f, "old\n").unwrap();
     let p = WriteParams {
