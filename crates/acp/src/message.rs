@@ -637,6 +637,35 @@ pub fn ok_line_raw(id: &RequestId, result: &[&[u8]]) -> Vec<u8> {
     line
 }
 
+/// Bytes a result built for [`ok_line_in`] keeps free for the line around
+/// it: the head (`{"jsonrpc":"2.0","id":…,"result":`, with an id of up to
+/// about 90 bytes) and the end. A longer id costs one copy of the result.
+pub const LINE_ROOM: usize = 128;
+
+/// [`ok_line_raw`] of the pieces `lead`, `result` and `tail`, built in
+/// `result`'s own buffer: the head and `lead` are put in front (the
+/// result's bytes move back once, in memory already touched), then `tail`
+/// and the line's end. A large read's answer then costs no fresh
+/// buffer of its size, whose first touch of every page is a fault
+/// (docs/decisions/0034-reads-ahead-of-the-peers.md); `result` should hold
+/// [`LINE_ROOM`] spare bytes of capacity.
+pub fn ok_line_in(id: &RequestId, lead: &[u8], mut result: Vec<u8>, tail: &[&[u8]]) -> Vec<u8> {
+    let id = serde_json::to_vec(id).unwrap_or_default();
+    let mut head = Vec::with_capacity(id.len() + 32 + lead.len());
+    head.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    head.extend_from_slice(&id);
+    head.extend_from_slice(br#","result":"#);
+    head.extend_from_slice(lead);
+    let tail_len = tail.iter().map(|p| p.len()).sum::<usize>();
+    result.reserve(head.len() + tail_len + 2);
+    result.splice(0..0, head);
+    for piece in tail {
+        result.extend_from_slice(piece);
+    }
+    result.extend_from_slice(b"}\n");
+    result
+}
+
 /// An error response line, `\n`-terminated.
 pub fn error_line(id: &RequestId, error: &ErrorObject) -> Vec<u8> {
     line_of(&ErrLine {

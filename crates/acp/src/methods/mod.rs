@@ -120,8 +120,8 @@ pub trait Method {
     fn handle(call: &Call<'_>, params: Self::Params) -> Result<Self::Result, MethodError>;
     /// The success response line, `\n`-terminated: serde's ([`ok_line`]),
     /// unless the method writes the same bytes faster itself.
-    fn result_line(id: &RequestId, result: &Self::Result) -> Vec<u8> {
-        ok_line(id, result)
+    fn result_line(id: &RequestId, result: Self::Result) -> Vec<u8> {
+        ok_line(id, &result)
     }
 }
 
@@ -356,7 +356,7 @@ fn respond_params<M: Method>(
         run(call, M::NAME, || M::handle(call, params))
     };
     match result {
-        Ok(r) => (M::result_line(id, &r), Outcome::Ok),
+        Ok(r) => (M::result_line(id, r), Outcome::Ok),
         Err(MethodError::Failed(f)) => (error_line(id, &failure_error(&f, &uri)), Outcome::of(&f)),
         Err(MethodError::Protocol(e)) => protocol(id, &e),
     }

@@ -58,14 +58,15 @@ impl Method for ReadLines {
 
     /// The bytes of [`crate::message::ok_line`] with the object copied as
     /// written.
-    fn result_line(id: &RequestId, r: &LinesAnswer) -> Vec<u8> {
-        crate::message::ok_line_raw(id, &[&r.0])
+    fn result_line(id: &RequestId, r: LinesAnswer) -> Vec<u8> {
+        crate::message::ok_line_in(id, b"", r.0, &[])
     }
 }
 
 /// `{"lines":[...]`: the answer's object up to its facts.
 fn object_head(view: &LinesView<'_>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(view.extent().lines_member_room() + 160);
+    let mut out =
+        Vec::with_capacity(view.extent().lines_member_room() + 160 + crate::message::LINE_ROOM);
     out.push(b'{');
     view.write_lines_member(&mut out);
     out
@@ -119,15 +120,15 @@ mod tests {
                     hash: sha256_tagged(bytes),
                     format: view.format(),
                 };
-                let answer = finish(object_head(&view), &facts);
                 let typed = facts.clone().with_lines(view.numbered());
                 for id in [RequestId::Number(3), RequestId::Str("a \"b\"".into())] {
                     let want = ok_line(&id, &typed);
+                    let answer = finish(object_head(&view), &facts);
+                    assert_eq!(ok_line(&id, &answer), want);
                     assert_eq!(
-                        String::from_utf8(ReadLines::result_line(&id, &answer)).unwrap(),
+                        String::from_utf8(ReadLines::result_line(&id, answer)).unwrap(),
                         String::from_utf8(want.clone()).unwrap()
                     );
-                    assert_eq!(ok_line(&id, &answer), want);
                 }
             }
         }

@@ -35,8 +35,10 @@ pub(crate) struct JsonString(Vec<u8>);
 impl JsonString {
     /// `text` as a JSON string.
     pub(crate) fn of(text: &str) -> JsonString {
-        // Room for an escape every 8 bytes before the buffer grows.
-        let mut out = Vec::with_capacity(text.len() + text.len() / 8 + 2);
+        // Room for an escape every 8 bytes before the buffer grows, and
+        // for the response line around it (`ok_line_in`).
+        let mut out =
+            Vec::with_capacity(text.len() + text.len() / 8 + 2 + crate::message::LINE_ROOM + 256);
         writegate_jsonscan::push_string(&mut out, text);
         JsonString(out)
     }
@@ -86,19 +88,16 @@ impl Method for ReadTextFile {
         })
     }
 
-    /// The bytes of [`crate::message::ok_line`], with the content copied
-    /// as escaped (serde would escape it again, byte by byte).
-    fn result_line(id: &RequestId, r: &TextResult) -> Vec<u8> {
+    /// The bytes of [`crate::message::ok_line`], built around the content
+    /// as escaped (serde would escape it again, byte by byte) in its own
+    /// buffer.
+    fn result_line(id: &RequestId, r: TextResult) -> Vec<u8> {
         let meta = serde_json::to_vec(&r.meta).unwrap_or_default();
-        crate::message::ok_line_raw(
+        crate::message::ok_line_in(
             id,
-            &[
-                br#"{"content":"#,
-                &r.content.0,
-                br#","_meta":"#,
-                &meta,
-                b"}",
-            ],
+            br#"{"content":"#,
+            r.content.0,
+            &[br#","_meta":"#, &meta, b"}"],
         )
     }
 }
@@ -138,10 +137,11 @@ mod tests {
                     content: JsonString::of(content),
                     meta: meta.clone(),
                 };
-                let line = ReadTextFile::result_line(&id, &r);
-                assert_eq!(line, serde_line(&id, content, &meta));
                 // Its own Serialize gives the same answer too.
-                assert_eq!(crate::message::ok_line(&id, &r), line);
+                let serialized = crate::message::ok_line(&id, &r);
+                let line = ReadTextFile::result_line(&id, r);
+                assert_eq!(line, serde_line(&id, content, &meta));
+                assert_eq!(serialized, line);
             }
         }
     }
