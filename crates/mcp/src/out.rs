@@ -42,36 +42,6 @@ const LOST: &str = "internal_error: this answer was sent without its text; call 
 /// join the others).
 pub(crate) struct Prebuilt(pub(crate) Vec<Vec<u8>>);
 
-impl Prebuilt {
-    /// The same result in `rmcp`'s types, for a connection with no [`Out`]
-    /// of its own (Streamable HTTP: `rmcp`'s service serialises every
-    /// message). The pieces are parsed once; an answer that does not parse
-    /// (never: `reply::read` writes them) is an internal error, never an
-    /// empty success.
-    pub(crate) fn into_typed(self) -> CallToolResult {
-        let mut text = Vec::with_capacity(self.0.iter().map(Vec::len).sum::<usize>() + 2);
-        text.push(b'{');
-        for piece in self.0 {
-            text.extend_from_slice(&piece);
-        }
-        text.push(b'}');
-        match serde_json::from_slice::<CallToolResult>(&text) {
-            // The members carry no `resultType`: it is the one every
-            // typed result is made with, as for the other tools.
-            Ok(mut r) => {
-                if r.result_type.is_none() {
-                    r.result_type = CallToolResult::success(Vec::new()).result_type;
-                }
-                r
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "a prebuilt tool result is not a tool result");
-                lost()
-            }
-        }
-    }
-}
-
 /// What a tool call answers: a result in `rmcp`'s types, or a
 /// [`Prebuilt`] one, which only its connection's [`Out`] can send.
 pub(crate) enum Answer {
@@ -79,10 +49,16 @@ pub(crate) enum Answer {
     Prebuilt(Prebuilt),
 }
 
-impl From<CallToolResult> for Answer {
-    fn from(r: CallToolResult) -> Answer {
-        Answer::Typed(r)
-    }
+/// Who writes a connection's results, so a tool knows which answers it
+/// may give.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Writer {
+    /// Its own [`Out`], with a [`Pending`] table (stdio, the daemon's MCP
+    /// socket): a [`Prebuilt`] answer may be sent.
+    Own,
+    /// `rmcp`'s service, which serialises every message (Streamable
+    /// HTTP): typed answers only.
+    Rmcp,
 }
 
 /// The error result that stands in for a lost prebuilt answer.
