@@ -13,14 +13,14 @@ use crate::message::{
     self, ErrorObject, Incoming, Message, Notification, Parsed, RawNotification, RawRequest,
     Request, Response,
 };
-use crate::outbox::{MAX_OUTSTANDING, OutState, Outbox, Queued, drained};
+use crate::outbox::{MAX_OUTSTANDING, Outbox};
 use crate::outgoing::Outgoing;
 use agent_client_protocol::v1::schema::RequestId;
 use serde::Serialize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -242,35 +242,10 @@ pub async fn run_connection<H, R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let max = usize::try_from(shared.service.config().max_frame_bytes).unwrap_or(usize::MAX);
-    let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
-    let out_state = Arc::new(Mutex::new(OutState::new(direct)));
-    let writer_task = {
-        let out_state = out_state.clone();
-        tokio::spawn(async move {
-            let mut w = BufWriter::new(writer);
-            while let Some((line, permit)) = rx.recv().await {
-                if line.is_empty() {
-                    // Outbox::close: nothing more to write; end the output.
-                    let _ = w.shutdown().await;
-                    break;
-                }
-                if w.write_all(&line).await.is_err() {
-                    break;
-                }
-                drop(permit);
-                if rx.is_empty() {
-                    if w.flush().await.is_err() {
-                        break;
-                    }
-                    drained(&out_state, &rx);
-                }
-            }
-            let _ = w.flush().await;
-        })
-    };
+    let (out, writer_task) = Outbox::open(writer, direct);
     let link = Arc::new(Link {
         shared: shared.clone(),
-        out: Outbox::new(out_state, tx),
+        out,
         outgoing: Outgoing::new(),
         tasks: TaskTracker::new(),
     });

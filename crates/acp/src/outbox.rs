@@ -1,9 +1,16 @@
 //! The write side of a connection: whole lines, written directly when the
-//! peer keeps up, else through the connection's writer task.
+//! peer keeps up, else through the connection's writer task, which writes
+//! them with `writegate_stdio::lines::LineWriter` (the line writer under
+//! every front end). Both paths apply the writer's one enlarge-once
+//! policy, so an output pipe is enlarged before the first large answer
+//! whichever path writes it.
 
 use std::sync::{Arc, Mutex};
+use tokio::io::AsyncWrite;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::task::JoinHandle;
 use writegate_stdio::NonBlockingFd;
+use writegate_stdio::lines::{EnlargeOnce, LineWriter};
 
 /// The write side of a connection. A response is written straight from the
 /// thread that produced it with one non-blocking `write(2)` on the
@@ -13,17 +20,20 @@ use writegate_stdio::NonBlockingFd;
 /// the connection's async writer task. Each line is written whole by one of
 /// the two paths, never interleaved. Without a descriptor (a stdout that
 /// is not a pipe or socket of its own) every line goes through the task.
+/// Before a direct write of a large line the descriptor's pipe is
+/// enlarged, by the policy the task's `LineWriter` applies to its own.
 pub(crate) struct Outbox {
     state: Arc<Mutex<OutState>>,
     tx: mpsc::UnboundedSender<Queued>,
 }
 
 /// What an [`Outbox`] and its connection's writer task share.
-#[derive(Default)]
-pub(crate) struct OutState {
+struct OutState {
     /// The descriptor for direct writes (dropped at [`Outbox::close`], so
     /// the peer sees end of input once the writer task is done).
     direct: Option<NonBlockingFd>,
+    /// The writer task's enlarge-once policy, for the direct writes.
+    enlarge: EnlargeOnce,
     /// True while the writer task holds queued bytes: direct writes wait
     /// their turn in the queue.
     backlog: bool,
@@ -32,24 +42,12 @@ pub(crate) struct OutState {
     held: Vec<u8>,
 }
 
-impl OutState {
-    /// The state of a new connection: `direct` is a handle on its
-    /// (non-blocking) write descriptor for direct writes, `None` when there
-    /// is none.
-    pub(crate) fn new(direct: Option<NonBlockingFd>) -> OutState {
-        OutState {
-            direct,
-            ..OutState::default()
-        }
-    }
-}
-
 /// Bytes [`Outbox::send_held`] holds back before it writes them anyway.
 const HOLD_MAX: usize = 64 * 1024;
 
 /// A line waiting for the writer task, with the connection's permit for it
 /// (released once the line is written).
-pub(crate) type Queued = (Vec<u8>, Option<OwnedSemaphorePermit>);
+type Queued = (Vec<u8>, Option<OwnedSemaphorePermit>);
 
 /// Lines a connection may have outstanding: read but not yet answered, or
 /// answered but not yet written to the peer. At the limit the connection
@@ -58,11 +56,25 @@ pub(crate) type Queued = (Vec<u8>, Option<OwnedSemaphorePermit>);
 pub(crate) const MAX_OUTSTANDING: usize = 64;
 
 impl Outbox {
-    /// A new outbox over `state` (shared with the writer task, which
-    /// clears its backlog flag through [`drained`]); `tx` feeds the writer
-    /// task.
-    pub(crate) fn new(state: Arc<Mutex<OutState>>, tx: mpsc::UnboundedSender<Queued>) -> Outbox {
-        Outbox { state, tx }
+    /// The write side of a new connection over `writer`, and its writer
+    /// task: `direct` is a handle on the writer's (non-blocking)
+    /// descriptor for direct writes, `None` when there is none. The task
+    /// ends once the output is closed ([`Outbox::close`]), the peer is
+    /// gone, or every `Outbox` is dropped and what they sent is written.
+    pub(crate) fn open<W>(writer: W, direct: Option<NonBlockingFd>) -> (Outbox, JoinHandle<()>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (tx, rx) = mpsc::unbounded_channel::<Queued>();
+        let lines = LineWriter::new(writer, direct.as_ref().map(NonBlockingFd::share));
+        let state = Arc::new(Mutex::new(OutState {
+            direct,
+            enlarge: lines.enlarge_once(),
+            backlog: false,
+            held: Vec::new(),
+        }));
+        let task = tokio::spawn(write_queued(lines, rx, state.clone()));
+        (Outbox { state, tx }, task)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, OutState> {
@@ -123,6 +135,7 @@ impl Outbox {
         if !st.backlog
             && let Some(fd) = &st.direct
         {
+            st.enlarge.before_line(fd, line.len());
             let mut written = 0;
             while written < line.len() {
                 match fd.write(&line[written..]) {
@@ -157,11 +170,40 @@ impl Outbox {
     }
 }
 
+/// The connection's writer task: writes the queued lines in order,
+/// flushing whenever the queue is empty (then direct writes may resume,
+/// [`drained`]), until the end marker of [`Outbox::close`] (the writer is
+/// shut down), a write fails, or the queue closes.
+async fn write_queued<W: AsyncWrite + Unpin>(
+    mut lines: LineWriter<W>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
+    state: Arc<Mutex<OutState>>,
+) {
+    while let Some((line, permit)) = rx.recv().await {
+        if line.is_empty() {
+            // Outbox::close: nothing more to write; end the output.
+            let _ = lines.shutdown().await;
+            break;
+        }
+        if lines.write_line(&[line]).await.is_err() {
+            break;
+        }
+        drop(permit);
+        if rx.is_empty() {
+            if lines.flush().await.is_err() {
+                break;
+            }
+            drained(&state, &rx);
+        }
+    }
+    let _ = lines.flush().await;
+}
+
 /// Called by the writer task when its queue is empty: direct writes may
 /// resume. Checked under the lock so a line queued meanwhile keeps the
 /// backlog on. (The task holds only the flag, never a sender, so the queue
 /// closes when the last [`Outbox`] is dropped.)
-pub(crate) fn drained(state: &Mutex<OutState>, rx: &mpsc::UnboundedReceiver<Queued>) {
+fn drained(state: &Mutex<OutState>, rx: &mpsc::UnboundedReceiver<Queued>) {
     let mut st = state
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

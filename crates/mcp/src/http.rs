@@ -15,8 +15,8 @@
 //! [`McpServer`] of its own, made by `rmcp`'s service factory: its own
 //! session id, client roots and running calls. No `out::Out` writes here:
 //! `rmcp` serialises every message, so a server made here holds no
-//! prebuilt answer, and `read_file` is answered with the plain typed
-//! result (`out::Prebuilt::into_typed`).
+//! prebuilt answer, and its calls run for `out::Writer::Rmcp`:
+//! `read_file` is answered with the typed result.
 
 use crate::server::{McpOptions, McpServer};
 use crate::transport::Transport;

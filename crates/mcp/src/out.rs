@@ -1,6 +1,8 @@
 //! The outgoing side of the stdio transport: each message one line, written
-//! whole under one lock, in the order sent. A message is serialised by
-//! serde before the lock is taken; a tool result whose members are already
+//! whole under one lock, in the order sent, through the line writer every
+//! front end writes with (`writegate_stdio::lines::LineWriter`, which also
+//! enlarges a stdout pipe before the first large answer). A message is
+//! serialised by serde before the lock is taken; a tool result whose members are already
 //! JSON text (a [`Prebuilt`] answer: a large read's lines, written straight
 //! from the file by `writegate_core::read_answer`) is copied into its line
 //! as it is. Through `rmcp`'s types the same answer is a `Value` tree of one
@@ -21,8 +23,9 @@ use rmcp::model::{
 use rmcp::service::{RoleServer, TxJsonRpcMessage};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use writegate_stdio::NonBlockingFd;
+use writegate_stdio::lines::LineWriter;
 
 /// `_meta` key that marks a placeholder: its text waits in [`Pending`]
 /// under the response's request id. Never on the wire from [`Out`]: the
@@ -39,36 +42,6 @@ const LOST: &str = "internal_error: this answer was sent without its text; call 
 /// join the others).
 pub(crate) struct Prebuilt(pub(crate) Vec<Vec<u8>>);
 
-impl Prebuilt {
-    /// The same result in `rmcp`'s types, for a connection with no [`Out`]
-    /// of its own (Streamable HTTP: `rmcp`'s service serialises every
-    /// message). The pieces are parsed once; an answer that does not parse
-    /// (never: `reply::read` writes them) is an internal error, never an
-    /// empty success.
-    pub(crate) fn into_typed(self) -> CallToolResult {
-        let mut text = Vec::with_capacity(self.0.iter().map(Vec::len).sum::<usize>() + 2);
-        text.push(b'{');
-        for piece in self.0 {
-            text.extend_from_slice(&piece);
-        }
-        text.push(b'}');
-        match serde_json::from_slice::<CallToolResult>(&text) {
-            // The members carry no `resultType`: it is the one every
-            // typed result is made with, as for the other tools.
-            Ok(mut r) => {
-                if r.result_type.is_none() {
-                    r.result_type = CallToolResult::success(Vec::new()).result_type;
-                }
-                r
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "a prebuilt tool result is not a tool result");
-                lost()
-            }
-        }
-    }
-}
-
 /// What a tool call answers: a result in `rmcp`'s types, or a
 /// [`Prebuilt`] one, which only its connection's [`Out`] can send.
 pub(crate) enum Answer {
@@ -76,10 +49,16 @@ pub(crate) enum Answer {
     Prebuilt(Prebuilt),
 }
 
-impl From<CallToolResult> for Answer {
-    fn from(r: CallToolResult) -> Answer {
-        Answer::Typed(r)
-    }
+/// Who writes a connection's results, so a tool knows which answers it
+/// may give.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Writer {
+    /// Its own [`Out`], with a [`Pending`] table (stdio, the daemon's MCP
+    /// socket): a [`Prebuilt`] answer may be sent.
+    Own,
+    /// `rmcp`'s service, which serialises every message (Streamable
+    /// HTTP): typed answers only.
+    Rmcp,
 }
 
 /// The error result that stands in for a lost prebuilt answer.
@@ -169,30 +148,27 @@ fn is_placeholder(result: &CallToolResult) -> bool {
         .is_some_and(|m| m.0.contains_key(PREBUILT_KEY))
 }
 
-/// A line this long is a large answer: before the first, a stdout pipe
-/// is enlarged (a 5 MiB read's answer, 12.8 MB, then crosses in 13
-/// pipe-fulls instead of 200; ADR 0023 has the bench's figures).
-const LARGE_LINE: usize = 256 * 1024;
+/// The connection's line writer; `None` once closed.
+type Lines = Option<LineWriter<Box<dyn AsyncWrite + Unpin + Send>>>;
 
-/// The writer every message goes out through; `None` once closed.
+/// The writer every message goes out through, with the connection's
+/// prebuilt answers.
 #[derive(Clone)]
 pub(crate) struct Out {
-    writer: Arc<tokio::sync::Mutex<Option<Box<dyn AsyncWrite + Unpin + Send>>>>,
-    /// The writer's descriptor, to enlarge before the first large answer
-    /// (taken then: `None` after, or when stdout is no pipe or socket).
-    grow: Arc<Mutex<Option<NonBlockingFd>>>,
+    writer: Arc<tokio::sync::Mutex<Lines>>,
     /// The prebuilt answers waiting for their responses.
     pending: Pending,
 }
 
 impl Out {
+    /// Lines to `writer`; `fd` is its descriptor (a pipe is enlarged before
+    /// the first large answer), `None` when stdout is no pipe or socket.
     pub(crate) fn new(
         writer: Box<dyn AsyncWrite + Unpin + Send>,
         fd: Option<NonBlockingFd>,
     ) -> Out {
         Out {
-            writer: Arc::new(tokio::sync::Mutex::new(Some(writer))),
-            grow: Arc::new(Mutex::new(fd)),
+            writer: Arc::new(tokio::sync::Mutex::new(Some(LineWriter::new(writer, fd)))),
             pending: Pending::default(),
         }
     }
@@ -211,17 +187,6 @@ impl Out {
         item: &TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = std::io::Result<()>> + Send + use<> {
         let line = self.pending.line_of(item);
-        if line
-            .as_ref()
-            .is_ok_and(|p| p.iter().map(Vec::len).sum::<usize>() >= LARGE_LINE)
-            && let Some(fd) = self
-                .grow
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take()
-        {
-            writegate_stdio::enlarge_pipe(&fd);
-        }
         let writer = self.writer.clone();
         async move {
             let pieces = line?;
@@ -232,9 +197,7 @@ impl Out {
                     "the transport is closed",
                 ));
             };
-            for piece in &pieces {
-                w.write_all(piece).await?;
-            }
+            w.write_line(&pieces).await?;
             w.flush().await
         }
     }

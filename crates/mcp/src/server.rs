@@ -5,7 +5,7 @@
 
 use crate::approver::{self, ElicitApprover, QueueApprover};
 use crate::input::{self, Answered, Questions};
-use crate::out::{Answer, Pending};
+use crate::out::{Answer, Pending, Writer};
 use crate::reply::{self, Situation};
 use crate::roots::{Picked, Workspaces};
 use crate::tools::{self, Entry, Facts, Parsed};
@@ -229,8 +229,8 @@ pub(crate) struct McpServer {
     input_ended: CancellationToken,
     /// The connection's prebuilt answers, sent only by its `out::Out`;
     /// `None` when no `Out` of its own writes the answers (Streamable HTTP:
-    /// `rmcp`'s service serialises them), and a read is answered with the
-    /// plain typed result instead.
+    /// `rmcp`'s service serialises them), and its calls are run for
+    /// `out::Writer::Rmcp`: a read is answered with the typed result.
     pending: Option<Pending>,
 }
 
@@ -419,14 +419,20 @@ impl McpServer {
         }
         let op = parsed.op;
         let tool = call.ctx.route;
+        // Only the connection's own writer sends a prebuilt answer.
+        let writer = if self.pending.is_some() {
+            Writer::Own
+        } else {
+            Writer::Rmcp
+        };
         let result = if inline {
-            writegate_core::guarded(tool, || op(&self.service, &call.ctx, &call.path))
+            writegate_core::guarded(tool, || op(&self.service, &call.ctx, &call.path, writer))
         } else {
             let service = self.service.clone();
             let ctx = call.ctx.clone();
             let path = call.path.clone();
             tokio::task::spawn_blocking(move || {
-                writegate_core::guarded(tool, || op(&service, &ctx, &path))
+                writegate_core::guarded(tool, || op(&service, &ctx, &path, writer))
             })
             .await
             .unwrap_or_else(|e| {
@@ -568,8 +574,12 @@ impl ServerHandler for McpServer {
             Ok(Answer::Typed(r)) => Ok(r.into()),
             Ok(Answer::Prebuilt(p)) => {
                 let Some(pending) = &self.pending else {
-                    // No writer of its own: the plain typed result.
-                    return Ok(p.into_typed().into());
+                    // Never: a tool answers `Writer::Rmcp` typed.
+                    tracing::error!(
+                        call = tool.name,
+                        "a prebuilt answer without a writer of its own"
+                    );
+                    return Ok(self.failure(&Failure::internal(), &call).into());
                 };
                 let placeholder = pending.hold(context.id.clone(), p);
                 if context.ct.is_cancelled() {

@@ -9,9 +9,11 @@
 //! is registered only for what it waits for ([`ReadEnd`], [`WriteEnd`]).
 //!
 //! [`lines`] is the one bounded line reader every front end frames its
-//! input with (ACP's connection loop, MCP's transport). [`run`] is what
-//! they share about running a call: the inline threshold and the signals
-//! that stop them.
+//! input with (ACP's connection loop, MCP's transport), and the one line
+//! writer under their output (`lines::LineWriter`: whole lines from
+//! pieces, an output pipe enlarged before the first large line). [`run`]
+//! is what they share about running a call: the inline threshold and the
+//! signals that stop them.
 //!
 //! This crate moves bytes and splits them into lines; it never decides
 //! what to write, never parses anything, and knows no protocol: the front
@@ -33,11 +35,11 @@ pub use ends::{NonBlockingFd, ReadEnd, WriteEnd};
 pub const STDIN_PIPE_BYTES: usize = 1024 * 1024;
 
 /// Enlarges the pipe `fd` to [`STDIN_PIPE_BYTES`] when it is smaller (a
-/// socket, or a pipe the kernel will not enlarge, stays as it is). For
-/// stdout, a front end calls it before its first large answer, not at
-/// start: each enlarged pipe takes its size from the user's pipe quota
-/// (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB by default), past which
-/// every new pipe of the user's is small.
+/// socket, or a pipe the kernel will not enlarge, stays as it is). An
+/// output pipe is enlarged before its first large line
+/// ([`lines::EnlargeOnce`]), not at start: each enlarged pipe takes its
+/// size from the user's pipe quota (`/proc/sys/fs/pipe-user-pages-soft`,
+/// 64 MiB by default), past which every new pipe of the user's is small.
 pub fn enlarge_pipe(fd: &NonBlockingFd) {
     if !fd.is_socket() && rustix::pipe::fcntl_getpipe_size(fd).is_ok_and(|n| n < STDIN_PIPE_BYTES) {
         let _ = rustix::pipe::fcntl_setpipe_size(fd, STDIN_PIPE_BYTES);

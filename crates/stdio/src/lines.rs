@@ -1,14 +1,25 @@
-//! The one line framing of every front end (ACP's `serve` and proxy, MCP):
-//! one message per `\n`-terminated line, one trailing `\r` dropped, blank
-//! (whitespace-only) lines skipped, a last line without `\n` at the end of
-//! input taken as a line, and a line longer than the limit reported once as
-//! [`Frame::TooLong`] and skipped up to its newline, so the connection keeps
-//! working from the next line. The reader reads only when its caller asks
-//! ([`LineReader::fill`]), so the caller can hold budget for a long line
-//! before buffering it; [`LineReader::next_line`] reads as needed.
+//! The one line framing of every front end (ACP's `serve` and proxy, MCP),
+//! both ways.
+//!
+//! In: one message per `\n`-terminated line, one trailing `\r` dropped,
+//! blank (whitespace-only) lines skipped, a last line without `\n` at the
+//! end of input taken as a line, and a line longer than the limit reported
+//! once as [`Frame::TooLong`] and skipped up to its newline, so the
+//! connection keeps working from the next line. The reader reads only when
+//! its caller asks ([`LineReader::fill`]), so the caller can hold budget
+//! for a long line before buffering it; [`LineReader::next_line`] reads as
+//! needed.
+//!
+//! Out: [`LineWriter`] writes whole lines, each given in pieces that are
+//! never joined, and enlarges an output pipe once, before the first line of
+//! [`LARGE_LINE`] bytes or more ([`EnlargeOnce`], which direct writes to
+//! the same descriptor beside the writer share).
 
+use crate::NonBlockingFd;
 use bytes::{Buf, BufMut, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 
 /// One decoded unit of input.
 #[derive(Debug, PartialEq, Eq)]
@@ -222,6 +233,109 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 }
 
+/// A line this long is a large answer: before the first one, an output
+/// pipe is enlarged to [`crate::STDIN_PIPE_BYTES`] (a 5 MiB read's MCP
+/// answer, 12.8 MB, then crosses in 13 pipe-fulls instead of 200; ADR 0023
+/// has the bench's figures). Not at start: each enlarged pipe takes its
+/// size from the user's pipe quota, so only a connection that sends large
+/// answers takes it.
+pub const LARGE_LINE: usize = 256 * 1024;
+
+/// The enlarge-once policy of one connection's output: the first time a
+/// line of [`LARGE_LINE`] bytes or more is about to be written, its pipe
+/// is enlarged ([`crate::enlarge_pipe`]; a socket stays as it is), and
+/// never again. A [`LineWriter`] holds one; direct writes to the same
+/// descriptor beside it share it ([`LineWriter::enlarge_once`]), so the
+/// pipe is enlarged once whichever path writes the first large line.
+#[derive(Clone, Default)]
+pub struct EnlargeOnce(Arc<AtomicBool>);
+
+impl EnlargeOnce {
+    /// Call before writing a line of `len` bytes to `fd`.
+    pub fn before_line(&self, fd: &NonBlockingFd, len: usize) {
+        if len >= LARGE_LINE && !self.0.swap(true, Ordering::Relaxed) {
+            crate::enlarge_pipe(fd);
+        }
+    }
+}
+
+/// A connection's output: whole `\n`-terminated lines, each written from
+/// pieces in order (a large piece straight from its own memory, never
+/// copied to join the others; small pieces and lines gathered and written
+/// together at [`LineWriter::flush`]), with the connection's
+/// [`EnlargeOnce`] applied before each line. A line is whole on the wire
+/// as long as one writer writes it: the caller holds the writer for the
+/// whole line (ACP's writer task owns it, MCP's `Out` writes under a
+/// lock).
+pub struct LineWriter<W> {
+    writer: BufWriter<W>,
+    /// The writer's descriptor, to enlarge (`None`: it has none, as a
+    /// terminal or a file).
+    fd: Option<NonBlockingFd>,
+    enlarge: EnlargeOnce,
+}
+
+impl<W: AsyncWrite + Unpin> LineWriter<W> {
+    /// A writer of lines to `writer`. `fd` is the descriptor `writer`
+    /// writes to ([`NonBlockingFd::share`]), enlarged before the first
+    /// large line when it is a pipe; `None` when there is none.
+    pub fn new(writer: W, fd: Option<NonBlockingFd>) -> Self {
+        LineWriter {
+            writer: BufWriter::new(writer),
+            fd,
+            enlarge: EnlargeOnce::default(),
+        }
+    }
+
+    /// The policy this writer applies, for direct writes to its
+    /// descriptor beside it.
+    pub fn enlarge_once(&self) -> EnlargeOnce {
+        self.enlarge.clone()
+    }
+
+    /// Writes one line: `pieces`, one after the other, are the line,
+    /// `\n` included. What is small may wait in the buffer until
+    /// [`LineWriter::flush`].
+    ///
+    /// # Errors
+    /// The write failed (the peer is gone); the line may be cut.
+    pub async fn write_line<P: AsRef<[u8]>>(&mut self, pieces: &[P]) -> std::io::Result<()> {
+        debug_assert!(
+            pieces
+                .iter()
+                .rev()
+                .find_map(|p| p.as_ref().last())
+                .is_some_and(|b| *b == b'\n'),
+            "a line ends with its newline"
+        );
+        if let Some(fd) = &self.fd {
+            let len = pieces.iter().map(|p| p.as_ref().len()).sum();
+            self.enlarge.before_line(fd, len);
+        }
+        for piece in pieces {
+            self.writer.write_all(piece.as_ref()).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes what the buffer holds and flushes the writer.
+    ///
+    /// # Errors
+    /// The write failed (the peer is gone).
+    pub async fn flush(&mut self) -> std::io::Result<()> {
+        self.writer.flush().await
+    }
+
+    /// Flushes, then shuts the writer down (a socket's peer reads end of
+    /// input; a pipe's once every descriptor of it is closed).
+    ///
+    /// # Errors
+    /// The write or the shutdown failed.
+    pub async fn shutdown(&mut self) -> std::io::Result<()> {
+        self.writer.shutdown().await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,5 +514,90 @@ mod tests {
             });
         assert_eq!(got.len(), 200);
         assert!(got == want, "lines differ after cancellations");
+    }
+
+    /// A pipe's ends: the write end non-blocking (a description of its
+    /// own), the read end blocking, for a reader thread.
+    fn pipe() -> (std::fs::File, NonBlockingFd) {
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let flags = rustix::fs::fcntl_getfl(&w).unwrap();
+        rustix::fs::fcntl_setfl(&w, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+        (std::fs::File::from(r), NonBlockingFd::new(w).unwrap())
+    }
+
+    /// Whether this process may enlarge a pipe to 1 MiB (root, or
+    /// `pipe-max-size` at least that).
+    fn may_enlarge() -> bool {
+        let max: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+            .map_or(0, |s| s.trim().parse().unwrap_or(0));
+        max >= crate::STDIN_PIPE_BYTES || rustix::process::geteuid().is_root()
+    }
+
+    fn pipe_size(fd: &NonBlockingFd) -> usize {
+        rustix::pipe::fcntl_getpipe_size(fd).unwrap()
+    }
+
+    /// Lines given in pieces come out whole and in order, the small ones
+    /// gathered, the large one straight from its pieces; the pipe is
+    /// enlarged before the first large line, not before.
+    #[test]
+    fn lines_are_written_whole_from_pieces_and_the_pipe_grows_before_the_first_large_one() {
+        let (mut r, w) = pipe();
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            std::io::Read::read_to_end(&mut r, &mut all).unwrap();
+            all
+        });
+        let small = pipe_size(&w);
+        assert!(
+            small < crate::STDIN_PIPE_BYTES,
+            "a new pipe of {small} bytes"
+        );
+        let big = vec![b'x'; LARGE_LINE];
+        let mut want = Vec::new();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let mut lines = LineWriter::new(crate::WriteEnd::new(w.share()), Some(w.share()));
+                for i in 0..3 {
+                    let line = format!("small {i}\n");
+                    lines.write_line(&[line.as_bytes()]).await.unwrap();
+                    want.extend_from_slice(line.as_bytes());
+                }
+                lines.flush().await.unwrap();
+                assert_eq!(pipe_size(&w), small, "small lines leave the pipe as it is");
+                let pieces: [&[u8]; 4] = [b"{", &big[..10], &big[10..], b"}\n"];
+                lines.write_line(&pieces).await.unwrap();
+                want.extend_from_slice(&pieces.concat());
+                lines.flush().await.unwrap();
+                if may_enlarge() {
+                    assert_eq!(pipe_size(&w), crate::STDIN_PIPE_BYTES);
+                }
+                lines.shutdown().await.unwrap();
+            });
+        drop(w);
+        assert!(reader.join().unwrap() == want, "the lines differ");
+    }
+
+    /// One policy, shared: once a pipe was enlarged for a large line, no
+    /// later line enlarges again, whichever path writes it.
+    #[test]
+    fn the_pipe_is_enlarged_once() {
+        let ((_ra, a), (_rb, b)) = (pipe(), pipe());
+        let once = EnlargeOnce::default();
+        let shared = once.clone();
+        shared.before_line(&a, LARGE_LINE - 1);
+        assert!(
+            pipe_size(&a) < crate::STDIN_PIPE_BYTES,
+            "not for a small line"
+        );
+        shared.before_line(&a, LARGE_LINE);
+        if may_enlarge() {
+            assert_eq!(pipe_size(&a), crate::STDIN_PIPE_BYTES);
+        }
+        once.before_line(&b, LARGE_LINE);
+        assert!(pipe_size(&b) < crate::STDIN_PIPE_BYTES, "enlarged twice");
     }
 }

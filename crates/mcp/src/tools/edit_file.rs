@@ -2,11 +2,10 @@
 //! append, write), keeping every byte outside the edit.
 
 use super::{Facts, Tool, roots_sentence, size};
-use crate::out::Answer;
-use crate::reply;
 use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 use std::path::Path;
 use writegate_core::{
     EditMode, EditParams, EditReport, Failure, OpCtx, Service, WriteOptions, validate_edit,
@@ -139,7 +138,12 @@ impl Tool for EditFile {
         }
     }
 
-    fn run(service: &Service, ctx: &OpCtx, path: &Path, args: EditArgs) -> Result<Answer, Failure> {
+    fn run(
+        service: &Service,
+        ctx: &OpCtx,
+        path: &Path,
+        args: EditArgs,
+    ) -> Result<EditOut, Failure> {
         let params = EditParams {
             path: path.to_path_buf(),
             mode: args.mode.unwrap_or(EditMode::Replace),
@@ -153,8 +157,38 @@ impl Tool for EditFile {
             marker: None,
             convert_encoding: false,
         };
-        service
-            .edit_text_file(ctx, &params)
-            .map(|r| reply::edited(r).into())
+        service.edit_text_file(ctx, &params).map(|r| EditOut {
+            op_id: r.op_id.clone(),
+            report: r,
+        })
+    }
+
+    /// The core's sentence, the diff of a dry run, the new hash and the
+    /// opId.
+    fn text(out: &EditOut) -> String {
+        let r = &out.report;
+        let mut text = r.message.clone();
+        if let Some(d) = &r.diff {
+            text.push_str("\n\n");
+            text.push_str(d);
+            if !d.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str("(dry run: nothing was written)");
+        }
+        let _ = write!(
+            text,
+            "\nhash {}{}",
+            r.hash,
+            if r.dry_run {
+                " (the file's hash if this edit were made)"
+            } else {
+                ""
+            }
+        );
+        if let Some(id) = &out.op_id {
+            let _ = write!(text, "; opId {id}");
+        }
+        text
     }
 }

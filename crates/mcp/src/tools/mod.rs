@@ -1,8 +1,11 @@
 //! The tool table: one module per tool, each a [`Tool`] impl (name,
-//! arguments with their JSON schema as `inputSchema`, result with its
-//! schema as `outputSchema`, description and annotations, the core
-//! operation it runs), and one [`TOOLS`] table from which `tools/list` and
-//! the dispatch of `tools/call` are both derived.
+//! arguments with their JSON schema as `inputSchema`, its typed outcome
+//! with its schema as `outputSchema` and the text a model reads of it,
+//! description and annotations, the core operation it runs), and one
+//! [`TOOLS`] table from which `tools/list` and the dispatch of
+//! `tools/call` are both derived. A success becomes its tool result here,
+//! in [`success`] (`read_file`'s is written as JSON text in its own
+//! module); a failure in `reply`.
 //!
 //! Adding a tool: a new module with a `Tool` impl, and one line in
 //! [`TOOLS`] (`tests/architecture.rs` checks every module has its row). A
@@ -14,15 +17,11 @@ mod read_file;
 mod undo;
 mod write_file;
 
-pub(crate) use edit_file::EditOut;
-#[cfg(test)]
-pub(crate) use read_file::ReadOut;
-pub(crate) use write_file::WriteOut;
-
-use crate::out::Answer;
+use crate::out::{Answer, Writer};
 use crate::reply;
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use schemars::JsonSchema;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use writegate_core::config::McpConfig;
@@ -37,8 +36,9 @@ pub(crate) trait Tool {
     /// The arguments (their schema is the tool's `inputSchema`); a call
     /// whose arguments do not parse is the tool error `invalid_arguments`.
     type Args: DeserializeOwned + JsonSchema + Send + 'static;
-    /// The result's `structuredContent` (its schema is `outputSchema`).
-    type Out: JsonSchema + 'static;
+    /// What a successful call returns: serialised, the result's
+    /// `structuredContent` (its schema is `outputSchema`).
+    type Out: Serialize + JsonSchema + 'static;
     /// The tool as `tools/list` shows it, without its schemas: name,
     /// description (with the limits and roots of `facts`), title and
     /// annotations.
@@ -62,19 +62,37 @@ pub(crate) trait Tool {
     }
     /// Runs the core operation on `path` (the call's path made absolute;
     /// the primary workspace root for a tool that names no path) and
-    /// shapes its outcome as the tool's result.
+    /// returns its outcome as the tool's.
     fn run(
         service: &Service,
         ctx: &OpCtx,
         path: &Path,
         args: Self::Args,
-    ) -> Result<Answer, Failure>;
+    ) -> Result<Self::Out, Failure>;
+    /// The text block of a successful result: what the model reads.
+    fn text(out: &Self::Out) -> String;
+    /// A successful call's result, for a connection whose results
+    /// `writer` writes: by default [`success`], the text and `out` as
+    /// `structuredContent`. `read_file` writes its own as JSON text for
+    /// the connection's own writer.
+    fn answer(out: Self::Out, _writer: Writer) -> Answer {
+        Answer::Typed(success::<Self>(&out))
+    }
+}
+
+/// The result of a successful call of `T`: [`Tool::text`] as its one text
+/// block, and `out` as `structuredContent`.
+pub(crate) fn success<T: Tool + ?Sized>(out: &T::Out) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![ContentBlock::text(T::text(out))]);
+    r.structured_content = serde_json::to_value(out).ok();
+    r
 }
 
 /// The operation of one parsed call: runs on whichever thread the server
-/// picks.
+/// picks, and answers for a connection whose results the [`Writer`]
+/// writes.
 pub(crate) type Operation =
-    Box<dyn FnOnce(&Service, &OpCtx, &Path) -> Result<Answer, Failure> + Send>;
+    Box<dyn FnOnce(&Service, &OpCtx, &Path, Writer) -> Result<Answer, Failure> + Send>;
 
 /// One parsed call, ready to run.
 pub(crate) struct Parsed {
@@ -144,9 +162,11 @@ fn parse_with<T: Tool>(args: JsonObject) -> Result<Parsed, Box<CallToolResult>> 
     Ok(Parsed {
         path: T::path(&args).map(str::to_string),
         content_len: T::content_len(&args),
-        op: Box::new(move |service: &Service, ctx: &OpCtx, path: &Path| {
-            T::run(service, ctx, path, args)
-        }),
+        op: Box::new(
+            move |service: &Service, ctx: &OpCtx, path: &Path, writer: Writer| {
+                T::run(service, ctx, path, args).map(|out| T::answer(out, writer))
+            },
+        ),
     })
 }
 

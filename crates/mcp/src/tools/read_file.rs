@@ -1,13 +1,15 @@
 //! `read_file`: a text file as numbered lines, with its hash and format.
+//! Its answer is written as JSON text while the file is hashed (the
+//! numbered text and the `lines`, straight from the file's bytes), never
+//! built as a tree of one object per line (ADR 0023).
 
-use super::{Facts, Tool, roots_sentence, size};
-use crate::out::Answer;
-use crate::reply;
+use super::{Facts, Tool, roots_sentence, size, success};
+use crate::out::{Answer, Prebuilt, Writer};
 use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use writegate_core::{Failure, LinesRead, OpCtx, ReadParams, Service};
+use writegate_core::{Failure, LinesRead, LinesView, OpCtx, ReadFacts, ReadParams, Service};
 
 /// `read_file` arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -22,18 +24,158 @@ pub(crate) struct ReadArgs {
     pub(crate) limit: Option<u64>,
 }
 
-/// `read_file` result: the path and core's [`LinesRead`] as it serialises
-/// itself (the same members as ACP's `_writegate/read_lines` result). Its
-/// schema is the tool's `outputSchema`; the result itself is written as
-/// JSON text by [`reply::read`] (a test checks the two agree), and only
-/// the connection's `out::Out` sends it.
+/// `read_file`'s structured content in serde's types: the path and core's
+/// [`LinesRead`] as it serialises itself (the same members as ACP's
+/// `_writegate/read_lines` result). Its schema is the tool's
+/// `outputSchema`, which [`ReadOut`] takes as its own; what is sent is
+/// [`ReadOut`]'s written text, which a test holds to serde's bytes of this.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct ReadOut {
+struct ReadShape {
     /// The path read, as given (made absolute).
-    pub(crate) path: String,
+    path: String,
     /// The lines and the file's facts.
     #[serde(flatten)]
-    pub(crate) read: LinesRead,
+    read: LinesRead,
+}
+
+/// `read_file`'s outcome, already JSON text: the numbered text and the
+/// `lines` written while the file was hashed ([`lines_json`]), and the
+/// file's facts. [`ReadFile::answer`] finishes it as a [`Prebuilt`] result
+/// for the connection's own writer; serialised, it is [`ReadShape`]'s
+/// JSON, and its schema is [`ReadShape`]'s.
+pub(crate) struct ReadOut {
+    path: String,
+    lines: LinesJson,
+    facts: ReadFacts,
+}
+
+/// The numbered lines of a read as `read_file` answers them, written as
+/// JSON text by [`lines_json`].
+struct LinesJson {
+    /// `"content":[{"type":"text","text":"` and the numbered lines, escaped.
+    head: Vec<u8>,
+    /// `"lines":[...]`.
+    lines: Vec<u8>,
+    first: Option<u64>,
+    last: Option<u64>,
+    count: usize,
+}
+
+/// What [`LinesJson::head`] starts with; the escaped text follows.
+const TEXT_START: &[u8] = br#""content":[{"type":"text","text":""#;
+
+/// The numbered lines of `view` as `read_file` answers them: the text
+/// (`<n>\t<text>` lines) and the `lines` of the structured content.
+fn lines_json(view: &LinesView<'_>) -> LinesJson {
+    let extent = view.extent();
+    // The text with an escape every 8 bytes, and `<n>\t`, `\n` a line.
+    let mut head = Vec::with_capacity(extent.bytes + extent.bytes / 8 + extent.lines * 10 + 64);
+    head.extend_from_slice(TEXT_START);
+    let (mut first, mut last) = (None, None);
+    let mut number = itoa::Buffer::new();
+    for (n, text) in view.lines() {
+        first.get_or_insert(n);
+        last = Some(n);
+        head.extend_from_slice(number.format(n).as_bytes());
+        head.extend_from_slice(br"\t");
+        writegate_jsonscan::push_escaped(&mut head, text);
+        head.extend_from_slice(br"\n");
+    }
+    let mut lines = Vec::with_capacity(extent.lines_member_room());
+    view.write_lines_member(&mut lines);
+    LinesJson {
+        head,
+        lines,
+        first,
+        last,
+        count: extent.lines,
+    }
+}
+
+impl ReadOut {
+    /// The line of facts after the numbered lines: which lines these are,
+    /// the format and the hash.
+    fn summary(&self) -> String {
+        let (j, facts) = (&self.lines, &self.facts);
+        let shown = match (j.first, j.last) {
+            (Some(a), Some(b)) if j.count < facts.total_lines => {
+                let more = if usize::try_from(b).is_ok_and(|b| b < facts.total_lines) {
+                    format!("; read on with line={}", b + 1)
+                } else {
+                    String::new()
+                };
+                format!("lines {a}-{b} of {}{more}", facts.total_lines)
+            }
+            (Some(_), Some(_)) => format!("{} lines", facts.total_lines),
+            _ if facts.total_lines == 0 => "empty file".to_string(),
+            _ => format!(
+                "no lines in that range; the file has {} lines",
+                facts.total_lines
+            ),
+        };
+        format!(
+            "[{}: {shown}; {}{}, {} line endings; hash {}]",
+            self.path,
+            facts.format.encoding,
+            if facts.format.bom { " with BOM" } else { "" },
+            facts.format.line_ending.as_str().to_uppercase(),
+            facts.hash
+        )
+    }
+
+    /// The result: numbered lines, then the line of facts, and the
+    /// structured content, as JSON text in pieces ([`Prebuilt`]: only the
+    /// connection's `out::Out` sends it). The numbered text and the
+    /// `lines` are not copied.
+    fn written(self) -> Prebuilt {
+        let summary = self.summary();
+        let mut head = self.lines.head;
+        head.reserve(summary.len() + self.path.len() + 64);
+        writegate_jsonscan::push_escaped(&mut head, &summary);
+        head.extend_from_slice(br#""}],"structuredContent":{"#);
+        push_path_member(&mut head, &self.path);
+        let mut tail = Vec::with_capacity(256);
+        self.facts.write_members(&mut tail);
+        tail.extend_from_slice(br#"},"isError":false"#);
+        Prebuilt(vec![head, self.lines.lines, tail])
+    }
+}
+
+/// Appends `"path":<path>,`, the structured content's first member.
+fn push_path_member(out: &mut Vec<u8>, path: &str) {
+    out.extend_from_slice(br#""path":"#);
+    writegate_jsonscan::push_string(out, path);
+    out.push(b',');
+}
+
+/// The same JSON as [`ReadShape`]'s, read back from the written text: for
+/// a connection whose results `rmcp` serialises (Streamable HTTP).
+impl Serialize for ReadOut {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut object = Vec::with_capacity(self.lines.lines.len() + self.path.len() + 256);
+        object.push(b'{');
+        push_path_member(&mut object, &self.path);
+        object.extend_from_slice(&self.lines.lines);
+        self.facts.write_members(&mut object);
+        object.push(b'}');
+        serde_json::from_slice::<serde_json::Value>(&object)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+}
+
+impl JsonSchema for ReadOut {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        ReadShape::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        ReadShape::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        ReadShape::json_schema(generator)
+    }
 }
 
 /// `read_file`: a text file as numbered lines.
@@ -68,7 +210,12 @@ impl Tool for ReadFile {
         Some(&args.path)
     }
 
-    fn run(service: &Service, ctx: &OpCtx, path: &Path, args: ReadArgs) -> Result<Answer, Failure> {
+    fn run(
+        service: &Service,
+        ctx: &OpCtx,
+        path: &Path,
+        args: ReadArgs,
+    ) -> Result<ReadOut, Failure> {
         // What the connection's transport allows (`transport::Transport`).
         if !ctx.allows.reads {
             return Err(Failure::InvalidParams(
@@ -82,7 +229,115 @@ impl Tool for ReadFile {
         };
         // The lines are written as JSON while the file is hashed.
         service
-            .read_lines_with(ctx, &params, reply::lines_json)
-            .map(|(lines, facts)| Answer::Prebuilt(reply::read(path, lines, &facts)))
+            .read_lines_with(ctx, &params, lines_json)
+            .map(|(lines, facts)| ReadOut {
+                path: path.display().to_string(),
+                lines,
+                facts,
+            })
+    }
+
+    /// The numbered lines and the line of facts, read back from the
+    /// written text (a JSON string `lines_json` wrote: it always decodes).
+    fn text(out: &ReadOut) -> String {
+        let mut quoted = out.lines.head[TEXT_START.len() - 1..].to_vec();
+        quoted.push(b'"');
+        let mut text: String = serde_json::from_slice(&quoted).unwrap_or_default();
+        text.push_str(&out.summary());
+        text
+    }
+
+    /// Written as JSON text for the connection's own writer; through
+    /// `rmcp`'s, the typed result.
+    fn answer(out: ReadOut, writer: Writer) -> Answer {
+        match writer {
+            Writer::Own => Answer::Prebuilt(out.written()),
+            Writer::Rmcp => Answer::Typed(success::<Self>(&out)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::out::Pending;
+    use rmcp::model::{CallToolResult, ContentBlock, JsonRpcMessage, RequestId, ServerResult};
+    use serde_json::Value;
+    use std::fmt::Write as _;
+    use writegate_core::sha256_tagged;
+
+    /// `read_file`'s result as `rmcp`'s types hold it: the numbered text
+    /// and the summary, and [`ReadShape`] serialised by serde.
+    fn typed(shape: &ReadShape, summary: &str) -> CallToolResult {
+        let mut text = String::new();
+        for l in &shape.read.lines {
+            let _ = writeln!(text, "{}\t{}", l.n, l.text);
+        }
+        text.push_str(summary);
+        let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+        r.structured_content = serde_json::to_value(shape).ok();
+        r
+    }
+
+    /// The response line a connection's `Out` writes for `answer`.
+    fn wire(answer: Answer) -> Value {
+        let pending = Pending::default();
+        let r = match answer {
+            Answer::Typed(r) => r,
+            Answer::Prebuilt(p) => pending.hold(RequestId::Number(1), p),
+        };
+        let item = JsonRpcMessage::response(ServerResult::CallToolResult(r), RequestId::Number(1));
+        serde_json::from_slice(&pending.line_of(&item).unwrap().concat()).unwrap()
+    }
+
+    /// The written result is the one serde writes for the typed result,
+    /// and so is the typed result a connection without a writer of its
+    /// own (Streamable HTTP) sends: the file, not an error.
+    #[test]
+    fn the_written_read_result_is_the_typed_one() {
+        let path = Path::new("/w/a \"b\".txt");
+        let files: [&[u8]; 5] = [
+            b"",
+            b"one\n",
+            b"a\t\"q\"\r\nb\\c\r\n\x01\n",
+            b"\xFF\xFEa\x00\r\x00\n\x00b\x00",
+            b"x\ny\nz\n",
+        ];
+        for bytes in files {
+            for (line, limit) in [(None, None), (Some(2), Some(1)), (Some(9), None)] {
+                let view = LinesView::of(bytes, line, limit).unwrap();
+                let facts = ReadFacts {
+                    total_lines: view.total_lines(),
+                    hash: sha256_tagged(bytes),
+                    format: view.format(),
+                };
+                let out = || ReadOut {
+                    path: path.display().to_string(),
+                    lines: lines_json(&view),
+                    facts: facts.clone(),
+                };
+                let shape = ReadShape {
+                    path: path.display().to_string(),
+                    read: facts.clone().with_lines(view.numbered()),
+                };
+                let want = wire(Answer::Typed(typed(&shape, &out().summary())));
+                let at = format!("{bytes:?} {line:?} {limit:?}");
+                let written = ReadFile::answer(out(), Writer::Own);
+                assert!(matches!(written, Answer::Prebuilt(_)), "{at}");
+                assert_eq!(wire(written), want, "{at}");
+                let plain = ReadFile::answer(out(), Writer::Rmcp);
+                assert!(matches!(plain, Answer::Typed(_)), "{at}");
+                assert_eq!(wire(plain), want, "{at}");
+            }
+        }
+    }
+
+    /// The written result's schema is the typed one's.
+    #[test]
+    fn the_written_result_has_the_typed_schema() {
+        assert_eq!(
+            schemars::schema_for!(ReadOut),
+            schemars::schema_for!(ReadShape)
+        );
     }
 }

@@ -19,14 +19,13 @@
 //!   `intent: "undo"`.
 
 use super::{Facts, Tool};
-use crate::out::Answer;
-use crate::reply;
 use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use std::fmt::Write as _;
 use std::path::Path;
 use writegate_core::config::McpConfig;
-use writegate_core::history::{UndoOutcome, UndoParams};
+use writegate_core::history::{UndoAction, UndoOutcome, UndoParams};
 use writegate_core::{ErrorKind, Failure, OpCtx, Service};
 
 /// `undo` arguments.
@@ -90,7 +89,7 @@ impl Tool for Undo {
         ctx: &OpCtx,
         _path: &Path,
         args: UndoArgs,
-    ) -> Result<Answer, Failure> {
+    ) -> Result<UndoOutcome, Failure> {
         let params = UndoParams {
             op_id: args.op_id,
             force: false,
@@ -101,8 +100,41 @@ impl Tool for Undo {
         };
         service
             .undo(ctx, &params)
-            .map(|o| reply::undone(&o).into())
             .map_err(|f| in_tool_words(f, &params.op_id))
+    }
+
+    /// What was put back, and the undo's own `opId`.
+    fn text(o: &UndoOutcome) -> String {
+        let verb = if o.dry_run { "would be" } else { "was" };
+        let mut text = match o.action {
+            UndoAction::Removed => format!(
+                "{} {verb} removed (operation {} had created it)",
+                o.path, o.undone
+            ),
+            UndoAction::Restored => format!(
+                "{} {verb} restored to what it was before operation {} ({} bytes, hash {})",
+                o.path,
+                o.undone,
+                o.bytes,
+                o.hash.as_deref().unwrap_or("-")
+            ),
+        };
+        if !o.removed_dirs.is_empty() {
+            let _ = write!(
+                text,
+                ", with the empty directories {}",
+                o.removed_dirs.join(", ")
+            );
+        }
+        for d in &o.skipped_dirs {
+            let _ = write!(text, "; directory {} left: {}", d.path, d.reason);
+        }
+        if o.dry_run {
+            text.push_str(". Dry run: nothing was written.");
+        } else {
+            let _ = write!(text, ". opId {} (undo it to redo)", o.op_id);
+        }
+        text
     }
 }
 

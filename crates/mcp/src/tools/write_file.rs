@@ -1,11 +1,10 @@
 //! `write_file`: create a file, or replace a file's whole content.
 
 use super::{Facts, Tool, roots_sentence, size};
-use crate::out::Answer;
-use crate::reply;
 use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 use std::path::Path;
 use writegate_core::{Failure, OpCtx, Service, WriteOptions, WriteOutcome, WriteParams};
 
@@ -77,7 +76,7 @@ impl Tool for WriteFile {
         ctx: &OpCtx,
         path: &Path,
         args: WriteArgs,
-    ) -> Result<Answer, Failure> {
+    ) -> Result<WriteOut, Failure> {
         let params = WriteParams {
             path: path.to_path_buf(),
             content: args.content,
@@ -85,8 +84,29 @@ impl Tool for WriteFile {
             marker: None,
             convert_encoding: false,
         };
-        service
-            .write_text_file(ctx, &params)
-            .map(|w| reply::wrote(path, w).into())
+        service.write_text_file(ctx, &params).map(|w| WriteOut {
+            path: path.display().to_string(),
+            op_id: w.op_id.clone(),
+            outcome: w,
+        })
+    }
+
+    /// How many bytes went where, created or replaced, the new hash and
+    /// the opId.
+    fn text(out: &WriteOut) -> String {
+        let w = &out.outcome;
+        let what = if w.created {
+            "created".to_string()
+        } else {
+            format!("replaced (was {} bytes)", w.bytes_before)
+        };
+        let mut text = format!(
+            "Wrote {} bytes to {}: {what}. hash {}",
+            w.bytes_after, out.path, w.hash
+        );
+        if let Some(id) = &out.op_id {
+            let _ = write!(text, "; opId {id}");
+        }
+        text
     }
 }
