@@ -645,3 +645,34 @@ fn work_log_reference_flags_only_work_log_words() {
         assert!(work_log_reference(&good).is_none(), "{good}");
     }
 }
+
+/// A line that is a merge's conflict marker: `<<<<<<< `, `=======` alone,
+/// `>>>>>>> ` at the start of a line (built, so this file does not flag
+/// itself).
+fn conflict_marker(line: &str) -> bool {
+    let open = "<".repeat(7) + " ";
+    let close = ">".repeat(7) + " ";
+    line.starts_with(&open) || line.starts_with(&close) || line == "=".repeat(7)
+}
+
+/// Every tracked file is free of merge conflict markers: a merge once left
+/// both sides of two sections of docs/security.md and docs/protocol.md,
+/// markers and all, in the committed docs.
+#[test]
+fn no_merge_conflict_markers() {
+    let mut hits = Vec::new();
+    for f in tracked_files() {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            if conflict_marker(line) {
+                let at = f.strip_prefix(repo()).unwrap_or(&f).display();
+                hits.push(format!("{at}:{}", n + 1));
+            }
+        }
+    }
+    assert!(hits.is_empty(), "merge conflict markers:\n{}", hits.join("\n"));
+    assert!(conflict_marker(&("<".repeat(7) + " HEAD")));
+    assert!(!conflict_marker("== a heading underline is longer"));
+}
