@@ -672,7 +672,11 @@ fn no_merge_conflict_markers() {
             }
         }
     }
-    assert!(hits.is_empty(), "merge conflict markers:\n{}", hits.join("\n"));
+    assert!(
+        hits.is_empty(),
+        "merge conflict markers:\n{}",
+        hits.join("\n")
+    );
     assert!(conflict_marker(&("<".repeat(7) + " HEAD")));
     assert!(!conflict_marker("== a heading underline is longer"));
 }

@@ -306,3 +306,56 @@ fn mcp_command(t: &Tree) -> std::process::Command {
 fn ws_arg(t: &Tree) -> String {
     t.ws.display().to_string()
 }
+
+/// What a `read_file` result's text block says, as the members ACP's
+/// `_writegate/read_lines` answers (`lines`, `totalLines`, `hash`,
+/// `encoding`, `bom`, `lineEnding`): read back from the numbered lines and
+/// the line of facts after them, which is all a model is shown (the
+/// result has no `structuredContent`).
+pub(super) fn read_facts(text: &str) -> Value {
+    let (body, trailer) = text.rsplit_once('\n').unwrap_or(("", text));
+    let trailer = trailer
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("no line of facts: {text:?}"));
+    let (rest, hash) = trailer.rsplit_once("; hash ").expect("a hash");
+    let (rest, format) = rest.rsplit_once("; ").expect("a format");
+    let (_, shown) = rest.split_once(": ").expect("the path and the lines shown");
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .unwrap_or_else(|_| panic!("{s:?} in {text:?}"))
+    };
+    let total = if shown == "empty file" {
+        0
+    } else if let Some(n) = shown.split("the file has ").nth(1) {
+        number(n.trim_end_matches(" lines"))
+    } else if let Some(of) = shown.split(" of ").nth(1) {
+        number(of.split(';').next().unwrap_or(of))
+    } else {
+        number(shown.trim_end_matches(" lines"))
+    };
+    let (encoding, ending) = format.split_once(", ").expect("encoding, endings");
+    let (encoding, bom) = match encoding.strip_suffix(" with BOM") {
+        Some(e) => (e, true),
+        None => (encoding, false),
+    };
+    let lines: Vec<Value> = if body.is_empty() {
+        Vec::new()
+    } else {
+        body.split('\n')
+            .map(|l| {
+                let (n, t) = l.split_once('\t').expect("a numbered line");
+                serde_json::json!({"n": number(n), "text": t})
+            })
+            .collect()
+    };
+    serde_json::json!({
+        "lines": lines,
+        "totalLines": total,
+        "hash": hash,
+        "encoding": encoding,
+        "bom": bom,
+        "lineEnding": ending.trim_end_matches(" line endings").to_lowercase(),
+    })
+}

@@ -5,7 +5,7 @@
 //! concurrent calls on one file; the same outcome's fields over ACP and
 //! MCP.
 
-use super::{PLAIN, error_meta, mcp_command, one_event, start, text, ws_arg};
+use super::{PLAIN, error_meta, mcp_command, one_event, read_facts, start, text, ws_arg};
 use crate::common::{BIN, Clients, Tree, TreeAudit, temps};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value, json};
@@ -23,7 +23,13 @@ fn tools_list_offers_the_three_tools_with_schemas_for_a_model() {
     for tool in &tools {
         let d = tool.description.as_deref().unwrap();
         assert!(d.contains(&ws_arg(&t)), "names the workspace: {d}");
-        assert!(tool.output_schema.is_some(), "{}", tool.name);
+        // read_file answers text only (its lines once: ADR 0034).
+        assert_eq!(
+            tool.output_schema.is_some(),
+            tool.name != "read_file",
+            "{}",
+            tool.name
+        );
         assert_eq!(tool.input_schema["type"], "object");
         let required = tool.input_schema["required"].as_array().unwrap();
         assert!(required.contains(&json!("path")), "{}", tool.name);
@@ -65,8 +71,10 @@ fn read_write_and_edit_keep_the_file_format_and_leave_one_audit_event_each() {
     let e = one_event(&mut audit, "fs.access", "write_file");
     assert_eq!(e["intent"], "write");
 
-    // read_file: numbered lines, hash, format; text and structured content.
-    let (txt, r) = m.ok("read_file", json!({"path": file}));
+    // read_file: numbered lines, hash, format, all in its one text block.
+    let (txt, structured) = m.ok("read_file", json!({"path": file}));
+    assert_eq!(structured, Value::Null, "no structuredContent");
+    let r = read_facts(&txt);
     assert!(txt.starts_with("1\tone\n2\ttwo\n3\tthree\n"), "{txt}");
     assert_eq!(r["totalLines"], 3);
     assert_eq!(r["lines"][1], json!({"n": 2, "text": "two"}));
@@ -76,8 +84,8 @@ fn read_write_and_edit_keep_the_file_format_and_leave_one_audit_event_each() {
     let hash = r["hash"].as_str().unwrap().to_string();
     assert!(txt.contains(&hash), "{txt}");
     one_event(&mut audit, "fs.access", "read_file");
-    let (txt, r) = m.ok("read_file", json!({"path": file, "line": 2, "limit": 1}));
-    assert_eq!(r["lines"], json!([{"n": 2, "text": "two"}]));
+    let (txt, _) = m.ok("read_file", json!({"path": file, "line": 2, "limit": 1}));
+    assert_eq!(read_facts(&txt)["lines"], json!([{"n": 2, "text": "two"}]));
     assert!(txt.contains("lines 2-2 of 3; read on with line=3"), "{txt}");
     one_event(&mut audit, "fs.access", "read_file");
 
@@ -134,7 +142,8 @@ fn read_write_and_edit_keep_the_file_format_and_leave_one_audit_event_each() {
         bytes.extend(u.to_le_bytes());
     }
     fs::write(&wide, &bytes).unwrap();
-    let (_, r) = m.ok("read_file", json!({"path": wide}));
+    let (txt, _) = m.ok("read_file", json!({"path": wide}));
+    let r = read_facts(&txt);
     assert_eq!(
         (
             r["encoding"].as_str(),
@@ -213,8 +222,11 @@ fn every_refusal_is_a_tool_error_a_model_can_act_on_and_the_server_keeps_answeri
         json!({"path": file, "line": 2, "content": "pass", "expectedHash": stale}),
         "hash_mismatch",
     );
-    let (_, r) = m.ok("read_file", json!({"path": file}));
-    assert!(txt.contains(r["hash"].as_str().unwrap()), "{txt}");
+    let (read, _) = m.ok("read_file", json!({"path": file}));
+    assert!(
+        txt.contains(read_facts(&read)["hash"].as_str().unwrap()),
+        "{txt}"
+    );
     assert_eq!(audit.new_events().len(), 2);
     // Line out of range, line mismatch, missing file.
     let txt = m.refused(
@@ -353,11 +365,11 @@ fn files_at_the_size_caps() {
     one_event(&mut audit, "fs.denied", "write_file");
     assert!(!t.ws.join("over.txt").exists());
     // A file of exactly max_edit_bytes: read and edited in the middle.
-    let (_, r) = m.ok(
+    let (txt, _) = m.ok(
         "read_file",
         json!({"path": file, "line": 40_000, "limit": 1}),
     );
-    assert_eq!(r["totalLines"], cap / line.len());
+    assert_eq!(read_facts(&txt)["totalLines"], cap / line.len());
     let middle = cap / line.len() / 2;
     m.ok(
         "edit_file",
@@ -506,7 +518,8 @@ fn regression_a_call_with_a_lone_surrogate_is_answered_invalid_params() {
 }
 
 /// Both front ends serialise core's outcomes and refusal details once: for
-/// the same edit, ACP's result and MCP's `structuredContent` are equal, and
+/// the same edit, ACP's result and MCP's `structuredContent` are equal (for
+/// a read, ACP's result and what MCP's text block says), and
 /// ACP's `error.data` and MCP's `_meta["writegate/error"]` have the same
 /// members with the same values (the hint is worded for each; ACP alone
 /// adds `uri` to `path_not_found`).
@@ -532,13 +545,13 @@ fn acp_and_mcp_show_the_same_fields_for_the_same_outcome() {
     assert_eq!(r["result"], out, "{r}");
     assert_eq!(out["dryRun"], true, "{out}");
 
-    // A read: the same lines and facts (MCP adds the path it read).
+    // A read: the same lines and facts.
     let r = acp.call(
         "_writegate/read_lines",
         json!({"sessionId": "s1", "path": file}),
     );
-    let (_, mut out) = m.ok("read_file", json!({"path": file}));
-    out.as_object_mut().unwrap().remove("path");
+    let (txt, _) = m.ok("read_file", json!({"path": file}));
+    let out = read_facts(&txt);
     assert_eq!(r["result"], out, "{r}");
     assert_eq!(
         out["lines"][1],

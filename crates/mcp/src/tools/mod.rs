@@ -1,6 +1,7 @@
 //! The tool table: one module per tool, each a [`Tool`] impl (name,
 //! arguments with their JSON schema as `inputSchema`, its typed outcome
-//! with its schema as `outputSchema` and the text a model reads of it,
+//! ([`ToolOutput`]: with its schema as `outputSchema` when it is sent as
+//! `structuredContent`) and the text a model reads of it,
 //! description and annotations, the core operation it runs), and one
 //! [`TOOLS`] table from which `tools/list` and the dispatch of
 //! `tools/call` are both derived. A success becomes its tool result here,
@@ -21,7 +22,6 @@ use crate::out::{Answer, Writer};
 use crate::reply;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use schemars::JsonSchema;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use writegate_core::config::McpConfig;
@@ -36,9 +36,9 @@ pub(crate) trait Tool {
     /// The arguments (their schema is the tool's `inputSchema`); a call
     /// whose arguments do not parse is the tool error `invalid_arguments`.
     type Args: DeserializeOwned + JsonSchema + Send + 'static;
-    /// What a successful call returns: serialised, the result's
-    /// `structuredContent` (its schema is `outputSchema`).
-    type Out: Serialize + JsonSchema + 'static;
+    /// What a successful call returns ([`ToolOutput`]: whether it is
+    /// also sent as `structuredContent`).
+    type Out: ToolOutput;
     /// The tool as `tools/list` shows it, without its schemas: name,
     /// description (with the limits and roots of `facts`), title and
     /// annotations.
@@ -72,7 +72,7 @@ pub(crate) trait Tool {
     /// The text block of a successful result: what the model reads.
     fn text(out: &Self::Out) -> String;
     /// A successful call's result, for a connection whose results
-    /// `writer` writes: by default [`success`], the text and `out` as
+    /// `writer` writes: by default [`success`], the text and any
     /// `structuredContent`. `read_file` writes its own as JSON text for
     /// the connection's own writer.
     fn answer(out: Self::Out, _writer: Writer) -> Answer {
@@ -81,12 +81,47 @@ pub(crate) trait Tool {
 }
 
 /// The result of a successful call of `T`: [`Tool::text`] as its one text
-/// block, and `out` as `structuredContent`.
+/// block, and the outcome's `structuredContent`, if it has one.
 pub(crate) fn success<T: Tool + ?Sized>(out: &T::Out) -> CallToolResult {
     let mut r = CallToolResult::success(vec![ContentBlock::text(T::text(out))]);
-    r.structured_content = serde_json::to_value(out).ok();
+    r.structured_content = out.structured();
     r
 }
+
+/// A tool's successful outcome beside its text block: sent as
+/// `structuredContent`, its schema the tool's `outputSchema`, or not sent
+/// at all. Several agents show their model a result's
+/// `structuredContent` instead of its text when there is one (Claude Code
+/// and Codex CLI do), so an outcome sent both ways must say the same
+/// thing in each; `read_file`'s lines are sent once, as text
+/// (docs/decisions/0034-reads-ahead-of-the-peers.md).
+pub(crate) trait ToolOutput: 'static {
+    /// `tool` with its `outputSchema`, if results carry `structuredContent`.
+    fn with_schema(tool: rmcp::model::Tool) -> rmcp::model::Tool;
+    /// The `structuredContent` of a result.
+    fn structured(&self) -> Option<serde_json::Value>;
+}
+
+/// Outcomes sent whole as `structuredContent`, their serde schema the
+/// tool's `outputSchema`.
+macro_rules! structured_outcomes {
+    ($($t:ty),* $(,)?) => {$(
+        impl ToolOutput for $t {
+            fn with_schema(tool: rmcp::model::Tool) -> rmcp::model::Tool {
+                tool.with_output_schema::<$t>()
+            }
+            fn structured(&self) -> Option<serde_json::Value> {
+                serde_json::to_value(self).ok()
+            }
+        }
+    )*};
+}
+
+structured_outcomes!(
+    write_file::WriteOut,
+    edit_file::EditOut,
+    writegate_core::history::UndoOutcome,
+);
 
 /// The operation of one parsed call: runs on whichever thread the server
 /// picks, and answers for a connection whose results the [`Writer`]
@@ -139,11 +174,9 @@ const fn entry<T: Tool>() -> Entry {
 }
 
 fn describe_with<T: Tool>(facts: &Facts<'_>) -> rmcp::model::Tool {
-    portable(
-        T::describe(facts)
-            .with_input_schema::<T::Args>()
-            .with_output_schema::<T::Out>(),
-    )
+    portable(T::Out::with_schema(
+        T::describe(facts).with_input_schema::<T::Args>(),
+    ))
 }
 
 fn parse_with<T: Tool>(args: JsonObject) -> Result<Parsed, Box<CallToolResult>> {
@@ -358,8 +391,9 @@ mod tests {
                 &t.name,
                 &mut mins,
             );
-            let out = t.output_schema.expect("an output schema");
-            walk(&Value::Object(out.as_ref().clone()), &t.name, &mut mins);
+            if let Some(out) = t.output_schema {
+                walk(&Value::Object(out.as_ref().clone()), &t.name, &mut mins);
+            }
         }
         assert!(mins >= 4, "unsigned integers keep their minimum ({mins})");
     }
@@ -420,7 +454,7 @@ mod tests {
     }
 
     #[test]
-    fn every_tool_has_an_output_schema_and_descriptions_name_the_limits() {
+    fn every_tool_but_read_file_has_an_output_schema_and_descriptions_name_the_limits() {
         let roots = ["/w".to_string()];
         let tools = list(
             &Facts {
@@ -430,7 +464,8 @@ mod tests {
             &undo_on(),
         );
         for t in &tools {
-            assert!(t.output_schema.is_some(), "{}", t.name);
+            // read_file answers text only (ADR 0034).
+            assert_eq!(t.output_schema.is_some(), t.name != READ_FILE, "{}", t.name);
             if t.name == UNDO {
                 continue; // names no path and carries no content
             }

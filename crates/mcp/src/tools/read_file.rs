@@ -1,15 +1,16 @@
 //! `read_file`: a text file as numbered lines, with its hash and format.
 //! Its answer is written as JSON text while the file is hashed (the
-//! numbered text and the `lines`, straight from the file's bytes), never
-//! built as a tree of one object per line (ADR 0023).
+//! numbered text, straight from the file's bytes), never built as a tree
+//! of one object per line (ADR 0023), and carries the file once: one text
+//! block, no `structuredContent` (ADR 0034).
 
-use super::{Facts, Tool, roots_sentence, size, success};
+use super::{Facts, Tool, ToolOutput, roots_sentence, size, success};
 use crate::out::{Answer, Prebuilt, Writer};
 use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::path::Path;
-use writegate_core::{Failure, LinesRead, LinesView, OpCtx, ReadFacts, ReadParams, Service};
+use writegate_core::{Failure, LinesView, OpCtx, ReadFacts, ReadParams, Service};
 
 /// `read_file` arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -24,52 +25,49 @@ pub(crate) struct ReadArgs {
     pub(crate) limit: Option<u64>,
 }
 
-/// `read_file`'s structured content in serde's types: the path and core's
-/// [`LinesRead`] as it serialises itself (the same members as ACP's
-/// `_writegate/read_lines` result). Its schema is the tool's
-/// `outputSchema`, which [`ReadOut`] takes as its own; what is sent is
-/// [`ReadOut`]'s written text, which a test holds to serde's bytes of this.
-#[derive(Debug, Serialize, JsonSchema)]
-struct ReadShape {
-    /// The path read, as given (made absolute).
-    path: String,
-    /// The lines and the file's facts.
-    #[serde(flatten)]
-    read: LinesRead,
-}
-
-/// `read_file`'s outcome, already JSON text: the numbered text and the
-/// `lines` written while the file was hashed ([`lines_json`]), and the
-/// file's facts. [`ReadFile::answer`] finishes it as a [`Prebuilt`] result
-/// for the connection's own writer; serialised, it is [`ReadShape`]'s
-/// JSON, and its schema is [`ReadShape`]'s.
+/// `read_file`'s outcome, already JSON text: the numbered lines escaped
+/// while the file was hashed ([`numbered_json`]), and the file's facts.
+/// Its result is one text block, the numbered lines and a line of facts,
+/// and no `structuredContent`: the model reads the file once, whichever
+/// block its agent shows it (docs/decisions/0034-reads-ahead-of-the-peers.md).
+/// [`ReadFile::answer`] finishes it as a [`Prebuilt`] result for the
+/// connection's own writer.
 pub(crate) struct ReadOut {
     path: String,
-    lines: LinesJson,
+    lines: NumberedJson,
     facts: ReadFacts,
 }
 
+impl ToolOutput for ReadOut {
+    fn with_schema(tool: rmcp::model::Tool) -> rmcp::model::Tool {
+        tool
+    }
+
+    fn structured(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
 /// The numbered lines of a read as `read_file` answers them, written as
-/// JSON text by [`lines_json`].
-struct LinesJson {
+/// JSON text by [`numbered_json`].
+struct NumberedJson {
     /// `"content":[{"type":"text","text":"` and the numbered lines, escaped.
     head: Vec<u8>,
-    /// `"lines":[...]`.
-    lines: Vec<u8>,
     first: Option<u64>,
     last: Option<u64>,
     count: usize,
 }
 
-/// What [`LinesJson::head`] starts with; the escaped text follows.
+/// What [`NumberedJson::head`] starts with; the escaped text follows.
 const TEXT_START: &[u8] = br#""content":[{"type":"text","text":""#;
 
-/// The numbered lines of `view` as `read_file` answers them: the text
-/// (`<n>\t<text>` lines) and the `lines` of the structured content.
-fn lines_json(view: &LinesView<'_>) -> LinesJson {
+/// The numbered lines of `view` as `read_file` answers them: `<n>\t<text>`
+/// lines, escaped as the text block's JSON string.
+fn numbered_json(view: &LinesView<'_>) -> NumberedJson {
     let extent = view.extent();
-    // The text with an escape every 8 bytes, and `<n>\t`, `\n` a line.
-    let mut head = Vec::with_capacity(extent.bytes + extent.bytes / 8 + extent.lines * 10 + 64);
+    // The text with an escape every 8 bytes, `<n>\t` and `\n` a line, and
+    // the line of facts and the result's end (`ReadOut::written`).
+    let mut head = Vec::with_capacity(extent.bytes + extent.bytes / 8 + extent.lines * 10 + 640);
     head.extend_from_slice(TEXT_START);
     let (mut first, mut last) = (None, None);
     let mut number = itoa::Buffer::new();
@@ -81,11 +79,8 @@ fn lines_json(view: &LinesView<'_>) -> LinesJson {
         writegate_jsonscan::push_escaped(&mut head, text);
         head.extend_from_slice(br"\n");
     }
-    let mut lines = Vec::with_capacity(extent.lines_member_room());
-    view.write_lines_member(&mut lines);
-    LinesJson {
+    NumberedJson {
         head,
-        lines,
         first,
         last,
         count: extent.lines,
@@ -123,58 +118,16 @@ impl ReadOut {
         )
     }
 
-    /// The result: numbered lines, then the line of facts, and the
-    /// structured content, as JSON text in pieces ([`Prebuilt`]: only the
-    /// connection's `out::Out` sends it). The numbered text and the
-    /// `lines` are not copied.
+    /// The result: the numbered lines and the line of facts, as JSON text
+    /// ([`Prebuilt`]: only the connection's `out::Out` sends it), in the
+    /// buffer the lines were escaped into.
     fn written(self) -> Prebuilt {
         let summary = self.summary();
         let mut head = self.lines.head;
-        head.reserve(summary.len() + self.path.len() + 64);
+        head.reserve(summary.len() + 64);
         writegate_jsonscan::push_escaped(&mut head, &summary);
-        head.extend_from_slice(br#""}],"structuredContent":{"#);
-        push_path_member(&mut head, &self.path);
-        let mut tail = Vec::with_capacity(256);
-        self.facts.write_members(&mut tail);
-        tail.extend_from_slice(br#"},"isError":false"#);
-        Prebuilt(vec![head, self.lines.lines, tail])
-    }
-}
-
-/// Appends `"path":<path>,`, the structured content's first member.
-fn push_path_member(out: &mut Vec<u8>, path: &str) {
-    out.extend_from_slice(br#""path":"#);
-    writegate_jsonscan::push_string(out, path);
-    out.push(b',');
-}
-
-/// The same JSON as [`ReadShape`]'s, read back from the written text: for
-/// a connection whose results `rmcp` serialises (Streamable HTTP).
-impl Serialize for ReadOut {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut object = Vec::with_capacity(self.lines.lines.len() + self.path.len() + 256);
-        object.push(b'{');
-        push_path_member(&mut object, &self.path);
-        object.extend_from_slice(&self.lines.lines);
-        self.facts.write_members(&mut object);
-        object.push(b'}');
-        serde_json::from_slice::<serde_json::Value>(&object)
-            .map_err(serde::ser::Error::custom)?
-            .serialize(s)
-    }
-}
-
-impl JsonSchema for ReadOut {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        ReadShape::schema_name()
-    }
-
-    fn schema_id() -> std::borrow::Cow<'static, str> {
-        ReadShape::schema_id()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        ReadShape::json_schema(generator)
+        head.extend_from_slice(br#""}],"isError":false"#);
+        Prebuilt(vec![head])
     }
 }
 
@@ -229,7 +182,7 @@ impl Tool for ReadFile {
         };
         // The lines are written as JSON while the file is hashed.
         service
-            .read_lines_with(ctx, &params, lines_json)
+            .read_lines_with(ctx, &params, numbered_json)
             .map(|(lines, facts)| ReadOut {
                 path: path.display().to_string(),
                 lines,
@@ -238,7 +191,7 @@ impl Tool for ReadFile {
     }
 
     /// The numbered lines and the line of facts, read back from the
-    /// written text (a JSON string `lines_json` wrote: it always decodes).
+    /// written text (a JSON string `numbered_json` wrote: it always decodes).
     fn text(out: &ReadOut) -> String {
         let mut quoted = out.lines.head[TEXT_START.len() - 1..].to_vec();
         quoted.push(b'"');
@@ -266,17 +219,15 @@ mod tests {
     use std::fmt::Write as _;
     use writegate_core::sha256_tagged;
 
-    /// `read_file`'s result as `rmcp`'s types hold it: the numbered text
-    /// and the summary, and [`ReadShape`] serialised by serde.
-    fn typed(shape: &ReadShape, summary: &str) -> CallToolResult {
+    /// `read_file`'s result as `rmcp`'s types hold it: one text block, the
+    /// numbered lines and the summary.
+    fn typed(view: &LinesView<'_>, summary: &str) -> CallToolResult {
         let mut text = String::new();
-        for l in &shape.read.lines {
-            let _ = writeln!(text, "{}\t{}", l.n, l.text);
+        for (n, line) in view.lines() {
+            let _ = writeln!(text, "{n}\t{line}");
         }
         text.push_str(summary);
-        let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
-        r.structured_content = serde_json::to_value(shape).ok();
-        r
+        CallToolResult::success(vec![ContentBlock::text(text)])
     }
 
     /// The response line a connection's `Out` writes for `answer`.
@@ -292,7 +243,8 @@ mod tests {
 
     /// The written result is the one serde writes for the typed result,
     /// and so is the typed result a connection without a writer of its
-    /// own (Streamable HTTP) sends: the file, not an error.
+    /// own (Streamable HTTP) sends: the file, not an error, and the file
+    /// once (no `structuredContent`).
     #[test]
     fn the_written_read_result_is_the_typed_one() {
         let path = Path::new("/w/a \"b\".txt");
@@ -313,15 +265,12 @@ mod tests {
                 };
                 let out = || ReadOut {
                     path: path.display().to_string(),
-                    lines: lines_json(&view),
+                    lines: numbered_json(&view),
                     facts: facts.clone(),
                 };
-                let shape = ReadShape {
-                    path: path.display().to_string(),
-                    read: facts.clone().with_lines(view.numbered()),
-                };
-                let want = wire(Answer::Typed(typed(&shape, &out().summary())));
+                let want = wire(Answer::Typed(typed(&view, &out().summary())));
                 let at = format!("{bytes:?} {line:?} {limit:?}");
+                assert!(want["result"].get("structuredContent").is_none(), "{at}");
                 let written = ReadFile::answer(out(), Writer::Own);
                 assert!(matches!(written, Answer::Prebuilt(_)), "{at}");
                 assert_eq!(wire(written), want, "{at}");
@@ -330,14 +279,5 @@ mod tests {
                 assert_eq!(wire(plain), want, "{at}");
             }
         }
-    }
-
-    /// The written result's schema is the typed one's.
-    #[test]
-    fn the_written_result_has_the_typed_schema() {
-        assert_eq!(
-            schemars::schema_for!(ReadOut),
-            schemars::schema_for!(ReadShape)
-        );
     }
 }
