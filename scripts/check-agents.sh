@@ -14,9 +14,9 @@
 #     (under the agent's prefix; Claude Code and qwen-code offer MCP tools
 #     through their tool search) and none of the agent's own write tools;
 #   - created.txt is created, crlf.txt is edited with its CRLF endings kept;
-#   - the read's result the model sees holds crlf.txt's lines (the output
-#     says whether the agent showed the model the text block or the
-#     structured content);
+#   - the read's result the model sees is writegate's text block: crlf.txt's
+#     numbered lines and the line with its hash (read_file sends no
+#     structuredContent, which Claude Code and Codex would show instead);
 #   - .env is held: not written, its audit event says approval_required;
 #   - one audit event per write (the held .env write may have a second: the
 #     agent's answer to writegate's question, cancelled or declined).
@@ -203,13 +203,16 @@ if crlf != b"one\r\nTWO\r\n":
 if os.path.exists(os.path.join(project, ".env")):
     problems.append(".env was written")
 seen = [r for q in requests for r in q.get("results") or [] if "two" in r and "one" in r]
-if any("2\ttwo" in r for r in seen):
+if any("2\ttwo" in r and "hash sha256:" in r for r in seen):
     read_form = "text block"
 elif any(re.search(r'"text": ?"two"', r) for r in seen):
+    # read_file sends no structuredContent: an agent showing it would show
+    # the model something writegate does not send.
     read_form = "structured content"
+    problems.append("the model saw the read as structured content, not writegate's text")
 else:
     read_form = "not seen"
-    problems.append("no tool result the model saw holds crlf.txt's lines")
+    problems.append("no tool result the model saw holds crlf.txt's numbered lines and hash")
 events = [json.loads(l) for l in open(audit)] if os.path.exists(audit) else []
 reads = [e for e in events if e.get("route") == "mcp read_file" and e.get("type") == "fs.access"]
 if len(reads) != 1:
