@@ -1,20 +1,24 @@
-//! The command line's shape: every subcommand, flag and help text. Parsing
-//! only; the subcommands live in `serve.rs`, `commands.rs` and `audit.rs`.
+//! The command line's shape: `Cli`, the list of subcommands and each one's
+//! about, examples and exit statuses. Parsing only. A subcommand's flags
+//! (its `Args` struct, whose doc comments are the flags' help) are defined
+//! in its own module, beside the code that reads them: `serve.rs`,
+//! `proxy.rs`, `mcp.rs`, `commands.rs`, `queue.rs`, `audit.rs`,
+//! `history.rs`, `setup/`, `service.rs`, `run.rs`; those of `completions`
+//! and `man`, which `main.rs` runs, are here.
 //!
-//! Every check clap can make is made here, so that a bad argument is a usage
-//! error (exit status 2) before anything is sent to the daemon: line numbers
-//! start at 1, `--end-line` needs `--line`, mode flags that contradict each
-//! other are refused, `--find` is not empty, `--expected-hash` is
-//! `sha256:` and 64 hex digits. The checks that need two values at once
-//! (`--end-line` before `--line`, an edit without a mode) are in
-//! `commands.rs`.
+//! Every check clap can make is made while parsing, so that a bad argument
+//! is a usage error (exit status 2) before anything is sent to the daemon:
+//! line numbers start at 1, `--end-line` needs `--line`, mode flags that
+//! contradict each other are refused, `--find` is not empty,
+//! `--expected-hash` is `sha256:` and 64 hex digits. The checks that need
+//! two values at once (`--end-line` before `--line`, an edit without a
+//! mode) are in `commands.rs`.
 
 // The doc comments of this module are the `--help` text (backticks would be
-// shown as they are), and flags are bools.
-#![allow(clippy::doc_markdown, clippy::struct_excessive_bools)]
+// shown as they are).
+#![allow(clippy::doc_markdown)]
 
-use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum, builder::NonEmptyStringValueParser};
-use std::path::PathBuf;
+use clap::{Args, Parser, Subcommand};
 
 /// `writegate --version`: the package version and the git commit the binary
 /// was built from (`unknown` outside a git checkout, see `build.rs`).
@@ -89,7 +93,7 @@ pub(crate) enum Command {
         "  0  stopped cleanly (SIGTERM or SIGINT; with --stdio alone, also the end of stdin)\n",
         "  2  the daemon cannot start: bad arguments, invalid config, no workspace, socket in use"
     ))]
-    Serve(ServeArgs),
+    Serve(crate::serve::ServeArgs),
     /// Run an ACP agent behind writegate: the command an editor launches as its agent.
     #[command(
         after_help = "The agent's fs/read_text_file and fs/write_text_file (and _writegate/*) are answered by writegate\nin the workspace of each session (the cwd of its session/new); everything else passes through.\nExamples:\n  writegate proxy -- my-agent --acp\n  writegate proxy --audit-log /tmp/audit.jsonl -- npx @example/agent --acp\n  writegate proxy --sandbox -- my-agent --acp   # the agent cannot write the workspace itself\nExit status: the agent's (128 + signal if a signal ended it); 127 if it cannot be found, 2 for a bad config."
@@ -99,7 +103,7 @@ pub(crate) enum Command {
     #[command(
         after_help = "Examples:\n  writegate mcp --workspace .\n  claude mcp add writegate -- writegate mcp --workspace /src/app\nSee the README for Codex, Gemini CLI and qwen-code.\nExit status: 0 when the client closed stdin, 2 when it cannot start."
     )]
-    Mcp(McpArgs),
+    Mcp(crate::mcp::McpArgs),
     /// Write a whole file through the running daemon; the content is read from stdin.
     #[command(after_help = concat!(
         "Examples:\n",
@@ -111,7 +115,7 @@ pub(crate) enum Command {
         "\n",
         client_exit_statuses!()
     ))]
-    Write(WriteArgs),
+    Write(crate::commands::WriteArgs),
     /// Edit part of a file through the running daemon: replace text or lines, insert, delete, append.
     #[command(after_help = concat!(
         "Every edit names what it changes (there is no default; to replace a whole file use `writegate write`):\n",
@@ -132,7 +136,7 @@ pub(crate) enum Command {
         "\n",
         client_exit_statuses!()
     ))]
-    Edit(EditArgs),
+    Edit(crate::commands::EditArgs),
     /// Print a file's numbered lines and hash, through the running daemon.
     #[command(after_help = concat!(
         "Example:\n",
@@ -143,7 +147,7 @@ pub(crate) enum Command {
         "\n",
         client_exit_statuses!()
     ))]
-    Read(ReadArgs),
+    Read(crate::commands::ReadArgs),
     /// Grant an approval for an operation the daemon refused with approval_required.
     #[command(after_help = concat!(
         "A refusal `approval_required` names a command such as `edit_file write /src/app/.env`\n",
@@ -159,7 +163,7 @@ pub(crate) enum Command {
         "\n",
         client_exit_statuses!()
     ))]
-    Approve(ApproveArgs),
+    Approve(crate::commands::ApproveArgs),
     /// List the held calls waiting for your answer (agents that cannot ask you themselves).
     #[command(after_help = concat!(
         "An agent connected with `writegate mcp --connect` whose client cannot show an approval\n",
@@ -172,7 +176,7 @@ pub(crate) enum Command {
         "\n",
         client_exit_statuses!()
     ))]
-    Pending(PendingArgs),
+    Pending(crate::queue::PendingArgs),
     /// Answer one waiting question: allow, allow-session or deny.
     #[command(after_help = concat!(
         "  allow          this call only\n",
@@ -184,7 +188,7 @@ pub(crate) enum Command {
         "\n",
         client_exit_statuses!()
     ))]
-    Answer(AnswerArgs),
+    Answer(crate::queue::AnswerArgs),
     /// Show the audit log: one line per event, optionally filtered or followed.
     #[command(after_help = concat!(
         "The log is --audit-log FILE, else the config's audit.path (--config FILE, WRITEGATE_AUDIT_PATH),\n",
@@ -202,7 +206,7 @@ pub(crate) enum Command {
         "  1  the log does not exist or cannot be read\n",
         "  2  usage error (or an invalid config)"
     ))]
-    Audit(AuditArgs),
+    Audit(crate::audit::AuditArgs),
     /// List the writes and edits that can be taken back, newest first.
     #[command(after_help = concat!(
         "Every committed write and edit keeps what it replaced (see `[history]` in the config), from\n",
@@ -275,7 +279,7 @@ pub(crate) enum Command {
         "     changed in it\n",
         "  2  usage error"
     ))]
-    Setup(SetupArgs),
+    Setup(crate::setup::SetupArgs),
     /// Install writegate as a systemd user service (units and a config), for `writegate serve` at login.
     #[command(after_help = concat!(
         "Run it as a service, in three commands:\n",
@@ -294,7 +298,7 @@ pub(crate) enum Command {
         "  1  a file cannot be written\n",
         "  2  usage error"
     ))]
-    Service(ServiceArgs),
+    Service(crate::service::ServiceArgs),
     /// Run an agent in a sandbox where its only way to change workspace files is writegate.
     #[command(after_help = concat!(
         "The agent and everything it starts run under a Landlock ruleset: the workspaces (--workspace,\n",
@@ -335,343 +339,6 @@ pub(crate) enum Command {
     Man(ManArgs),
 }
 
-/// `writegate mcp`.
-#[derive(Args)]
-pub(crate) struct McpArgs {
-    /// Register a workspace (repeatable; the first is the primary, where relative paths start).
-    /// The client's MCP roots are added as `[mcp] client_roots` says.
-    #[arg(long = "workspace", value_name = "DIR")]
-    pub(crate) workspaces: Vec<PathBuf>,
-    /// Config file [default: $XDG_CONFIG_HOME/writegate/config.toml].
-    #[arg(long, value_name = "FILE")]
-    pub(crate) config: Option<PathBuf>,
-    /// Audit log [default: $XDG_STATE_HOME/writegate/audit.jsonl].
-    #[arg(long, value_name = "FILE")]
-    pub(crate) audit_log: Option<PathBuf>,
-    /// What the client's MCP roots (the agent session's directories) become: ignore, untrusted
-    /// (read-only) or trusted (writable) [default: the config's `[mcp] client_roots`, untrusted].
-    #[arg(long, value_name = "MODE", value_parser = parse_client_roots)]
-    pub(crate) client_roots: Option<writegate_core::config::ClientRoots>,
-    /// When there is no workspace otherwise (no --workspace, none in the config, no client roots,
-    /// as in MCP 2026-07-28), the directory the agent starts writegate in is the workspace, with
-    /// the trust of client roots; never `/`, the home directory or a directory above it.
-    #[arg(long)]
-    pub(crate) cwd_workspace: bool,
-    /// The client is an agent inside `writegate run` (set by the run that serves it): never ask
-    /// it about a held call, and tell it that files change only through these tools.
-    #[arg(long, hide = true)]
-    pub(crate) sandboxed_client: bool,
-    /// Relay this agent's MCP to the running daemon's MCP socket instead of serving it here
-    /// [default SOCKET: $XDG_RUNTIME_DIR/writegate/mcp.sock]: one policy, audit log, history and
-    /// approval queue for every agent. The daemon's config and workspaces apply.
-    #[arg(long, value_name = "SOCKET", num_args = 0..=1, conflicts_with_all = ["workspaces", "config", "audit_log", "client_roots"])]
-    // clap's shape of a flag with an optional value: absent, bare, or with a path.
-    #[allow(clippy::option_option)]
-    pub(crate) connect: Option<Option<PathBuf>>,
-}
-
-/// `--client-roots`: `ignore`, `untrusted` or `trusted`.
-fn parse_client_roots(s: &str) -> Result<writegate_core::config::ClientRoots, String> {
-    use writegate_core::config::ClientRoots;
-    match s {
-        "ignore" => Ok(ClientRoots::Ignore),
-        "untrusted" => Ok(ClientRoots::Untrusted),
-        "trusted" => Ok(ClientRoots::Trusted),
-        _ => Err(format!("`{s}` is not one of ignore, untrusted, trusted")),
-    }
-}
-
-/// `writegate serve`'s arguments.
-#[derive(Args)]
-pub(crate) struct ServeArgs {
-    /// Serve one connection on stdin/stdout (how a host spawns writegate).
-    #[arg(long)]
-    pub(crate) stdio: bool,
-    /// Listen on this Unix socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
-    #[arg(long, value_name = "PATH")]
-    pub(crate) socket: Option<PathBuf>,
-    /// Serve MCP on this Unix socket (for `writegate mcp --connect`) [default: mcp.sock beside
-    /// the ACP socket; none with --stdio alone].
-    #[arg(long, value_name = "PATH")]
-    pub(crate) mcp_socket: Option<PathBuf>,
-    /// Register a workspace (repeatable; the first is the primary).
-    #[arg(long = "workspace", value_name = "DIR")]
-    pub(crate) workspaces: Vec<PathBuf>,
-    /// Register the command-line workspaces as untrusted (writes refused).
-    #[arg(long)]
-    pub(crate) untrusted: bool,
-    /// Config file [default: $XDG_CONFIG_HOME/writegate/config.toml].
-    #[arg(long, value_name = "FILE")]
-    pub(crate) config: Option<PathBuf>,
-    /// Audit log [default: $XDG_STATE_HOME/writegate/audit.jsonl].
-    #[arg(long, value_name = "FILE")]
-    pub(crate) audit_log: Option<PathBuf>,
-    /// Never route marked tool writes to the external host writer.
-    #[arg(long)]
-    pub(crate) no_external_writes: bool,
-    /// Serve reads: fs/read_text_file and _writegate/read_lines (`writegate read`); off by default.
-    #[arg(long)]
-    pub(crate) allow_read: bool,
-    /// Serve MCP over Streamable HTTP at http://ADDRESS/mcp (loopback only; overrides `[mcp] http`).
-    #[arg(long, value_name = "ADDRESS")]
-    pub(crate) mcp_http: Option<String>,
-    /// More log output: -v debug (one line per request), -vv trace.
-    #[arg(short, long, action = ArgAction::Count, conflicts_with = "quiet")]
-    pub(crate) verbose: u8,
-    /// Less log output: -q warnings and errors only, -qq errors only.
-    #[arg(short, long, action = ArgAction::Count)]
-    pub(crate) quiet: u8,
-}
-
-/// The options every subcommand that talks to the daemon shares.
-#[derive(Args, Clone)]
-pub(crate) struct ClientArgs {
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
-    #[arg(long, value_name = "PATH")]
-    pub(crate) socket: Option<PathBuf>,
-    /// Use this registered workspace [default: the daemon's workspace that contains the path].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) workspace: Option<PathBuf>,
-    /// Session id recorded in the audit log and receipts (and matched by approvals).
-    #[arg(long, default_value = "cli", value_parser = NonEmptyStringValueParser::new())]
-    pub(crate) session: String,
-}
-
-/// `writegate write`.
-#[derive(Args)]
-pub(crate) struct WriteArgs {
-    /// File to write (relative paths are taken from the current directory).
-    pub(crate) path: PathBuf,
-    /// Accept empty stdin and write an empty file.
-    #[arg(long)]
-    pub(crate) allow_empty: bool,
-    #[command(flatten)]
-    pub(crate) client: ClientArgs,
-}
-
-/// `writegate edit`.
-#[derive(Args)]
-pub(crate) struct EditArgs {
-    /// File to edit (relative paths are taken from the current directory).
-    pub(crate) path: PathBuf,
-    /// Replace the one occurrence of this text (with --line: a check that those lines hold it).
-    #[arg(long, value_name = "TEXT", value_parser = NonEmptyStringValueParser::new())]
-    pub(crate) find: Option<String>,
-    /// Line to replace, insert before, or delete (1-based).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_line_number)]
-    pub(crate) line: Option<u64>,
-    /// Last line of the range to replace or delete (1-based, inclusive; not before --line).
-    #[arg(long, value_name = "M", requires = "line", allow_negative_numbers = true, value_parser = parse_line_number)]
-    pub(crate) end_line: Option<u64>,
-    /// Insert the new text before --line.
-    #[arg(long, requires = "line", conflicts_with_all = ["delete", "append", "find", "end_line"])]
-    pub(crate) insert: bool,
-    /// Delete lines --line through --end-line (or just --line).
-    #[arg(long, requires = "line", conflicts_with_all = ["append", "find", "content"])]
-    pub(crate) delete: bool,
-    /// Append the new text to the end of the file, as whole lines: a line ending (the file's own) is added when the text does not end with one.
-    #[arg(long, conflicts_with_all = ["find", "line", "end_line"])]
-    pub(crate) append: bool,
-    /// With --append: append the text exactly as given, without adding a line ending.
-    #[arg(long, requires = "append")]
-    pub(crate) no_newline: bool,
-    /// The new text [default: stdin; empty stdin is refused].
-    #[arg(long, value_name = "TEXT")]
-    pub(crate) content: Option<String>,
-    /// Refuse unless the file still has this hash (sha256:<64 hex>, from `writegate read`).
-    #[arg(long, value_name = "HASH", value_parser = parse_hash)]
-    pub(crate) expected_hash: Option<String>,
-    /// Print the diff the edit would make; write nothing.
-    #[arg(long)]
-    pub(crate) dry_run: bool,
-    #[command(flatten)]
-    pub(crate) client: ClientArgs,
-}
-
-/// `writegate read`.
-#[derive(Args)]
-pub(crate) struct ReadArgs {
-    /// File to read (relative paths are taken from the current directory).
-    pub(crate) path: PathBuf,
-    /// First line to print (1-based).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_line_number)]
-    pub(crate) line: Option<u64>,
-    /// Number of lines to print (at least 1).
-    #[arg(long, value_name = "COUNT", allow_negative_numbers = true, value_parser = parse_count)]
-    pub(crate) limit: Option<u64>,
-    #[command(flatten)]
-    pub(crate) client: ClientArgs,
-}
-
-/// Scope of an approval: the scopes of `_writegate/approve`.
-#[derive(Clone, Copy, ValueEnum)]
-pub(crate) enum ApproveScope {
-    /// The next matching write or edit of the session.
-    Once,
-    /// Every matching write or edit of the session while the daemon runs.
-    Session,
-    /// Every matching write or edit in the workspace while the daemon runs.
-    Workspace,
-    /// Every matching write or edit, kept across restarts.
-    Persistent,
-}
-
-impl ApproveScope {
-    /// The wire name (`once`, `session`, `workspace`, `persistent`).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            ApproveScope::Once => "once",
-            ApproveScope::Session => "session",
-            ApproveScope::Workspace => "workspace",
-            ApproveScope::Persistent => "persistent",
-        }
-    }
-}
-
-/// `writegate approve`.
-#[derive(Args)]
-pub(crate) struct ApproveArgs {
-    /// The command from the refusal, e.g. 'edit_file write /src/app/.env' (one argument or several).
-    #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
-    pub(crate) command: Vec<String>,
-    /// How long the approval lasts.
-    #[arg(long, value_enum, default_value = "once")]
-    pub(crate) scope: ApproveScope,
-    #[command(flatten)]
-    pub(crate) client: ClientArgs,
-}
-
-/// `writegate pending`.
-#[derive(Args)]
-pub(crate) struct PendingArgs {
-    /// Print a JSON array instead of lines.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
-    #[arg(long, value_name = "PATH")]
-    pub(crate) socket: Option<PathBuf>,
-}
-
-/// `writegate answer`.
-#[derive(Args)]
-pub(crate) struct AnswerArgs {
-    /// The question's id, as `writegate pending` lists it.
-    #[arg(value_name = "ID")]
-    pub(crate) id: String,
-    /// The answer.
-    #[arg(value_enum, value_name = "ANSWER")]
-    pub(crate) answer: AnswerChoice,
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
-    #[arg(long, value_name = "PATH")]
-    pub(crate) socket: Option<PathBuf>,
-}
-
-/// `writegate answer`'s answers.
-#[derive(Clone, Copy, ValueEnum)]
-pub(crate) enum AnswerChoice {
-    /// This call only.
-    Allow,
-    /// This call and the same command for the rest of the session.
-    AllowSession,
-    /// Refuse it.
-    Deny,
-}
-
-impl AnswerChoice {
-    /// The wire name.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            AnswerChoice::Allow => "allow",
-            AnswerChoice::AllowSession => "allow-session",
-            AnswerChoice::Deny => "deny",
-        }
-    }
-}
-
-/// `writegate audit`.
-#[derive(Args)]
-pub(crate) struct AuditArgs {
-    /// The audit log [default: the config's audit.path, else $XDG_STATE_HOME/writegate/audit.jsonl].
-    #[arg(long, value_name = "FILE")]
-    pub(crate) audit_log: Option<PathBuf>,
-    /// Config file to take audit.path from [default: $XDG_CONFIG_HOME/writegate/config.toml].
-    #[arg(long, value_name = "FILE")]
-    pub(crate) config: Option<PathBuf>,
-    /// Keep running and print new events as they are written.
-    #[arg(short, long)]
-    pub(crate) follow: bool,
-    /// Only events of this file (matched by pathHash: sha256 of its canonical path).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) path: Option<PathBuf>,
-    /// Only events of this type (fs.access, fs.denied, or access, denied), intent (write, edit,
-    /// read, undo) or errorKind (e.g. approval_required).
-    #[arg(long, value_name = "KIND", value_parser = NonEmptyStringValueParser::new())]
-    pub(crate) kind: Option<String>,
-    /// Only events of this session id.
-    #[arg(long, value_name = "ID", value_parser = NonEmptyStringValueParser::new())]
-    pub(crate) session: Option<String>,
-    /// Print the matching events as they are in the log (one JSON object per line).
-    #[arg(long)]
-    pub(crate) json: bool,
-}
-
-/// `writegate setup`.
-#[derive(Args)]
-pub(crate) struct SetupArgs {
-    /// The agent or editor to configure.
-    #[arg(value_enum, required_unless_present = "list")]
-    pub(crate) agent: Option<crate::setup::Agent>,
-    /// List the agents, their settings files and whether writegate is set up in them.
-    #[arg(long, conflicts_with_all = ["agent", "dry_run", "remove", "sandbox"])]
-    pub(crate) list: bool,
-    /// Print the change as a unified diff; write nothing.
-    #[arg(long)]
-    pub(crate) dry_run: bool,
-    /// Take writegate's entries out again (the agent's own tools come back).
-    #[arg(long)]
-    pub(crate) remove: bool,
-    /// Also start the agent under `writegate run` (its own writes to a project fail): a launcher in
-    /// ~/.local/share/writegate/bin for a command-line agent, `writegate proxy --sandbox` for Zed.
-    #[arg(long)]
-    pub(crate) sandbox: bool,
-}
-
-/// `writegate service`.
-#[derive(Args)]
-pub(crate) struct ServiceArgs {
-    /// What to do.
-    #[command(subcommand)]
-    pub(crate) command: ServiceCommand,
-}
-
-/// `writegate service <command>`.
-#[derive(Subcommand)]
-pub(crate) enum ServiceCommand {
-    /// Write the systemd user units (and a config with the workspaces when there is none).
-    Install(ServiceInstallArgs),
-    /// Remove the systemd user units `install` wrote (the config file stays).
-    Uninstall(ServiceUninstallArgs),
-}
-
-/// `writegate service install`.
-#[derive(Args)]
-pub(crate) struct ServiceInstallArgs {
-    /// A directory agents may write in, registered trusted in a new config file (repeatable).
-    #[arg(long = "workspace", value_name = "DIR")]
-    pub(crate) workspaces: Vec<PathBuf>,
-    /// Say what would be written; write nothing.
-    #[arg(long)]
-    pub(crate) dry_run: bool,
-}
-
-/// `writegate service uninstall`.
-#[derive(Args)]
-pub(crate) struct ServiceUninstallArgs {
-    /// Say what would be removed; remove nothing.
-    #[arg(long)]
-    pub(crate) dry_run: bool,
-}
-
 /// `writegate completions`.
 #[derive(Args)]
 pub(crate) struct CompletionsArgs {
@@ -686,43 +353,4 @@ pub(crate) struct ManArgs {
     /// The subcommand whose page to print (`writegate-SUBCOMMAND(1)`), any of `writegate --help` [default: the main page].
     #[arg(value_name = "SUBCOMMAND")]
     pub(crate) subcommand: Option<String>,
-}
-
-/// A 1-based line number (`--line`, `--end-line`).
-fn parse_line_number(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("line numbers start at 1".to_string()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!(
-            "`{s}` is not a line number (a whole number from 1)"
-        )),
-    }
-}
-
-/// A number of lines (`--limit`): at least 1.
-fn parse_count(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err(
-            "0 lines: pass at least 1, or leave --limit out for the rest of the file".to_string(),
-        ),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!(
-            "`{s}` is not a number of lines (a whole number from 1)"
-        )),
-    }
-}
-
-/// `--expected-hash`: `sha256:` and 64 hex digits (either case; sent in
-/// lowercase, the form `writegate read` prints).
-fn parse_hash(s: &str) -> Result<String, String> {
-    let hex = s.strip_prefix("sha256:").ok_or_else(|| {
-        format!("`{s}` is not a hash: expected sha256:<64 hex digits>, as `writegate read` prints")
-    })?;
-    if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(format!(
-            "`{s}` is not a hash: expected sha256: and exactly 64 hex digits (got {} characters after the prefix)",
-            hex.chars().count()
-        ));
-    }
-    Ok(format!("sha256:{}", hex.to_ascii_lowercase()))
 }

@@ -6,10 +6,10 @@
 //! The log is read directly, not through the daemon: it is the user's own
 //! 0600 file, and reading it must work while the daemon is stopped.
 
-use crate::args::AuditArgs;
 use crate::{
     Status, absolutize, canonical_target, default_config_path, env_var, load_config_file, out,
 };
+use clap::{Args, builder::NonEmptyStringValueParser};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::fs::File;
@@ -17,6 +17,36 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// `writegate audit`.
+// Its doc comments are the `--help` text (backticks would be shown as they
+// are).
+#[allow(clippy::doc_markdown)]
+#[derive(Args)]
+pub(crate) struct AuditArgs {
+    /// The audit log [default: the config's audit.path, else $XDG_STATE_HOME/writegate/audit.jsonl].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_log: Option<PathBuf>,
+    /// Config file to take audit.path from [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Keep running and print new events as they are written.
+    #[arg(short, long)]
+    pub(crate) follow: bool,
+    /// Only events of this file (matched by pathHash: sha256 of its canonical path).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) path: Option<PathBuf>,
+    /// Only events of this type (fs.access, fs.denied, or access, denied), intent (write, edit,
+    /// read, undo) or errorKind (e.g. approval_required).
+    #[arg(long, value_name = "KIND", value_parser = NonEmptyStringValueParser::new())]
+    pub(crate) kind: Option<String>,
+    /// Only events of this session id.
+    #[arg(long, value_name = "ID", value_parser = NonEmptyStringValueParser::new())]
+    pub(crate) session: Option<String>,
+    /// Print the matching events as they are in the log (one JSON object per line).
+    #[arg(long)]
+    pub(crate) json: bool,
+}
 
 /// How often `--follow` looks for new events.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);

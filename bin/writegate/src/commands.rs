@@ -5,14 +5,180 @@
 //! `writegate: refused: <errorKind>: <hint>` and exit 1; an unreachable
 //! daemon exits 3.
 
-use crate::args::{ApproveArgs, ClientArgs, EditArgs, ReadArgs, WriteArgs};
 use crate::client::{CallError, Conn, RpcError, Workspace, containing, describe};
 use crate::{Status, absolutize, canonical_target, env_var, out, usage_error};
+use clap::{Args, ValueEnum, builder::NonEmptyStringValueParser};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use writegate_core::{EditMode, OpMode};
+
+/// The options every subcommand that talks to the daemon shares.
+// Its doc comments are the `--help` text (backticks would be shown as they
+// are).
+#[allow(clippy::doc_markdown)]
+#[derive(Args, Clone)]
+pub(crate) struct ClientArgs {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+    /// Use this registered workspace [default: the daemon's workspace that contains the path].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) workspace: Option<PathBuf>,
+    /// Session id recorded in the audit log and receipts (and matched by approvals).
+    #[arg(long, default_value = "cli", value_parser = NonEmptyStringValueParser::new())]
+    pub(crate) session: String,
+}
+
+/// `writegate write`.
+#[derive(Args)]
+pub(crate) struct WriteArgs {
+    /// File to write (relative paths are taken from the current directory).
+    pub(crate) path: PathBuf,
+    /// Accept empty stdin and write an empty file.
+    #[arg(long)]
+    pub(crate) allow_empty: bool,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+}
+
+/// `writegate edit`.
+// Its doc comments are the `--help` text (backticks would be shown as they
+// are), and its flags are bools.
+#[allow(clippy::doc_markdown, clippy::struct_excessive_bools)]
+#[derive(Args)]
+pub(crate) struct EditArgs {
+    /// File to edit (relative paths are taken from the current directory).
+    pub(crate) path: PathBuf,
+    /// Replace the one occurrence of this text (with --line: a check that those lines hold it).
+    #[arg(long, value_name = "TEXT", value_parser = NonEmptyStringValueParser::new())]
+    pub(crate) find: Option<String>,
+    /// Line to replace, insert before, or delete (1-based).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_line_number)]
+    pub(crate) line: Option<u64>,
+    /// Last line of the range to replace or delete (1-based, inclusive; not before --line).
+    #[arg(long, value_name = "M", requires = "line", allow_negative_numbers = true, value_parser = parse_line_number)]
+    pub(crate) end_line: Option<u64>,
+    /// Insert the new text before --line.
+    #[arg(long, requires = "line", conflicts_with_all = ["delete", "append", "find", "end_line"])]
+    pub(crate) insert: bool,
+    /// Delete lines --line through --end-line (or just --line).
+    #[arg(long, requires = "line", conflicts_with_all = ["append", "find", "content"])]
+    pub(crate) delete: bool,
+    /// Append the new text to the end of the file, as whole lines: a line ending (the file's own) is added when the text does not end with one.
+    #[arg(long, conflicts_with_all = ["find", "line", "end_line"])]
+    pub(crate) append: bool,
+    /// With --append: append the text exactly as given, without adding a line ending.
+    #[arg(long, requires = "append")]
+    pub(crate) no_newline: bool,
+    /// The new text [default: stdin; empty stdin is refused].
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) content: Option<String>,
+    /// Refuse unless the file still has this hash (sha256:<64 hex>, from `writegate read`).
+    #[arg(long, value_name = "HASH", value_parser = parse_hash)]
+    pub(crate) expected_hash: Option<String>,
+    /// Print the diff the edit would make; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+}
+
+/// `writegate read`.
+#[derive(Args)]
+pub(crate) struct ReadArgs {
+    /// File to read (relative paths are taken from the current directory).
+    pub(crate) path: PathBuf,
+    /// First line to print (1-based).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_line_number)]
+    pub(crate) line: Option<u64>,
+    /// Number of lines to print (at least 1).
+    #[arg(long, value_name = "COUNT", allow_negative_numbers = true, value_parser = parse_count)]
+    pub(crate) limit: Option<u64>,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+}
+
+/// Scope of an approval: the scopes of `_writegate/approve`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum ApproveScope {
+    /// The next matching write or edit of the session.
+    Once,
+    /// Every matching write or edit of the session while the daemon runs.
+    Session,
+    /// Every matching write or edit in the workspace while the daemon runs.
+    Workspace,
+    /// Every matching write or edit, kept across restarts.
+    Persistent,
+}
+
+impl ApproveScope {
+    /// The wire name (`once`, `session`, `workspace`, `persistent`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ApproveScope::Once => "once",
+            ApproveScope::Session => "session",
+            ApproveScope::Workspace => "workspace",
+            ApproveScope::Persistent => "persistent",
+        }
+    }
+}
+
+/// `writegate approve`.
+// Its doc comments are the `--help` text (backticks would be shown as they
+// are).
+#[allow(clippy::doc_markdown)]
+#[derive(Args)]
+pub(crate) struct ApproveArgs {
+    /// The command from the refusal, e.g. 'edit_file write /src/app/.env' (one argument or several).
+    #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+    /// How long the approval lasts.
+    #[arg(long, value_enum, default_value = "once")]
+    pub(crate) scope: ApproveScope,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+}
+
+/// A 1-based line number (`--line`, `--end-line`).
+fn parse_line_number(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("line numbers start at 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{s}` is not a line number (a whole number from 1)"
+        )),
+    }
+}
+
+/// A number of lines (`--limit`): at least 1.
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err(
+            "0 lines: pass at least 1, or leave --limit out for the rest of the file".to_string(),
+        ),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{s}` is not a number of lines (a whole number from 1)"
+        )),
+    }
+}
+
+/// `--expected-hash`: `sha256:` and 64 hex digits (either case; sent in
+/// lowercase, the form `writegate read` prints).
+fn parse_hash(s: &str) -> Result<String, String> {
+    let hex = s.strip_prefix("sha256:").ok_or_else(|| {
+        format!("`{s}` is not a hash: expected sha256:<64 hex digits>, as `writegate read` prints")
+    })?;
+    if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!(
+            "`{s}` is not a hash: expected sha256: and exactly 64 hex digits (got {} characters after the prefix)",
+            hex.chars().count()
+        ));
+    }
+    Ok(format!("sha256:{}", hex.to_ascii_lowercase()))
+}
 
 /// A connection opened for one command, with what is needed to explain a
 /// refusal.

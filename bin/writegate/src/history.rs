@@ -18,9 +18,8 @@
 // The doc comments of the argument structs are the `--help` text.
 #![allow(clippy::doc_markdown)]
 
-use crate::args::ClientArgs;
 use crate::client::{CallError, Conn};
-use crate::commands::{Session, connect_each};
+use crate::commands::{ClientArgs, Session, connect_each};
 use crate::serve::{Startup, own_files};
 use crate::{Status, absolutize, canonical_target, load_config_file, out};
 use clap::Args;

@@ -6,10 +6,9 @@
 //! served. The file outlives the daemon (it opens nothing once the
 //! listener is gone) and is replaced, with a new token, at each start.
 
-use crate::args::ServeArgs;
 use crate::{Status, absolutize, default_config_path};
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use writegate_core::Service;
@@ -23,17 +22,18 @@ pub(crate) struct Prepared {
     opts: writegate_mcp::HttpOptions,
 }
 
-/// The listener `serve` was asked for (`--mcp-http`, else `[mcp] http`),
-/// bound, with its token written; `None` when neither names one. Status 2
-/// with a message when the address is refused or cannot be bound, or the
-/// token cannot be written.
+/// The listener `serve` was asked for (`flag`: `--mcp-http`, else `[mcp]
+/// http`; `config`: serve's `--config`), bound, with its token written;
+/// `None` when neither names one. Status 2 with a message when the address
+/// is refused or cannot be bound, or the token cannot be written.
 pub(crate) fn prepare(
-    a: &ServeArgs,
+    flag: Option<&str>,
+    config: Option<&Path>,
     service: &Service,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<Prepared>, Status> {
-    let given = match &a.mcp_http {
-        Some(flag) => flag.clone(),
+    let given = match flag {
+        Some(flag) => flag.to_string(),
         None => service.config().mcp.http.clone(),
     };
     if given.trim().is_empty() {
@@ -87,11 +87,7 @@ pub(crate) fn prepare(
         listener,
         opts: writegate_mcp::HttpOptions {
             token,
-            config_file: a
-                .config
-                .as_deref()
-                .map(absolutize)
-                .or_else(default_config_path),
+            config_file: config.map(absolutize).or_else(default_config_path),
         },
     }))
 }

@@ -2,12 +2,65 @@
 //! daemon's approval queue, over the daemon's ACP socket (where
 //! `_writegate/approve` is served too; never the MCP socket agents use).
 
-use crate::args::{AnswerArgs, PendingArgs};
 use crate::client::{CallError, Conn};
 use crate::{Status, absolutize, env_var, out};
+use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// `writegate pending`.
+// Its doc comments are the `--help` text (backticks would be shown as they
+// are).
+#[allow(clippy::doc_markdown)]
+#[derive(Args)]
+pub(crate) struct PendingArgs {
+    /// Print a JSON array instead of lines.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+}
+
+/// `writegate answer`.
+// Its doc comments are the `--help` text (backticks would be shown as they
+// are).
+#[allow(clippy::doc_markdown)]
+#[derive(Args)]
+pub(crate) struct AnswerArgs {
+    /// The question's id, as `writegate pending` lists it.
+    #[arg(value_name = "ID")]
+    pub(crate) id: String,
+    /// The answer.
+    #[arg(value_enum, value_name = "ANSWER")]
+    pub(crate) answer: AnswerChoice,
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+}
+
+/// `writegate answer`'s answers.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum AnswerChoice {
+    /// This call only.
+    Allow,
+    /// This call and the same command for the rest of the session.
+    AllowSession,
+    /// Refuse it.
+    Deny,
+}
+
+impl AnswerChoice {
+    /// The wire name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            AnswerChoice::Allow => "allow",
+            AnswerChoice::AllowSession => "allow-session",
+            AnswerChoice::Deny => "deny",
+        }
+    }
+}
 
 fn socket_of(given: Option<&Path>) -> PathBuf {
     given.map_or_else(|| writegate_acp::default_socket_path(&env_var), absolutize)

@@ -1,12 +1,57 @@
 //! `writegate serve`: logs, config, workspaces, then the transports of
 //! `writegate-acp`.
 
-use crate::args::ServeArgs;
 use crate::{Status, absolutize, default_config_path, env_var};
+use clap::{ArgAction, Args};
 use std::path::PathBuf;
 use std::sync::Arc;
 use writegate_core::policy::{OwnFiles, OwnKind};
 use writegate_core::{Config, Registry, Service, config::state_dir};
+
+/// `writegate serve`'s arguments.
+// Its doc comments are the `--help` text (backticks would be shown as they
+// are), and its flags are bools.
+#[allow(clippy::doc_markdown, clippy::struct_excessive_bools)]
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// Serve one connection on stdin/stdout (how a host spawns writegate).
+    #[arg(long)]
+    pub(crate) stdio: bool,
+    /// Listen on this Unix socket [default: $XDG_RUNTIME_DIR/writegate/writegate.sock].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+    /// Serve MCP on this Unix socket (for `writegate mcp --connect`) [default: mcp.sock beside
+    /// the ACP socket; none with --stdio alone].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) mcp_socket: Option<PathBuf>,
+    /// Register a workspace (repeatable; the first is the primary).
+    #[arg(long = "workspace", value_name = "DIR")]
+    pub(crate) workspaces: Vec<PathBuf>,
+    /// Register the command-line workspaces as untrusted (writes refused).
+    #[arg(long)]
+    pub(crate) untrusted: bool,
+    /// Config file [default: $XDG_CONFIG_HOME/writegate/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Audit log [default: $XDG_STATE_HOME/writegate/audit.jsonl].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_log: Option<PathBuf>,
+    /// Never route marked tool writes to the external host writer.
+    #[arg(long)]
+    pub(crate) no_external_writes: bool,
+    /// Serve reads: fs/read_text_file and _writegate/read_lines (`writegate read`); off by default.
+    #[arg(long)]
+    pub(crate) allow_read: bool,
+    /// Serve MCP over Streamable HTTP at http://ADDRESS/mcp (loopback only; overrides `[mcp] http`).
+    #[arg(long, value_name = "ADDRESS")]
+    pub(crate) mcp_http: Option<String>,
+    /// More log output: -v debug (one line per request), -vv trace.
+    #[arg(short, long, action = ArgAction::Count, conflicts_with = "quiet")]
+    pub(crate) verbose: u8,
+    /// Less log output: -q warnings and errors only, -qq errors only.
+    #[arg(short, long, action = ArgAction::Count)]
+    pub(crate) quiet: u8,
+}
 
 /// The log filter: `-v`/`-q` when given, else `WRITEGATE_LOG`, else
 /// `RUST_LOG` (both in `RUST_LOG` syntax), else `info`. Returns the filter
@@ -405,7 +450,12 @@ pub(crate) fn serve(a: &ServeArgs) -> Status {
     };
     // The MCP HTTP listener is bound (and its token written) before
     // anything is served, so a refused address stops the start.
-    let mcp_http = match crate::mcp_http::prepare(a, &service, &env_var) {
+    let mcp_http = match crate::mcp_http::prepare(
+        a.mcp_http.as_deref(),
+        a.config.as_deref(),
+        &service,
+        &env_var,
+    ) {
         Ok(h) => h,
         Err(status) => return status,
     };

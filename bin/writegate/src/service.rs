@@ -6,11 +6,47 @@
 //! itself. Files are written as `writegate setup` writes them (atomic,
 //! mode kept, nothing changed on a second run).
 
-use crate::args::{ServiceArgs, ServiceCommand};
 use crate::setup::disk;
 use crate::{Status, absolutize, default_config_path, env_var, out};
+use clap::{Args, Subcommand};
 use std::fmt::Write as _;
 use std::path::PathBuf;
+
+/// `writegate service`.
+#[derive(Args)]
+pub(crate) struct ServiceArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: ServiceCommand,
+}
+
+/// `writegate service <command>`.
+#[derive(Subcommand)]
+pub(crate) enum ServiceCommand {
+    /// Write the systemd user units (and a config with the workspaces when there is none).
+    Install(ServiceInstallArgs),
+    /// Remove the systemd user units `install` wrote (the config file stays).
+    Uninstall(ServiceUninstallArgs),
+}
+
+/// `writegate service install`.
+#[derive(Args)]
+pub(crate) struct ServiceInstallArgs {
+    /// A directory agents may write in, registered trusted in a new config file (repeatable).
+    #[arg(long = "workspace", value_name = "DIR")]
+    pub(crate) workspaces: Vec<PathBuf>,
+    /// Say what would be written; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+/// `writegate service uninstall`.
+#[derive(Args)]
+pub(crate) struct ServiceUninstallArgs {
+    /// Say what would be removed; remove nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
 
 /// The units, as in the repository's `deploy/`.
 const SERVICE_UNIT: &str = include_str!("../../../deploy/writegate.service");

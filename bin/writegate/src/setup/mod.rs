@@ -20,10 +20,33 @@ mod sandbox;
 pub(crate) use agents::Agent;
 use agents::{Content, Env, Target};
 
-use crate::args::SetupArgs;
 use crate::{Status, env_var, out};
+use clap::Args;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// `writegate setup`.
+// Its flags are bools.
+#[allow(clippy::struct_excessive_bools)]
+#[derive(Args)]
+pub(crate) struct SetupArgs {
+    /// The agent or editor to configure.
+    #[arg(value_enum, required_unless_present = "list")]
+    pub(crate) agent: Option<Agent>,
+    /// List the agents, their settings files and whether writegate is set up in them.
+    #[arg(long, conflicts_with_all = ["agent", "dry_run", "remove", "sandbox"])]
+    pub(crate) list: bool,
+    /// Print the change as a unified diff; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Take writegate's entries out again (the agent's own tools come back).
+    #[arg(long)]
+    pub(crate) remove: bool,
+    /// Also start the agent under `writegate run` (its own writes to a project fail): a launcher in
+    /// ~/.local/share/writegate/bin for a command-line agent, `writegate proxy --sandbox` for Zed.
+    #[arg(long)]
+    pub(crate) sandbox: bool,
+}
 
 /// One file's planned change.
 struct Planned {

@@ -1,11 +1,8 @@
 //! Durability: group `fdatasync` of the log and the journal, and the
 //! background flusher (`audit.flush`, retries of a failing log).
 
-use super::AuditError;
 use super::lock;
-use super::sink::Shared;
-use crate::config::FlushMode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use writegate_fs::FsError;
@@ -77,90 +74,72 @@ impl GroupSync {
 }
 
 #[derive(Default)]
-pub(super) struct FlusherState {
-    pub(super) stop: bool,
+struct FlusherState {
+    stop: bool,
     /// An intent was journaled in `sync` mode: `fdatasync` the journal now.
-    pub(super) journal_kick: bool,
+    journal_kick: bool,
     /// Time of the first append not yet covered by a flush (interval mode).
     dirty_since: Option<Instant>,
     next_retry: Option<Instant>,
-    pub(super) idle: bool,
+    idle: bool,
 }
 
-impl Shared {
-    /// After appends: flush them (sync mode) or mark the log dirty
-    /// (interval mode), then retire `intents` intents.
-    pub(super) fn after_append(&self, intents: usize) {
-        if self.flush == FlushMode::Sync {
-            let (latest, _) = self.log_sync.latest();
-            if let Err(e) = self.sync_log(latest) {
-                // The events are in the log, maybe not on disk; the log is
-                // failing until a flush succeeds (audit.required refuses
-                // operations meanwhile). Their intents are retired all the
-                // same: a killed process loses nothing in the log.
-                tracing::error!(path = %self.path.display(), error = %e, "audit flush failed");
-            }
-        } else {
-            let mut f = lock(&self.flusher);
-            let wake = f.dirty_since.is_none() && f.idle;
-            if f.dirty_since.is_none() {
-                f.dirty_since = Some(Instant::now());
-            }
-            // Woken after the lock is dropped, the flusher does not wait
-            // for it (the state it reads was set under the lock).
-            drop(f);
-            if wake {
-                self.wake.notify_one();
-            }
-        }
-        for _ in 0..intents {
-            self.journal_done();
+/// The background flusher's state and its wake-up call. What it flushes
+/// is the sink's: [`Flusher::run`] is handed the steps.
+#[derive(Default)]
+pub(super) struct Flusher {
+    state: Mutex<FlusherState>,
+    wake: Condvar,
+}
+
+impl Flusher {
+    /// Wakes the flusher if it is idle (so that it retries a failing log).
+    pub(super) fn nudge(&self) {
+        let f = lock(&self.state);
+        if f.idle {
+            self.wake.notify_one();
         }
     }
 
-    /// `fdatasync`s the log up to append `seq` (group commit); a failure
-    /// marks the log failing until a flush succeeds.
-    fn sync_log(&self, seq: u64) -> Result<(), AuditError> {
-        let Some(log) = lock(&self.log).log.clone() else {
-            return Err(AuditError::LogNotOpen);
-        };
-        let result = self.log_sync.wait(seq, &|| log.sync());
-        let mut st = lock(&self.log);
-        match result {
-            Ok(()) => {
-                if st.flush_failed {
-                    tracing::info!(path = %self.path.display(), "audit log flushes again");
-                }
-                st.flush_failed = false;
-                self.update_failing(&st);
-                Ok(())
-            }
-            Err(e) => {
-                self.failures.fetch_add(1, Ordering::SeqCst);
-                st.flush_failed = true;
-                self.update_failing(&st);
-                Err(e.into())
-            }
+    /// Asks for an `fdatasync` of the journal now (an intent was journaled
+    /// in `sync` mode).
+    pub(super) fn kick_journal(&self) {
+        let mut f = lock(&self.state);
+        f.journal_kick = true;
+        if f.idle {
+            self.wake.notify_one();
         }
     }
 
-    /// A flush by the flusher: catch up, then `fdatasync` what was appended.
-    pub(super) fn flush_now(&self) {
-        self.catch_up();
-        let (appended, synced) = self.log_sync.latest();
-        if appended > synced
-            && let Err(e) = self.sync_log(appended)
-        {
-            tracing::error!(path = %self.path.display(), error = %e, "audit flush failed");
+    /// Notes an append not yet flushed (interval mode): the flusher
+    /// flushes within [`FLUSH_INTERVAL`] of the first one.
+    pub(super) fn mark_dirty(&self) {
+        let mut f = lock(&self.state);
+        let wake = f.dirty_since.is_none() && f.idle;
+        if f.dirty_since.is_none() {
+            f.dirty_since = Some(Instant::now());
+        }
+        // Woken after the lock is dropped, the flusher does not wait
+        // for it (the state it reads was set under the lock).
+        drop(f);
+        if wake {
+            self.wake.notify_one();
         }
     }
 
-    /// The background flusher: in interval mode, flushes within
+    /// Makes [`Flusher::run`] return.
+    pub(super) fn stop(&self) {
+        let mut f = lock(&self.state);
+        f.stop = true;
+        self.wake.notify_all();
+    }
+
+    /// The background flusher: in interval mode, calls `flush` within
     /// [`FLUSH_INTERVAL`] of the first unflushed append; in both modes,
-    /// retries a failing log every [`RETRY_EVERY`]; flushes once more when
-    /// stopped.
-    pub(super) fn run_flusher(&self) {
-        let mut f = lock(&self.flusher);
+    /// calls it every [`RETRY_EVERY`] while `failing`; calls
+    /// `sync_journal` when kicked; returns when stopped.
+    pub(super) fn run(&self, failing: &AtomicBool, flush: &dyn Fn(), sync_journal: &dyn Fn()) {
+        let mut f = lock(&self.state);
         loop {
             if f.stop {
                 break;
@@ -168,13 +147,13 @@ impl Shared {
             if f.journal_kick {
                 f.journal_kick = false;
                 drop(f);
-                self.sync_journal();
-                f = lock(&self.flusher);
+                sync_journal();
+                f = lock(&self.state);
                 continue;
             }
             let now = Instant::now();
             let mut due = f.dirty_since.map(|t| t + FLUSH_INTERVAL);
-            if self.failing.load(Ordering::SeqCst) {
+            if failing.load(Ordering::SeqCst) {
                 let retry = *f.next_retry.get_or_insert(now + RETRY_EVERY);
                 due = Some(due.map_or(retry, |d| d.min(retry)));
             } else {
@@ -199,8 +178,8 @@ impl Shared {
                     f.dirty_since = None;
                     f.next_retry = None;
                     drop(f);
-                    self.flush_now();
-                    f = lock(&self.flusher);
+                    flush();
+                    f = lock(&self.state);
                 }
             }
         }

@@ -2,14 +2,13 @@
 //! commit and retired once its event is in the log.
 
 use super::AuditError;
-use super::flusher::RETRY_EVERY;
-use super::sink::Shared;
+use super::flusher::{GroupSync, RETRY_EVERY};
 use super::{AuditEvent, lock};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
-use writegate_fs::Journal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use writegate_fs::{FsError, Journal};
 
 /// A journal longer than this is cleared before more intents are added:
 /// new operations wait at [`AuditSink::prepare`](super::AuditSink::prepare)
@@ -85,18 +84,28 @@ pub(super) fn intent_line(
     line
 }
 
-pub(super) struct JournalState {
-    pub(super) journal: Option<Arc<Journal>>,
+/// The journal, its room and its group `fdatasync`: one per sink.
+#[derive(Default)]
+pub(super) struct IntentJournal {
+    state: Mutex<JournalState>,
+    /// Signalled when a full journal is emptied.
+    room: Condvar,
+    sync: GroupSync,
+}
+
+#[derive(Default)]
+struct JournalState {
+    journal: Option<Arc<Journal>>,
     /// Why there is no journal, while there is none.
-    pub(super) error: Option<String>,
-    pub(super) len: u64,
-    pub(super) pending: usize,
-    /// Operations waiting in [`Shared::journal_append`] for room.
-    pub(super) waiting: usize,
+    error: Option<String>,
+    len: u64,
+    pending: usize,
+    /// Operations waiting in [`IntentJournal::append`] for room.
+    waiting: usize,
     /// An append failed: the journal may end in a fragment (a short write
     /// whose rollback failed too), and `len` may be behind the file. The
     /// next retirement empties the journal instead of appending to it.
-    pub(super) damaged: bool,
+    damaged: bool,
 }
 
 impl JournalState {
@@ -132,16 +141,36 @@ impl JournalState {
     }
 }
 
-impl Shared {
-    /// Appends an intent line; returns the journal and the append's number.
-    pub(super) fn journal_append(&self, line: &[u8]) -> Result<(Arc<Journal>, u64), AuditError> {
-        let mut j = lock(&self.journal);
+impl IntentJournal {
+    /// Creates this process's journal in `dir`; a failure is logged and
+    /// kept as [`IntentJournal::error`].
+    pub(super) fn create(&self, dir: &Path) {
+        let mut j = lock(&self.state);
+        match Journal::create(dir) {
+            Ok(journal) => j.journal = Some(Arc::new(journal)),
+            Err(e) => {
+                let e = crate::error::with_causes(&e);
+                tracing::error!(error = %e, "cannot create the audit intent journal");
+                j.error = Some(e);
+            }
+        }
+    }
+
+    /// Why there is no journal, while there is none.
+    pub(super) fn error(&self) -> Option<String> {
+        lock(&self.state).error.clone()
+    }
+
+    /// Appends an intent line; returns the append's number. Waits for room
+    /// in a journal over its limit, unless the log is `failing`.
+    pub(super) fn append(&self, line: &[u8], failing: &AtomicBool) -> Result<u64, AuditError> {
+        let mut j = lock(&self.state);
         let mut waits = 0;
         while j.len > JOURNAL_LIMIT && j.pending > 0 {
             // Pending intents are retired as their events are written; not
             // while the log is failing. A wait that does not end (an
             // intent that is never retired) is a refusal, not a hang.
-            if self.failing.load(Ordering::SeqCst) {
+            if failing.load(Ordering::SeqCst) {
                 return Err(AuditError::JournalFullWhileFailing);
             }
             if waits == JOURNAL_WAITS {
@@ -150,7 +179,7 @@ impl Shared {
             waits += 1;
             j.waiting += 1;
             j = self
-                .journal_room
+                .room
                 .wait_timeout(j, RETRY_EVERY)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
@@ -168,32 +197,50 @@ impl Shared {
         }
         j.len += line.len() as u64;
         j.pending += 1;
-        let seq = self.journal_sync.mark();
-        Ok((journal, seq))
+        Ok(self.sync.mark())
     }
 
     /// One pending intent is retired; when none is left, so is every
     /// intent in the journal ([`JournalState::retire_all`]).
-    pub(super) fn journal_done(&self) {
-        let mut j = lock(&self.journal);
+    pub(super) fn done(&self) {
+        let mut j = lock(&self.state);
         j.pending = j.pending.saturating_sub(1);
         if j.pending == 0 && j.len > 0 {
             j.retire_all();
             // A notify is a system call even with nobody waiting.
             if j.waiting > 0 {
-                self.journal_room.notify_all();
+                self.room.notify_all();
             }
         }
     }
 
     /// `fdatasync`s every intent journaled so far (for `intent_durable`,
     /// which reports a failure to its operation).
-    pub(super) fn sync_journal(&self) {
-        let Some(journal) = lock(&self.journal).journal.clone() else {
+    pub(super) fn sync_all(&self) {
+        let Some(journal) = lock(&self.state).journal.clone() else {
             return;
         };
-        let (appended, _) = self.journal_sync.latest();
-        let _ = self.journal_sync.wait(appended, &|| journal.sync());
+        let (appended, _) = self.sync.latest();
+        let _ = self.sync.wait(appended, &|| journal.sync());
+    }
+
+    /// Waits until append `seq` is on disk (sharing the `fdatasync` with
+    /// concurrent callers). `None` when there is no journal.
+    pub(super) fn wait_synced(&self, seq: u64) -> Option<Result<(), FsError>> {
+        let journal = lock(&self.state).journal.clone()?;
+        Some(self.sync.wait(seq, &|| journal.sync()))
+    }
+
+    /// Removes the journal when nothing is pending (a journal with pending
+    /// intents is left for the next start).
+    pub(super) fn close(&self) {
+        let mut j = lock(&self.state);
+        if j.pending == 0
+            && let Some(journal) = j.journal.take()
+            && let Err(e) = journal.remove()
+        {
+            tracing::warn!(error = %crate::error::with_causes(&e), "cannot remove the intent journal");
+        }
     }
 }
 

@@ -4,7 +4,6 @@
 use super::AuditError;
 use super::journal::{IntentRecord, RETIRED, journal_dir};
 use super::line::event_line;
-use super::sink::Shared;
 use super::{EventKind, Recovered};
 use crate::error::ErrorKind;
 use crate::sha256_tagged;
@@ -60,12 +59,17 @@ pub(super) fn log_recovery(path: &Path, r: &Recovery) {
 }
 
 /// Start-up repair: cuts a torn tail, then writes the missing events of the
-/// journals of dead processes and removes those journals.
-pub(super) fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, AuditError> {
+/// journals of dead processes (beside `path`) and removes those journals.
+/// With `raw_paths`, an event found not committed says so in its hint.
+pub(super) fn recover(
+    path: &Path,
+    raw_paths: bool,
+    log: &AppendLog,
+) -> Result<Recovery, AuditError> {
     let mut report = Recovery::default();
     let mut guard = log.lock()?;
     report.torn_bytes = guard.repair_tail()?;
-    let orphans = writegate_fs::orphan_journals(&journal_dir(&s.path))?;
+    let orphans = writegate_fs::orphan_journals(&journal_dir(path))?;
     let mut intents = Vec::new();
     for o in &orphans {
         let bytes = o.read()?;
@@ -126,7 +130,7 @@ pub(super) fn recover(s: &Shared, log: &AppendLog) -> Result<Recovery, AuditErro
                     event.created = None;
                     event.bytes_after = None;
                     event.hash_after = None;
-                    if s.raw_paths {
+                    if raw_paths {
                         event.hint = Some(
                             "the daemon stopped before this write committed; nothing was written"
                                 .into(),

@@ -1,16 +1,21 @@
 //! The sink: opens the log and the journal, appends events in order, keeps
-//! them in memory while the log fails, and closes.
+//! them in memory while the log fails, and closes. It composes the parts:
+//! each of `reserve.rs`, `journal.rs`, `flusher.rs` and `recovery.rs` owns
+//! its own state and knows nothing of the sink.
 
 use super::AuditError;
 use super::event::GapEvent;
-use super::flusher::{FlusherState, GroupSync};
-use super::journal::{JournalState, journal_dir};
+use super::flusher::{Flusher, GroupSync};
+use super::journal::{IntentJournal, journal_dir};
 use super::line::event_line;
 use super::recovery::{log_recovery, recover};
-use super::reserve::CanReserve;
+use super::reserve::{
+    CommitFacts, EVENT_SLACK, ReserveState, committed_event, intent, refuse_or_warn,
+};
 use super::{AuditEvent, CommitIntent, GrantEvent, Recovery, Reservation, lock, now_rfc3339};
 use crate::api::OpCtx;
 use crate::config::{AuditConfig, FlushMode};
+use crate::error::Refusal;
 use crate::policy::{GrantForm, GrantOutcome};
 use crate::{hex, path_hash};
 use sha2::{Digest, Sha256};
@@ -20,9 +25,10 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use writegate_fs::{AppendLog, Journal};
+use std::time::Duration;
+use writegate_fs::AppendLog;
 
 /// Events kept in memory while the log cannot take them; beyond this they
 /// are counted as lost (and an `audit.gap` line says how many once the log
@@ -36,43 +42,39 @@ struct Queued {
     promised: u64,
 }
 
-pub(super) struct LogState {
-    pub(super) log: Option<Arc<AppendLog>>,
+#[derive(Default)]
+struct LogState {
+    log: Option<Arc<AppendLog>>,
     /// Why the log is not open, while it is not.
-    pub(super) open_error: Option<String>,
+    open_error: Option<String>,
     backlog: VecDeque<Queued>,
     lost: u64,
-    /// Bytes promised to events of prepared operations and reservations.
-    pub(super) promised: u64,
-    /// Disk is allocated up to this offset of the log.
-    pub(super) reserved_to: u64,
-    pub(super) can_reserve: CanReserve,
+    /// Space promised to future events, and the disk allocated for it.
+    reserve: ReserveState,
     /// The last `fdatasync` of the log failed.
-    pub(super) flush_failed: bool,
+    flush_failed: bool,
 }
 
-pub(super) struct Shared {
-    pub(super) path: PathBuf,
-    pub(super) required: bool,
-    pub(super) raw_paths: bool,
-    pub(super) flush: FlushMode,
+/// The sink's parts, shared with its flusher thread.
+struct Shared {
+    path: PathBuf,
+    required: bool,
+    raw_paths: bool,
+    flush: FlushMode,
     tag: String,
     next_op: AtomicU64,
-    pub(super) log: Mutex<LogState>,
-    pub(super) failing: AtomicBool,
-    pub(super) failures: AtomicU64,
-    pub(super) log_sync: GroupSync,
-    pub(super) journal: Mutex<JournalState>,
-    pub(super) journal_room: Condvar,
-    pub(super) journal_sync: GroupSync,
-    pub(super) flusher: Mutex<FlusherState>,
-    pub(super) wake: Condvar,
+    log: Mutex<LogState>,
+    failing: AtomicBool,
+    failures: AtomicU64,
+    log_sync: GroupSync,
+    journal: IntentJournal,
+    flusher: Flusher,
 }
 
 /// Where events go: a 0600 JSON-lines file (see the module doc for what is
 /// guaranteed). One per process; shareable between threads.
 pub struct AuditSink {
-    pub(super) shared: Arc<Shared>,
+    shared: Arc<Shared>,
     flusher: Mutex<Option<JoinHandle<()>>>,
     recovery: Recovery,
     closed: AtomicBool,
@@ -93,37 +95,18 @@ impl AuditSink {
             flush: cfg.flush,
             tag: process_tag(),
             next_op: AtomicU64::new(1),
-            log: Mutex::new(LogState {
-                log: None,
-                open_error: None,
-                backlog: VecDeque::new(),
-                lost: 0,
-                promised: 0,
-                reserved_to: 0,
-                can_reserve: CanReserve::Unknown,
-                flush_failed: false,
-            }),
+            log: Mutex::new(LogState::default()),
             failing: AtomicBool::new(true),
             failures: AtomicU64::new(0),
             log_sync: GroupSync::default(),
-            journal: Mutex::new(JournalState {
-                journal: None,
-                error: None,
-                len: 0,
-                pending: 0,
-                waiting: 0,
-                damaged: false,
-            }),
-            journal_room: Condvar::new(),
-            journal_sync: GroupSync::default(),
-            flusher: Mutex::new(FlusherState::default()),
-            wake: Condvar::new(),
+            journal: IntentJournal::default(),
+            flusher: Flusher::default(),
         });
         let mut recovery = Recovery::default();
         match AppendLog::open(path) {
             Ok(log) => {
                 let log = Arc::new(log);
-                match recover(&shared, &log) {
+                match recover(path, cfg.raw_paths, &log) {
                     Ok(r) => recovery = r,
                     Err(e) => {
                         tracing::error!(path = %path.display(), error = %e,
@@ -139,17 +122,7 @@ impl AuditSink {
                 lock(&shared.log).open_error = Some(e);
             }
         }
-        {
-            let mut j = lock(&shared.journal);
-            match Journal::create(&journal_dir(path)) {
-                Ok(journal) => j.journal = Some(Arc::new(journal)),
-                Err(e) => {
-                    let e = crate::error::with_causes(&e);
-                    tracing::error!(error = %e, "cannot create the audit intent journal");
-                    j.error = Some(e);
-                }
-            }
-        }
+        shared.journal.create(&journal_dir(path));
         // The log must be able to take at least one event now.
         shared.check_space();
         shared.update_failing(&lock(&shared.log));
@@ -211,7 +184,7 @@ impl AuditSink {
         if log.log.is_none() {
             return Some("the audit log is not open".into());
         }
-        if let Some(e) = &lock(&self.shared.journal).error {
+        if let Some(e) = self.shared.journal.error() {
             return Some(format!("the intent journal cannot be created: {e}"));
         }
         if !log.backlog.is_empty() || log.flush_failed {
@@ -305,6 +278,88 @@ impl AuditSink {
         }
     }
 
+    /// Before a commit: reserves disk space for the event of the
+    /// operation whose draft event is `draft`, then appends its intent to
+    /// the journal (and, with `flush = "sync"`, makes the intent durable).
+    /// The intent is what lets the next start write the event if this
+    /// process dies between the commit and the event.
+    ///
+    /// Errors: with `audit.required`, any failure is an `io_error` refusal
+    /// (the caller must not commit). Without it, a failure is logged and
+    /// `Ok(None)`: the operation proceeds without that protection.
+    pub fn prepare(
+        &self,
+        draft: &AuditEvent,
+        facts: &CommitFacts<'_>,
+        elapsed: Duration,
+    ) -> Result<Option<CommitIntent>, Refusal> {
+        let s = &self.shared;
+        let (event, need) = committed_event(draft, facts, elapsed, s.raw_paths);
+        let (offset, log_id) = match s.promise(need) {
+            Ok(at) => at,
+            Err(why) => return self.refuse_or_warn(&why),
+        };
+        let line = intent(offset, log_id, facts, &event);
+        let seq = match s.journal.append(&line, &s.failing) {
+            Ok(seq) => seq,
+            Err(why) => {
+                s.release(need);
+                return self.refuse_or_warn(&why);
+            }
+        };
+        let journal_seq = (s.flush == FlushMode::Sync).then(|| {
+            // Start its fdatasync now, on the flusher, so that it overlaps
+            // the caller's own writing and fsync of the new file;
+            // `intent_durable` waits for it just before the rename.
+            s.flusher.kick_journal();
+            seq
+        });
+        Ok(Some(CommitIntent { need, journal_seq }))
+    }
+
+    /// Just before the commit (the rename): with `flush = "sync"`, waits
+    /// until the intent is on disk (sharing the `fdatasync` with concurrent
+    /// operations). Errors as [`AuditSink::prepare`]; after an error with
+    /// `audit.required` the caller must not commit (the intent is retired
+    /// with the operation's `fs.denied` event).
+    pub fn intent_durable(&self, intent: Option<&CommitIntent>) -> Result<(), Refusal> {
+        let Some(seq) = intent.and_then(|i| i.journal_seq) else {
+            return Ok(());
+        };
+        let s = &self.shared;
+        match s.journal.wait_synced(seq) {
+            None => self
+                .refuse_or_warn::<()>(&AuditError::NoJournal(None))
+                .map(|_| ()),
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => {
+                s.failures.fetch_add(1, Ordering::SeqCst);
+                self.refuse_or_warn::<()>(&e.into()).map(|_| ())
+            }
+        }
+    }
+
+    fn refuse_or_warn<T>(&self, why: &AuditError) -> Result<Option<T>, Refusal> {
+        refuse_or_warn(&self.shared.path, self.shared.required, why)
+    }
+
+    /// Promises space for one event of about `len` bytes (an approval's),
+    /// before the action it records. Errors as [`AuditSink::prepare`].
+    pub fn reserve_event(&self, len: u64) -> Result<Option<Reservation>, Refusal> {
+        let need = len + EVENT_SLACK;
+        match self.shared.promise(need) {
+            Ok(_) => Ok(Some(Reservation { need })),
+            Err(why) => self.refuse_or_warn(&why),
+        }
+    }
+
+    /// Gives back a reservation that will not be used (the action failed).
+    pub fn release(&self, r: Option<Reservation>) {
+        if let Some(r) = r {
+            self.shared.release(r.need);
+        }
+    }
+
     /// Stops the flusher after a last flush, and removes this process's
     /// journal when nothing is pending (a journal with pending intents is
     /// left for the next start). Called at shutdown; idempotent.
@@ -312,23 +367,12 @@ impl AuditSink {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        {
-            let mut f = lock(&self.shared.flusher);
-            f.stop = true;
-            self.shared.wake.notify_all();
-        }
+        self.shared.flusher.stop();
         if let Some(h) = lock(&self.flusher).take() {
             let _ = h.join();
         }
         self.shared.flush_now();
-        let mut j = lock(&self.shared.journal);
-        if j.pending == 0
-            && let Some(journal) = j.journal.take()
-            && let Err(e) = journal.remove()
-        {
-            tracing::warn!(error = %crate::error::with_causes(&e), "cannot remove the intent journal");
-        }
-        drop(j);
+        self.shared.journal.close();
         let (appended, synced) = self.shared.log_sync.latest();
         let log = lock(&self.shared.log);
         if log.backlog.is_empty() && appended == synced {
@@ -350,16 +394,42 @@ impl Drop for AuditSink {
 }
 
 impl Shared {
-    pub(super) fn update_failing(&self, log: &LogState) {
+    fn update_failing(&self, log: &LogState) {
         let failing = log.log.is_none() || !log.backlog.is_empty() || log.flush_failed;
         self.failing.store(failing, Ordering::SeqCst);
         if failing {
             // Make the flusher retry.
-            let f = lock(&self.flusher);
-            if f.idle {
-                self.wake.notify_one();
-            }
+            self.flusher.nudge();
         }
+    }
+
+    /// Reserves space for the first event at start, so that a full disk is
+    /// found before serving.
+    fn check_space(&self) {
+        if let Err(e) = self.promise(EVENT_SLACK * 2) {
+            let mut log = lock(&self.log);
+            if log.open_error.is_none() {
+                tracing::error!(path = %self.path.display(), error = %e, "the audit log has no room for an event");
+                log.open_error = Some(e.to_string());
+            }
+        } else {
+            self.release(EVENT_SLACK * 2);
+        }
+    }
+
+    /// Promises `need` bytes of the log to one future event
+    /// ([`ReserveState::promise`]).
+    fn promise(&self, need: u64) -> Result<(u64, (u64, u64)), AuditError> {
+        let mut st = lock(&self.log);
+        let log = match &st.log {
+            Some(l) => l.clone(),
+            None => return Err(AuditError::LogNotOpen),
+        };
+        st.reserve.promise(&log, &self.path, need)
+    }
+
+    fn release(&self, need: u64) {
+        lock(&self.log).reserve.release(need);
     }
 
     /// Appends `line` (an event without its `\n`): after anything still
@@ -403,21 +473,16 @@ impl Shared {
             Some(l) => l.clone(),
             None => return Err(AuditError::LogNotOpen),
         };
-        let len = line.len() as u64;
-        if promised == 0 && st.promised > 0 && st.can_reserve != CanReserve::No {
-            // A line nobody promised space to must not use the space
-            // promised to a committed operation's event.
-            let size = log.len()?;
-            self.grow_reservation(st, &log, size, len)?;
-        }
+        st.reserve
+            .make_room(&log, &self.path, line.len() as u64, promised)?;
         match log.append(line) {
             Ok(_) => {
-                st.promised = st.promised.saturating_sub(promised);
+                st.reserve.release(promised);
                 Ok(self.log_sync.mark())
             }
             Err(e) => {
                 // A rollback truncation frees the reserved blocks too.
-                st.reserved_to = 0;
+                st.reserve.forget_allocation();
                 Err(e.into())
             }
         }
@@ -434,7 +499,7 @@ impl Shared {
     fn enqueue(&self, st: &mut LogState, line: Vec<u8>, intent: Option<CommitIntent>, need: u64) {
         if st.backlog.len() >= MAX_BACKLOG {
             st.lost += 1;
-            st.promised = st.promised.saturating_sub(need);
+            st.reserve.release(need);
             if st.lost == 1 || st.lost.is_power_of_two() {
                 tracing::error!(
                     lost = st.lost,
@@ -444,7 +509,7 @@ impl Shared {
             if intent.is_some() {
                 // Counted in the `audit.gap` line; its intent is retired
                 // so that the journal can be cleared again.
-                self.journal_done();
+                self.journal.done();
             }
             return;
         }
@@ -469,7 +534,7 @@ impl Shared {
                     tracing::info!(path = %self.path.display(), "audit log opened");
                     st.log = Some(Arc::new(l));
                     st.open_error = None;
-                    st.reserved_to = 0;
+                    st.reserve.forget_allocation();
                 }
                 Err(_) => return written,
             }
@@ -505,8 +570,74 @@ impl Shared {
         written
     }
 
+    /// After appends: flush them (sync mode) or mark the log dirty
+    /// (interval mode), then retire `intents` intents.
+    fn after_append(&self, intents: usize) {
+        if self.flush == FlushMode::Sync {
+            let (latest, _) = self.log_sync.latest();
+            if let Err(e) = self.sync_log(latest) {
+                // The events are in the log, maybe not on disk; the log is
+                // failing until a flush succeeds (audit.required refuses
+                // operations meanwhile). Their intents are retired all the
+                // same: a killed process loses nothing in the log.
+                tracing::error!(path = %self.path.display(), error = %e, "audit flush failed");
+            }
+        } else {
+            self.flusher.mark_dirty();
+        }
+        for _ in 0..intents {
+            self.journal.done();
+        }
+    }
+
+    /// `fdatasync`s the log up to append `seq` (group commit); a failure
+    /// marks the log failing until a flush succeeds.
+    fn sync_log(&self, seq: u64) -> Result<(), AuditError> {
+        let Some(log) = lock(&self.log).log.clone() else {
+            return Err(AuditError::LogNotOpen);
+        };
+        let result = self.log_sync.wait(seq, &|| log.sync());
+        let mut st = lock(&self.log);
+        match result {
+            Ok(()) => {
+                if st.flush_failed {
+                    tracing::info!(path = %self.path.display(), "audit log flushes again");
+                }
+                st.flush_failed = false;
+                self.update_failing(&st);
+                Ok(())
+            }
+            Err(e) => {
+                self.failures.fetch_add(1, Ordering::SeqCst);
+                st.flush_failed = true;
+                self.update_failing(&st);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The flusher thread: flushes the log and retries it while it fails,
+    /// and `fdatasync`s the journal when asked ([`Flusher::run`]).
+    fn run_flusher(&self) {
+        self.flusher.run(&self.failing, &|| self.flush_now(), &|| {
+            self.journal.sync_all();
+        });
+    }
+
+    /// A flush by the flusher (and at close): catch up, then `fdatasync`
+    /// what was appended.
+    fn flush_now(&self) {
+        self.catch_up();
+        let (appended, synced) = self.log_sync.latest();
+        if appended > synced
+            && let Err(e) = self.sync_log(appended)
+        {
+            tracing::error!(path = %self.path.display(), error = %e, "audit flush failed");
+        }
+    }
+
     /// Tries to write what waits (and to flush, if the last flush failed).
-    pub(super) fn catch_up(&self) {
+    fn catch_up(&self) {
         let mut st = lock(&self.log);
         let written = self.drain(&mut st);
         let retry_flush = st.flush_failed;
