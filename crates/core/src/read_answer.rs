@@ -37,6 +37,12 @@ impl<'a> LinesView<'a> {
         self.view.lines()
     }
 
+    /// The lines asked for as one piece of the decoded text, each with its
+    /// own ending, and the number of the first (`None`: no line asked for).
+    pub fn window(&self) -> Option<(u64, &str)> {
+        self.view.window()
+    }
+
     /// Lines in the whole file (SPEC 8.1).
     pub fn total_lines(&self) -> usize {
         self.view.total_lines

@@ -25,7 +25,7 @@ use std::ops::Range;
 mod blocks;
 mod write;
 
-pub use write::{push_escaped, push_string};
+pub use write::{push_escaped, push_numbered_escaped, push_string};
 
 /// Deepest nesting the scan follows (`serde_json` allows 128).
 pub const MAX_DEPTH: usize = 64;

@@ -100,6 +100,17 @@ impl NumberedView<'_> {
         win.enumerate()
             .map(move |(i, l)| ((start + i) as u64 + 1, &self.text[l.text()]))
     }
+
+    /// The lines asked for as one piece of the decoded text, each with its
+    /// own ending, and the 1-based number of the first: what
+    /// [`NumberedView::lines`] walks, for a caller that writes them in one
+    /// pass. `None` when no line is asked for.
+    pub fn window(&self) -> Option<(u64, &str)> {
+        let (start, mut win) = window(&self.text, self.line, self.limit);
+        let first = win.next()?;
+        let end = win.last().map_or(first.end, |l| l.end);
+        Some(((self.skipped + start) as u64 + 1, &self.text[first.start..end]))
+    }
 }
 
 /// [`numbered_lines`] as a [`NumberedView`]: the same checks and errors, nothing

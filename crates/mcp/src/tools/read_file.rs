@@ -55,7 +55,7 @@ struct NumberedJson {
     head: Vec<u8>,
     first: Option<u64>,
     last: Option<u64>,
-    count: usize,
+    count: u64,
 }
 
 /// What [`NumberedJson::head`] starts with; the escaped text follows.
@@ -64,26 +64,25 @@ const TEXT_START: &[u8] = br#""content":[{"type":"text","text":""#;
 /// The numbered lines of `view` as `read_file` answers them: `<n>\t<text>`
 /// lines, escaped as the text block's JSON string.
 fn numbered_json(view: &LinesView<'_>) -> NumberedJson {
-    let extent = view.extent();
-    // The text with an escape every 8 bytes, `<n>\t` and `\n` a line, and
-    // the line of facts and the result's end (`ReadOut::written`).
-    let mut head = Vec::with_capacity(extent.bytes + extent.bytes / 8 + extent.lines * 10 + 640);
+    let window = view.window();
+    // Room for the text escaped, a number and `\t` a line (a short line
+    // doubles), the line of facts and the result's end
+    // (`ReadOut::written`): capacity is only address space until written.
+    let len = window.map_or(0, |(_, text)| text.len());
+    let mut head = Vec::with_capacity(2 * len + 640);
     head.extend_from_slice(TEXT_START);
-    let (mut first, mut last) = (None, None);
-    let mut number = itoa::Buffer::new();
-    for (n, text) in view.lines() {
-        first.get_or_insert(n);
-        last = Some(n);
-        head.extend_from_slice(number.format(n).as_bytes());
-        head.extend_from_slice(br"\t");
-        writegate_jsonscan::push_escaped(&mut head, text);
-        head.extend_from_slice(br"\n");
-    }
+    let (first, last, count) = match window {
+        Some((first, text)) => {
+            let count = writegate_jsonscan::push_numbered_escaped(&mut head, text, first);
+            (Some(first), Some(first + count - 1), count)
+        }
+        None => (None, None, 0),
+    };
     NumberedJson {
         head,
         first,
         last,
-        count: extent.lines,
+        count,
     }
 }
 
@@ -93,7 +92,7 @@ impl ReadOut {
     fn summary(&self) -> String {
         let (j, facts) = (&self.lines, &self.facts);
         let shown = match (j.first, j.last) {
-            (Some(a), Some(b)) if j.count < facts.total_lines => {
+            (Some(a), Some(b)) if j.count < facts.total_lines as u64 => {
                 let more = if usize::try_from(b).is_ok_and(|b| b < facts.total_lines) {
                     format!("; read on with line={}", b + 1)
                 } else {
