@@ -166,3 +166,51 @@ fn acp_reads_page_a_large_file_without_holding_it() {
         events[1]
     );
 }
+
+/// A read's hash is taken once per version of a file (ADR 0034): a file
+/// changed in place, same inode, same size, its modification time set
+/// back, is answered with its new bytes' hash, not the one recorded for
+/// the old bytes.
+#[test]
+fn a_file_changed_in_place_with_its_time_set_back_is_answered_with_its_new_hash() {
+    let t = Tree::new(BIN);
+    let d = t.socket_daemon(&["--allow-read"]);
+    let mut c = d.connect();
+    let p = t.ws.join("same-inode.txt");
+    let one = "a line of the first version of the file .......\n".repeat(4096);
+    fs::write(&p, &one).unwrap();
+    let read = |c: &mut crate::common::Client, id: u64| {
+        let r = c.call_id(
+            id,
+            "_writegate/read_lines",
+            json!({"sessionId": "s", "path": p, "limit": 1}),
+        );
+        r["result"]["hash"].as_str().unwrap().to_string()
+    };
+    assert_eq!(read(&mut c, 1), tagged(one.as_bytes()));
+    assert_eq!(read(&mut c, 2), tagged(one.as_bytes()), "the recorded hash");
+    let before = fs::metadata(&p).unwrap();
+    let two = one.replacen("first", "other", 1);
+    assert_eq!(two.len(), one.len());
+    {
+        use std::io::{Seek, Write};
+        let mut f = fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        f.write_all(two.as_bytes()).unwrap();
+        f.set_times(fs::FileTimes::new().set_modified(before.modified().unwrap()))
+            .unwrap();
+    }
+    let after = fs::metadata(&p).unwrap();
+    assert_eq!(after.modified().unwrap(), before.modified().unwrap());
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&after),
+        std::os::unix::fs::MetadataExt::ino(&before)
+    );
+    assert_eq!(read(&mut c, 3), tagged(two.as_bytes()));
+    let r = c.call_id(
+        4,
+        "fs/read_text_file",
+        json!({"sessionId": "s", "path": p, "limit": 1}),
+    );
+    assert_eq!(r["result"]["_meta"]["hash"], tagged(two.as_bytes()), "{r}");
+}

@@ -28,6 +28,7 @@ mod op;
 pub mod policy;
 pub mod queue;
 pub mod read_answer;
+mod read_hash;
 pub mod receipts;
 pub mod routing;
 pub mod runtime;

@@ -50,6 +50,8 @@ pub struct Service {
     own: crate::policy::OwnFiles,
     /// The questions waiting for the person (`writegate pending`).
     queue: crate::queue::ApprovalQueue,
+    /// The SHA-256 of the files reads answered, per version (ADR 0034).
+    read_hashes: crate::read_hash::ReadHashes,
 }
 
 /// Why a client-named workspace cannot be registered (SPEC 2).
@@ -97,6 +99,7 @@ impl Service {
             history: None,
             own: crate::policy::OwnFiles::default(),
             queue: crate::queue::ApprovalQueue::default(),
+            read_hashes: crate::read_hash::ReadHashes::default(),
         }
     }
 
@@ -303,8 +306,8 @@ impl Service {
         let mut op = Op::begin(self, ctx, Intent::Read, None, &p.path);
         let result = (|| {
             let target = op.resolve_read(&p.path)?;
-            let bytes = match op.read_for_reader(&target, &p.path)? {
-                ReadBody::Whole(bytes) => bytes,
+            let (bytes, key) = match op.read_for_reader(&target, &p.path)? {
+                ReadBody::Whole(bytes, key) => (bytes, key),
                 ReadBody::Large(file) => {
                     let (paged, hash) = op
                         .read_paged(&file, &p.path, p.line, p.limit, true)
@@ -318,11 +321,12 @@ impl Service {
                     return Ok((answer(&view), facts));
                 }
             };
-            let ((made, total_lines, format), hash) = hashed_beside(&bytes, || {
-                let view = LinesView::of(&bytes, p.line, p.limit)?;
-                Ok((answer(&view), view.total_lines(), view.format()))
-            })
-            .map_err(read_words)?;
+            let ((made, total_lines, format), hash) = self
+                .read_hashed(key, &bytes, || {
+                    let view = LinesView::of(&bytes, p.line, p.limit)?;
+                    Ok((answer(&view), view.total_lines(), view.format()))
+                })
+                .map_err(read_words)?;
             Ok((
                 made,
                 ReadFacts {
@@ -363,23 +367,46 @@ impl Service {
         let mut op = Op::begin(self, ctx, Intent::Read, None, &p.path);
         let result = (|| {
             let target = op.resolve_read(&p.path)?;
-            let bytes = match op.read_for_reader(&target, &p.path)? {
-                ReadBody::Whole(bytes) => bytes,
+            let (bytes, key) = match op.read_for_reader(&target, &p.path)? {
+                ReadBody::Whole(bytes, key) => (bytes, key),
                 ReadBody::Large(file) => {
                     let (paged, hash) = op.read_paged(&file, &p.path, p.line, p.limit, false)?;
                     let made = answer(paged.text());
                     return Ok((made, hash, FileFormat::from(&paged.format)));
                 }
             };
-            let ((made, format), hash) = hashed_beside(&bytes, || {
-                let (content, format) =
-                    writegate_text::read_text_borrowed(&bytes, p.line, p.limit)?;
-                Ok((answer(&content), FileFormat::from(&format)))
-            })
-            .map_err(read_words)?;
+            let ((made, format), hash) = self
+                .read_hashed(key, &bytes, || {
+                    let (content, format) =
+                        writegate_text::read_text_borrowed(&bytes, p.line, p.limit)?;
+                    Ok((answer(&content), FileFormat::from(&format)))
+                })
+                .map_err(read_words)?;
             Ok((made, hash, format))
         })();
         op.finish(result)
+    }
+
+    /// `make()` and the tagged SHA-256 of `bytes`, a read of the file
+    /// `key`: the hash recorded for these bytes of this file when there is
+    /// one ([`crate::read_hash`]), else taken beside `make` and recorded.
+    fn read_hashed<T>(
+        &self,
+        key: crate::read_hash::FileKey,
+        bytes: &[u8],
+        make: impl FnOnce() -> Result<T, Failure>,
+    ) -> Result<(T, String), Failure> {
+        if bytes.len() < crate::read_hash::CACHED_MIN {
+            return hashed_beside(bytes, make);
+        }
+        match self.read_hashes.lookup(key, bytes) {
+            Ok(hash) => make().map(|made| (made, hash)),
+            Err(check) => {
+                let (made, hash) = hashed_beside(bytes, make)?;
+                self.read_hashes.record(key, check, &hash);
+                Ok((made, hash))
+            }
+        }
     }
 
     /// The files written in a session so far, oldest first (SPEC 3).

@@ -109,7 +109,10 @@ impl NumberedView<'_> {
         let (start, mut win) = window(&self.text, self.line, self.limit);
         let first = win.next()?;
         let end = win.last().map_or(first.end, |l| l.end);
-        Some(((self.skipped + start) as u64 + 1, &self.text[first.start..end]))
+        Some((
+            (self.skipped + start) as u64 + 1,
+            &self.text[first.start..end],
+        ))
     }
 }
 

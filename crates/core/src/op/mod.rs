@@ -485,7 +485,12 @@ impl<'s> Op<'s> {
                 ..
             }) => {
                 self.event().bytes_before = Some(stat.len);
-                Ok(ReadBody::Whole(bytes))
+                let key = crate::read_hash::FileKey {
+                    dev: stat.dev,
+                    ino: stat.ino,
+                    len: stat.len,
+                };
+                Ok(ReadBody::Whole(bytes, key))
             }
             Some(e) => {
                 self.event().bytes_before = Some(e.stat.len);
@@ -635,8 +640,8 @@ const PAGED_READ_CHUNK: usize = 1024 * 1024;
 /// What [`Op::read_for_reader`] found: the file, whole, or one over
 /// `max_edit_bytes`, open, for [`Op::read_paged`].
 pub(crate) enum ReadBody {
-    /// Every byte of the file.
-    Whole(Vec<u8>),
+    /// Every byte of the file, and the file they were read from.
+    Whole(Vec<u8>, crate::read_hash::FileKey),
     /// A file too large to hold whole.
     Large(Existing),
 }

@@ -1,0 +1,149 @@
+//! The SHA-256 a read answers, taken once per version of a file: an agent
+//! reads the same file again and again, and at 1 MiB the hash was a third
+//! of a read's CPU (docs/decisions/0034-reads-ahead-of-the-peers.md).
+//!
+//! An entry is keyed by the file's device and inode and holds its size,
+//! the XXH3-64 of its bytes and their SHA-256. A read of a file of at
+//! least [`CACHED_MIN`] bytes takes the XXH3-64 of the bytes it is about to
+//! answer (about 20 times faster than SHA-256); only when the file's
+//! identity, its size and that check all equal an entry's is the entry's
+//! SHA-256 the answer's, otherwise the bytes are hashed and the entry
+//! replaced. No timestamp is trusted: a write through a shared mapping
+//! changes bytes without moving `mtime` or `ctime`, `utimensat` sets
+//! `mtime` back, and `ctime` is only as fine as the kernel's coarse clock.
+//! What is compared is the bytes being answered, so an entry can be wrong
+//! only for bytes that collide with the hashed ones under XXH3-64: a 2^-64
+//! chance for a change not made to collide. A change made to collide needs
+//! someone who can write the file, who can as well change it after any
+//! check. Nothing but a read's answer takes its hash from here: an edit's
+//! `expectedHash` check and the audit's `hashBefore` hash the bytes they
+//! have.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Files smaller than this are hashed every time: SHA-256 of 64 KiB costs
+/// about what a lookup and its check do.
+pub(crate) const CACHED_MIN: usize = 64 * 1024;
+
+/// Files remembered; past it, the least recently used entry goes.
+const ENTRIES: usize = 256;
+
+/// The cache (one per [`crate::Service`]).
+#[derive(Default)]
+pub(crate) struct ReadHashes {
+    entries: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    map: HashMap<(u64, u64), Entry>,
+    /// A counter, for least recently used.
+    clock: u64,
+}
+
+struct Entry {
+    len: u64,
+    check: u64,
+    hash: String,
+    used: u64,
+}
+
+/// A file as a read found it: identity and size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileKey {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) len: u64,
+}
+
+impl ReadHashes {
+    /// The SHA-256 recorded for `bytes`, read from the file `key`, when
+    /// the entry of that file matches them (see the module docs), with the
+    /// check to [`ReadHashes::record`] it under if not.
+    pub(crate) fn lookup(&self, key: FileKey, bytes: &[u8]) -> Result<String, u64> {
+        let check = xxhash_rust::xxh3::xxh3_64(bytes);
+        let mut t = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        t.clock += 1;
+        let now = t.clock;
+        match t.map.get_mut(&(key.dev, key.ino)) {
+            Some(e) if e.len == key.len && e.len == bytes.len() as u64 && e.check == check => {
+                e.used = now;
+                Ok(e.hash.clone())
+            }
+            _ => Err(check),
+        }
+    }
+
+    /// Records `hash`, the SHA-256 of the bytes whose XXH3-64 is `check`,
+    /// read from the file `key`.
+    pub(crate) fn record(&self, key: FileKey, check: u64, hash: &str) {
+        let mut t = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        t.clock += 1;
+        let used = t.clock;
+        if t.map.len() >= ENTRIES && !t.map.contains_key(&(key.dev, key.ino)) {
+            let oldest = t.map.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                t.map.remove(&k);
+            }
+        }
+        t.map.insert(
+            (key.dev, key.ino),
+            Entry {
+                len: key.len,
+                check,
+                hash: hash.to_string(),
+                used,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: FileKey = FileKey {
+        dev: 1,
+        ino: 2,
+        len: 4,
+    };
+
+    #[test]
+    fn an_entry_answers_only_for_the_bytes_it_was_recorded_for() {
+        let h = ReadHashes::default();
+        let check = h.lookup(KEY, b"abcd").unwrap_err();
+        h.record(KEY, check, "sha256:one");
+        assert_eq!(h.lookup(KEY, b"abcd"), Ok("sha256:one".to_string()));
+        // Same file, same size, other bytes (a write through a mapping,
+        // timestamps set back): not the recorded hash.
+        assert!(h.lookup(KEY, b"abce").is_err());
+        // Another inode with the same bytes, or the same inode grown.
+        assert!(h.lookup(FileKey { ino: 3, ..KEY }, b"abcd").is_err());
+        assert!(h.lookup(FileKey { len: 5, ..KEY }, b"abcde").is_err());
+    }
+
+    #[test]
+    fn the_least_recently_used_file_goes_first() {
+        let h = ReadHashes::default();
+        for ino in 0..ENTRIES as u64 {
+            let key = FileKey { ino, ..KEY };
+            let check = h.lookup(key, b"abcd").unwrap_err();
+            h.record(key, check, &format!("sha256:{ino}"));
+        }
+        // File 0 is used again; file 1 is now the oldest.
+        assert!(h.lookup(FileKey { ino: 0, ..KEY }, b"abcd").is_ok());
+        let new = FileKey { ino: 999, ..KEY };
+        let check = h.lookup(new, b"abcd").unwrap_err();
+        h.record(new, check, "sha256:new");
+        assert!(h.lookup(FileKey { ino: 0, ..KEY }, b"abcd").is_ok());
+        assert!(h.lookup(FileKey { ino: 1, ..KEY }, b"abcd").is_err());
+        assert!(h.lookup(new, b"abcd").is_ok());
+    }
+}
