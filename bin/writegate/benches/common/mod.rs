@@ -71,7 +71,14 @@ pub(crate) const ALLOCATOR_ENV: [&str; 2] = ["GLIBC_TUNABLES", "MALLOC_ARENA_MAX
 /// `_writegate/read_lines`, which reads need on), the bench's
 /// `audit.flush` and the allocator settings passed on.
 fn bench_daemon(t: &Tree, stdio: bool) -> Daemon {
-    let mut env = vec![("WRITEGATE_AUDIT_FLUSH", audit_flush())];
+    let mut env = vec![
+        ("WRITEGATE_AUDIT_FLUSH", audit_flush()),
+        // A bench writes gigabytes within the hour: the store keeps to
+        // `history.max_bytes` by evicting the oldest images, as a store at
+        // its limit does, instead of refusing writes once the last hour's
+        // images fill it (`history.min_age_minutes`).
+        ("WRITEGATE_HISTORY_MIN_AGE_MINUTES", "0".to_string()),
+    ];
     env.extend(
         ALLOCATOR_ENV
             .iter()
@@ -97,7 +104,11 @@ pub(crate) fn start_daemon(t: &Tree) -> Daemon {
 /// answers.
 pub(crate) fn start_daemon_at(t: &Tree, sock: &Path, env: &[(&str, &str)]) -> Daemon {
     let flush = audit_flush();
-    let mut all = vec![("WRITEGATE_AUDIT_FLUSH", flush.as_str())];
+    let mut all = vec![
+        ("WRITEGATE_AUDIT_FLUSH", flush.as_str()),
+        // As `bench_daemon`.
+        ("WRITEGATE_HISTORY_MIN_AGE_MINUTES", "0"),
+    ];
     all.extend_from_slice(env);
     let sock_arg = sock.to_str().expect("a UTF-8 socket path");
     let d = t.daemon(Opts {
