@@ -5,7 +5,6 @@
 //! A question nobody answers within `approval_timeout_ms` is withdrawn
 //! (`$/cancel_request` to the editor) and answered `unanswered`.
 
-use crate::relay::Relay;
 use crate::sessions::Session;
 use agent_client_protocol::v1::schema::{
     CLIENT_METHOD_NAMES, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
@@ -18,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot::error::RecvError;
+use writegate_acp::conn::Link;
 use writegate_acp::message::{self, ErrorObject};
 use writegate_acp::methods::CANCEL_REQUEST;
 use writegate_core::{ApprovalAnswer, ApprovalQuestion, Approver, EditMode, OpMode};
@@ -29,9 +29,18 @@ pub(crate) const ALLOW_ALWAYS: &str = "allow_always";
 /// `optionId` of "reject once".
 pub(crate) const REJECT_ONCE: &str = "reject_once";
 
+/// What the approver needs of the proxy's relay (`relay::Relay`): the
+/// editor's link, once it is up, and whether the editor's input ended.
+pub(crate) trait EditorPeer: Send + Sync {
+    /// The editor's link, once it is up.
+    fn editor_link(&self) -> Option<Arc<Link>>;
+    /// Whether the editor closed its input (no answer can come).
+    fn input_ended(&self) -> bool;
+}
+
 /// Asks the editor about one operation of one session.
 pub(crate) struct EditorApprover {
-    pub(crate) relay: Arc<Relay>,
+    pub(crate) relay: Arc<dyn EditorPeer>,
     pub(crate) session: Arc<Session>,
     /// The request's cancel flag: a request already cancelled asks nobody.
     pub(crate) cancel: Arc<AtomicBool>,
@@ -57,8 +66,8 @@ impl Approver for EditorApprover {
     fn ask(&self, q: &ApprovalQuestion) -> ApprovalAnswer {
         let Some(editor) = self
             .relay
-            .editor()
-            .filter(|_| !self.relay.editor_input_ended())
+            .editor_link()
+            .filter(|_| !self.relay.input_ended())
         else {
             return ApprovalAnswer::Unavailable;
         };
@@ -74,7 +83,7 @@ impl Approver for EditorApprover {
         drop(editor);
         // Registered before this look: if the editor's input has ended, its
         // connection clears the question's channel (or has already).
-        let got = if self.relay.editor_input_ended() {
+        let got = if self.relay.input_ended() {
             Waited::Cancelled
         } else {
             self.handle.block_on(async {
@@ -91,7 +100,7 @@ impl Approver for EditorApprover {
             Waited::TimedOut => {
                 // Withdrawn: the editor may close its dialog; an answer
                 // that still comes is no longer waited for (dropped).
-                if let Some(editor) = self.relay.editor() {
+                if let Some(editor) = self.relay.editor_link() {
                     editor.forget(&id);
                     editor.send(message::notification_line(
                         CANCEL_REQUEST,

@@ -24,7 +24,7 @@
 //!   `$/cancel_request` for a relayed request is forwarded naming the
 //!   proxy's id for it (dropped when it names nothing relayed).
 
-use crate::approver::EditorApprover;
+use crate::approver::{EditorApprover, EditorPeer};
 use crate::sessions::{Session, Sessions, lock};
 use agent_client_protocol::v1::schema::{AGENT_METHOD_NAMES, RequestId};
 use serde_json::{Value, json};
@@ -696,6 +696,16 @@ fn editor_gone() -> ErrorObject {
         "the editor closed its connection, so this request cannot be answered; finish the turn",
         None,
     )
+}
+
+impl EditorPeer for Relay {
+    fn editor_link(&self) -> Option<Arc<Link>> {
+        self.editor()
+    }
+
+    fn input_ended(&self) -> bool {
+        self.editor_input_ended()
+    }
 }
 
 #[cfg(test)]
