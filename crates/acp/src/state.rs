@@ -5,10 +5,10 @@
 
 use crate::transport::Transport;
 use agent_client_protocol::v1::schema::RequestId;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use writegate_core::{Runtime, Service};
+use writegate_stdio::run::InFlight;
 
 /// One connection's state. See the module doc.
 pub struct ConnState {
@@ -18,7 +18,7 @@ pub struct ConnState {
     pub transport: Transport,
     runtime: RwLock<Arc<Runtime>>,
     first_seen: AtomicBool,
-    inflight: Mutex<HashMap<RequestId, Arc<AtomicBool>>>,
+    inflight: InFlight<RequestId>,
 }
 
 impl ConnState {
@@ -29,7 +29,7 @@ impl ConnState {
             transport,
             runtime: RwLock::new(primary),
             first_seen: AtomicBool::new(false),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: InFlight::default(),
         }
     }
 
@@ -75,40 +75,22 @@ impl ConnState {
     /// (already set when `cancelled`) and whether it is the only one.
     pub fn begin(&self, id: &RequestId, cancelled: bool) -> (Arc<AtomicBool>, bool) {
         let flag = Arc::new(AtomicBool::new(cancelled));
-        let mut inflight = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
-        inflight.insert(id.clone(), flag.clone());
-        (flag, inflight.len() == 1)
+        let alone = self.inflight.begin(id, flag.clone());
+        (flag, alone)
     }
 
     /// The request left the in-flight map (answered).
     pub fn end(&self, id: &RequestId) {
-        self.inflight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+        self.inflight.end(id);
     }
 
     /// Flags one request in flight as cancelled (`$/cancel_request`).
     pub fn cancel(&self, id: &RequestId) {
-        if let Some(flag) = self
-            .inflight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(id)
-        {
-            flag.store(true, Ordering::SeqCst);
-        }
+        self.inflight.cancel(id);
     }
 
     /// Flags every request in flight as cancelled (shutdown).
     pub fn cancel_all(&self) {
-        for flag in self
-            .inflight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-        {
-            flag.store(true, Ordering::SeqCst);
-        }
+        self.inflight.cancel_all();
     }
 }

@@ -19,10 +19,9 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, ServerIniti
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
@@ -216,7 +215,7 @@ pub(crate) struct McpServer {
     /// operation that started finishes (or the grace period ends); a call
     /// whose operation has not started when the signal comes is cancelled
     /// (`rmcp` cancels its token, see [`McpServer::run`]).
-    running: Mutex<HashMap<RequestId, Arc<AtomicBool>>>,
+    running: writegate_stdio::run::InFlight<RequestId>,
     /// The approval questions asked with `input_required` (2026-07-28):
     /// the connection's over stdio; over HTTP the listener's, since each
     /// stateless request (and so the retry that carries the answer) gets a
@@ -299,7 +298,7 @@ impl McpServer {
             },
             service,
             opts,
-            running: Mutex::new(HashMap::new()),
+            running: writegate_stdio::run::InFlight::default(),
             questions,
             transport,
             input_ended,
@@ -406,13 +405,8 @@ impl McpServer {
         cx: &RequestContext<RoleServer>,
         parsed: Parsed,
     ) -> Result<Answer, Failure> {
-        let inline = {
-            let mut running = self.running_calls();
-            let inline =
-                parsed.content_len <= writegate_stdio::run::INLINE_MAX && running.is_empty();
-            running.insert(cx.id.clone(), call.ctx.cancel.clone());
-            inline
-        };
+        let alone = self.running.begin(&cx.id, call.ctx.cancel.clone());
+        let inline = parsed.content_len <= writegate_stdio::run::INLINE_MAX && alone;
         if cx.ct.is_cancelled() {
             // Cancelled before it got here (while waiting for the roots).
             call.ctx.cancel.store(true, Ordering::SeqCst);
@@ -441,14 +435,8 @@ impl McpServer {
                 Err(Failure::internal())
             })
         };
-        self.running_calls().remove(&cx.id);
+        self.running.end(&cx.id);
         result.and_then(|r| r)
-    }
-
-    fn running_calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Arc<AtomicBool>>> {
-        self.running
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A failure as an error result, with what the text may mention.
@@ -607,9 +595,7 @@ impl ServerHandler for McpServer {
         _context: NotificationContext<RoleServer>,
     ) {
         if let Some(id) = notification.request_id {
-            if let Some(flag) = self.running_calls().get(&id) {
-                flag.store(true, Ordering::SeqCst);
-            }
+            self.running.cancel(&id);
             if let Some(pending) = &self.pending {
                 pending.discard(&id);
             }

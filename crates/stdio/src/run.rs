@@ -1,10 +1,15 @@
 //! What every front end shares about running a call at the edge: which
 //! calls may run on the runtime worker that read them ([`INLINE_MAX`]),
-//! and the signals that stop a front end ([`Signals`]). A panic in a call
+//! the calls of a connection that are running, with their cancel flags
+//! ([`InFlight`]), and the signals that stop a front end ([`Signals`]). A panic in a call
 //! is caught by `writegate_core::guarded`, answered with
 //! `Failure::internal`.
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::signal::unix::{Signal as Stream, SignalKind, signal};
 
 /// Most bytes a request may carry (ACP: its line; MCP: its file content)
@@ -14,6 +19,57 @@ use tokio::signal::unix::{Signal as Stream, SignalKind, signal};
 /// (docs/decisions/0002-small-write-latency.md); a larger one runs on a
 /// blocking thread, so reading goes on meanwhile.
 pub const INLINE_MAX: usize = 64 * 1024;
+
+/// The calls of one connection that are running, each with the cancel
+/// flag its operation checks, by request id: ACP's connection state and
+/// MCP's server keep one each (over their own id types), so a cancel, a
+/// shutdown and the inline decision work alike in every front end.
+pub struct InFlight<Id> {
+    calls: Mutex<HashMap<Id, Arc<AtomicBool>>>,
+}
+
+impl<Id> Default for InFlight<Id> {
+    fn default() -> Self {
+        InFlight {
+            calls: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<Id: Eq + Hash + Clone> InFlight<Id> {
+    /// Registers call `id` with its cancel `flag`; returns whether no
+    /// other call was running (a small call may then run inline,
+    /// [`INLINE_MAX`]).
+    pub fn begin(&self, id: &Id, flag: Arc<AtomicBool>) -> bool {
+        let mut calls = self.calls();
+        let alone = calls.is_empty();
+        calls.insert(id.clone(), flag);
+        alone
+    }
+
+    /// Call `id` was answered.
+    pub fn end(&self, id: &Id) {
+        self.calls().remove(id);
+    }
+
+    /// Flags call `id` cancelled, if it is running.
+    pub fn cancel(&self, id: &Id) {
+        if let Some(flag) = self.calls().get(id) {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Flags every running call cancelled (shutdown).
+    pub fn cancel_all(&self) {
+        for flag in self.calls().values() {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn calls(&self) -> MutexGuard<'_, HashMap<Id, Arc<AtomicBool>>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// A signal a front end acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,4 +132,29 @@ pub async fn stop_signal() -> &'static str {
         return std::future::pending().await;
     };
     signals.next().await.name()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn a_call_is_cancelled_by_its_id_and_alone_only_when_nothing_else_runs() {
+        let calls = super::InFlight::default();
+        let (a, b) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        assert!(calls.begin(&1, a.clone()));
+        assert!(!calls.begin(&2, b.clone()));
+        calls.cancel(&2);
+        assert!(!a.load(Ordering::SeqCst) && b.load(Ordering::SeqCst));
+        calls.end(&2);
+        calls.cancel(&2);
+        calls.cancel_all();
+        assert!(a.load(Ordering::SeqCst));
+        calls.end(&1);
+        assert!(calls.begin(&3, Arc::new(AtomicBool::new(false))));
+    }
 }
