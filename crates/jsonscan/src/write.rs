@@ -58,11 +58,19 @@ pub fn push_escaped(out: &mut Vec<u8>, s: &str) {
     out.reserve(b.len());
     // `b[start..]` is not written yet.
     let mut start = 0;
-    let escape_from = |out: &mut Vec<u8>, at: usize, start: &mut usize| {
-        out.extend_from_slice(&b[*start..at]);
+    each_escaped(b, |at| {
+        out.extend_from_slice(&b[start..at]);
         push_escape(out, b[at]);
-        *start = at + 1;
-    };
+        start = at + 1;
+    });
+    out.extend_from_slice(&b[start..]);
+}
+
+/// Calls `f` with the index of every byte of `b` that [`escaped`] holds
+/// for, in order: [`BLOCK`] bytes are tested together, and only a block
+/// that holds one is looked at byte by byte.
+#[inline]
+fn each_escaped(b: &[u8], mut f: impl FnMut(usize)) {
     let mut i = 0;
     while let Some(block) = b.get(i..i + BLOCK) {
         // `|`, not `||`: the fold then vectorises.
@@ -70,7 +78,7 @@ pub fn push_escaped(out: &mut Vec<u8>, s: &str) {
         if block.iter().fold(false, |any, &c| any | escaped(c)) {
             for (k, &c) in block.iter().enumerate() {
                 if escaped(c) {
-                    escape_from(out, i + k, &mut start);
+                    f(i + k);
                 }
             }
         }
@@ -78,10 +86,9 @@ pub fn push_escaped(out: &mut Vec<u8>, s: &str) {
     }
     for (k, &c) in b[i..].iter().enumerate() {
         if escaped(c) {
-            escape_from(out, i + k, &mut start);
+            f(i + k);
         }
     }
-    out.extend_from_slice(&b[start..]);
 }
 
 /// Appends the lines of `text`, numbered from `first`, as inside a JSON
@@ -107,16 +114,16 @@ pub fn push_numbered_escaped(out: &mut Vec<u8>, text: &str, first: u64) -> u64 {
     // that completes a `\r\n` already written.
     let mut start = 0;
     let mut lf_ends_cr = usize::MAX;
-    let mut special = |out: &mut Vec<u8>, at: usize, start: &mut usize| {
+    each_escaped(b, |at| {
         if at == lf_ends_cr {
-            *start = at + 1;
+            start = at + 1;
             return;
         }
-        out.extend_from_slice(&b[*start..at]);
+        out.extend_from_slice(&b[start..at]);
         let c = b[at];
+        start = at + 1;
         if c != b'\n' && c != b'\r' {
             push_escape(out, c);
-            *start = at + 1;
             return;
         }
         let end = if c == b'\r' && b.get(at + 1) == Some(&b'\n') {
@@ -132,26 +139,7 @@ pub fn push_numbered_escaped(out: &mut Vec<u8>, text: &str, first: u64) -> u64 {
             out.extend_from_slice(number.format(n).as_bytes());
             out.extend_from_slice(br"\t");
         }
-        *start = at + 1;
-    };
-    let mut i = 0;
-    while let Some(block) = b.get(i..i + BLOCK) {
-        // `|`, not `||`: the fold then vectorises.
-        #[allow(clippy::needless_bitwise_bool)]
-        if block.iter().fold(false, |any, &c| any | escaped(c)) {
-            for (k, &c) in block.iter().enumerate() {
-                if escaped(c) {
-                    special(out, i + k, &mut start);
-                }
-            }
-        }
-        i += BLOCK;
-    }
-    for (k, &c) in b[i..].iter().enumerate() {
-        if escaped(c) {
-            special(out, i + k, &mut start);
-        }
-    }
+    });
     out.extend_from_slice(&b[start..]);
     if !matches!(b[b.len() - 1], b'\n' | b'\r') {
         out.extend_from_slice(br"\n");
