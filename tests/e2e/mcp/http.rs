@@ -4,11 +4,10 @@
 //! requests show the refusals (no token or a wrong one: 401; a foreign
 //! `Host` or `Origin`: 403) and a non-loopback address stops the start.
 
-use super::read_facts;
+use super::{read_facts, text};
 use crate::common::{Audit, BIN, Daemon, TIMEOUT, Tree, TreeAudit};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
-    Implementation, ProtocolVersion,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -45,16 +44,6 @@ fn start(t: &Tree) -> Http {
         port,
         token,
     }
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.content
-        .iter()
-        .map(|c| match c {
-            ContentBlock::Text(t) => t.text.clone(),
-            other => panic!("not text: {other:?}"),
-        })
-        .collect()
 }
 
 /// The one new audit event of a tool call over HTTP.
