@@ -14,8 +14,8 @@
 //! - `find` says `Absent`, `One` or `Repeated` as the names are counted, for
 //!   the names the front ends read (`jsonrpc`, `id`, `method`, `params`) and
 //!   every key of the line;
-//! - every string value decodes with `unescape` and with `unescape_in_place`
-//!   to `serde_json`'s string;
+//! - every string value decodes with `unescape`, `unescape_in_place` and
+//!   `unescape_to_string` to `serde_json`'s string;
 //! - the members found down the path are exactly what a scan of that member's
 //!   own text gives: the first member of the name whose value is an object.
 //!
@@ -29,7 +29,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 use writegate_jsonscan::{
     Lookup, Member, find, object_members, object_members_at, surrogate_escapes_replaced, unescape,
-    unescape_in_place,
+    unescape_in_place, unescape_to_string,
 };
 
 /// The path the MCP front end scans a `tools/call` line with.
@@ -151,6 +151,11 @@ fn check_members(line: &[u8], members: &[Member], map: &Map<String, Value>) {
                 "unescape_in_place of {raw:?}"
             );
             assert_eq!(v, s.as_bytes(), "unescape_in_place of {raw:?}");
+            assert_eq!(
+                unescape_to_string(line.to_vec(), m.value.clone()).as_ref(),
+                Some(s),
+                "unescape_to_string of {raw:?}"
+            );
         }
     }
     assert_eq!(

@@ -28,6 +28,7 @@ mod external;
 mod framing;
 mod handshake;
 mod history;
+mod large_writes;
 mod mcp;
 mod memory;
 mod own_files;

@@ -360,12 +360,7 @@ impl RawParams {
         // cannot fail half-way.
         self.line.get(span.clone())?;
         match self.line.try_into_mut() {
-            Ok(unique) => {
-                let mut v = Vec::from(unique);
-                scan::unescape_in_place(&mut v, span)?;
-                // Text moved to the start by whole characters: still UTF-8.
-                String::from_utf8(v).ok()
-            }
+            Ok(unique) => scan::unescape_to_string(Vec::from(unique), span),
             Err(shared) => scan::unescape(std::str::from_utf8(&shared[span]).ok()?),
         }
     }

@@ -1,6 +1,10 @@
 //! The SHA-256 a read answers, taken once per version of a file: an agent
 //! reads the same file again and again, and at 1 MiB the hash was a third
-//! of a read's CPU (docs/decisions/0034-reads-ahead-of-the-peers.md).
+//! of a read's CPU (docs/decisions/0034-reads-ahead-of-the-peers.md). A
+//! large whole-file write records the file it published here, and the next
+//! whole-file write of that file takes its `hashBefore` from here when the
+//! bytes it skimmed are still those (docs/decisions/0036-large-writes-the-plain-way.md):
+//! SHA-256 of the old 5 MiB was 2.6 ms of CPU racing the fsync.
 //!
 //! An entry is keyed by the file's device and inode and holds its size,
 //! the XXH3-64 of its bytes and their SHA-256. A read of a file of at
@@ -15,9 +19,10 @@
 //! only for bytes that collide with the hashed ones under XXH3-64: a 2^-64
 //! chance for a change not made to collide. A change made to collide needs
 //! someone who can write the file, who can as well change it after any
-//! check. Nothing but a read's answer takes its hash from here: an edit's
-//! `expectedHash` check and the audit's `hashBefore` hash the bytes they
-//! have.
+//! check. Only a read's answer and a whole-file write's `hashBefore`
+//! take their hash from here; an edit's `expectedHash` check hashes the
+//! bytes it has, and so does a write of a file the skim cannot tell or
+//! whose entry does not match.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -63,6 +68,15 @@ impl ReadHashes {
     /// check to [`ReadHashes::record`] it under if not.
     pub(crate) fn lookup(&self, key: FileKey, bytes: &[u8]) -> Result<String, u64> {
         let check = xxhash_rust::xxh3::xxh3_64(bytes);
+        if bytes.len() as u64 != key.len {
+            return Err(check);
+        }
+        self.lookup_check(key, check).ok_or(check)
+    }
+
+    /// The SHA-256 recorded for the file `key` when its entry has that
+    /// size and the XXH3-64 `check` of the bytes just read from it.
+    pub(crate) fn lookup_check(&self, key: FileKey, check: u64) -> Option<String> {
         let mut t = self
             .entries
             .lock()
@@ -70,11 +84,11 @@ impl ReadHashes {
         t.clock += 1;
         let now = t.clock;
         match t.map.get_mut(&(key.dev, key.ino)) {
-            Some(e) if e.len == key.len && e.len == bytes.len() as u64 && e.check == check => {
+            Some(e) if e.len == key.len && e.check == check => {
                 e.used = now;
-                Ok(e.hash.clone())
+                Some(e.hash.clone())
             }
-            _ => Err(check),
+            _ => None,
         }
     }
 

@@ -210,6 +210,11 @@ impl Service {
         &self.releaser
     }
 
+    /// The SHA-256s of files as last read or written (see `read_hash.rs`).
+    pub(crate) fn read_hashes(&self) -> &crate::read_hash::ReadHashes {
+        &self.read_hashes
+    }
+
     /// Number of live path-lock keys (0 when idle).
     pub fn live_locks(&self) -> usize {
         self.locks.len()
@@ -226,10 +231,11 @@ impl Service {
             let target = op.resolve_write(&p.path, p.marker)?;
             op.approve(&target, EditMode::Write)?;
             op.lock(&target)?;
-            let loaded = op.read(&target, ReadMode::Prefix(op.cfg.max_edit_bytes))?;
+            let loaded = op.read(&target, ReadMode::Skim(op.cfg.max_edit_bytes))?;
             let bytes = encode_over(
                 &p.content,
                 loaded.existing.as_ref(),
+                loaded.format,
                 &p.options,
                 p.convert_encoding,
             )?;
@@ -595,9 +601,12 @@ fn plan_edit(
 /// new files, and to an existing file only with `convert` (an explicit
 /// conversion request). An existing file whose encoding cannot be detected
 /// is `unsupported_encoding` unless the request converts it explicitly.
+/// `skimmed` is the file's format when a skim learned it
+/// ([`ReadMode::Skim`]); else it is detected from what was read.
 fn encode_over<'a>(
     content: &'a str,
     existing: Option<&Existing>,
+    skimmed: Option<writegate_text::Format>,
     opts: &WriteOptions,
     convert: bool,
 ) -> Result<Cow<'a, [u8]>, Failure> {
@@ -605,7 +614,11 @@ fn encode_over<'a>(
     let Some(e) = existing else {
         return Ok(writegate_text::encode_whole_bytes(content, None, opts)?);
     };
-    let format = match writegate_text::detect(format_sample(e)) {
+    let detected = match skimmed {
+        Some(f) => Ok(f),
+        None => writegate_text::detect(format_sample(e)),
+    };
+    let format = match detected {
         Ok(f) => Some(f),
         Err(_) if convert && opts.encoding.is_some() => None,
         Err(_) => return Err(unknown_encoding()),
@@ -729,12 +742,12 @@ fn hashed_beside<T>(
 /// a file read only in part ([`Content::Prefix`]), its beginning cut to
 /// whole 32-bit units and to a UTF-8 character boundary, so a cut in the
 /// middle of a character does not look like an encoding error (none for a
-/// file not read, [`Content::TooLarge`]).
+/// file not read, [`Content::TooLarge`] or [`Content::Unread`]).
 fn format_sample(e: &Existing) -> &[u8] {
     let bytes = match &e.content {
         Content::Whole(bytes) => return bytes,
         Content::Prefix(bytes) => bytes,
-        Content::TooLarge => return &[],
+        Content::TooLarge | Content::Unread => return &[],
     };
     let aligned = &bytes[..bytes.len() / 4 * 4];
     match std::str::from_utf8(aligned) {

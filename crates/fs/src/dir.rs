@@ -388,6 +388,9 @@ pub enum Content {
     /// ([`read_existing`]), and the caller refuses (e.g. `file_too_large`,
     /// SPEC 8.3).
     TooLarge,
+    /// Nothing yet: the file was only opened ([`open_existing`]), and the
+    /// caller reads it a piece at a time ([`Existing::stream`]).
+    Unread,
 }
 
 impl Content {
@@ -395,7 +398,7 @@ impl Content {
     pub fn bytes(&self) -> &[u8] {
         match self {
             Content::Whole(b) | Content::Prefix(b) => b,
-            Content::TooLarge => &[],
+            Content::TooLarge | Content::Unread => &[],
         }
     }
 }
@@ -410,6 +413,31 @@ impl Existing {
     /// [`crate::Dir::can_defer_frees`] for where that is wanted.
     pub fn take_handle(&mut self) -> Option<OwnedFd> {
         self.handle.take()
+    }
+
+    /// A second [`Existing`] of the same open file: its descriptor
+    /// duplicated (`F_DUPFD_CLOEXEC`), nothing read ([`Content::Unread`]).
+    /// Another thread reads the file through it ([`Existing::stream`])
+    /// while this one's descriptor goes elsewhere. [`FsError::Io`] once the
+    /// descriptor was taken, or when it cannot be duplicated; `path` names
+    /// the file in the error.
+    pub fn duplicate(&self, path: &Path) -> Result<Existing, FsError> {
+        let dup = match self.handle.as_ref() {
+            Some(fd) => rustix::io::fcntl_dupfd_cloexec(fd, 0)
+                .map_err(|e| FsError::errno(FsOp::Open, path, e))?,
+            None => {
+                return Err(FsError::os(
+                    FsOp::Open,
+                    path,
+                    std::io::Error::from(std::io::ErrorKind::NotConnected),
+                ));
+            }
+        };
+        Ok(Existing {
+            stat: self.stat,
+            content: Content::Unread,
+            handle: Some(dup),
+        })
     }
 
     /// Reads the file through its open descriptor from its first byte, in
@@ -634,6 +662,19 @@ pub fn read_prefix(
         stat: LeafStat { len, ..meta },
         content,
         handle: Some(file.into()),
+    }))
+}
+
+/// Opens the regular file `leaf` relative to `dir` with `O_NOFOLLOW`, as
+/// [`read_existing`] does, and reads nothing: the result has
+/// [`Content::Unread`], and the caller reads it through
+/// [`Existing::stream`] (a large file whose format is learned a piece at a
+/// time). Same errors as [`read_existing`].
+pub fn open_existing(dir: &Dir, leaf: &OsStr, atime: Atime) -> Result<Option<Existing>, FsError> {
+    Ok(open_regular(dir, leaf, atime)?.map(|(fd, stat)| Existing {
+        stat,
+        content: Content::Unread,
+        handle: Some(fd),
     }))
 }
 

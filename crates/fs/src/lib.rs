@@ -38,7 +38,9 @@ mod sandbox_files;
 mod socket;
 
 pub use cleanup::remove_stale_temps;
-pub use dir::{Atime, Content, Dir, Existing, LeafStat, read_existing, read_prefix, stat_leaf};
+pub use dir::{
+    Atime, Content, Dir, Existing, LeafStat, open_existing, read_existing, read_prefix, stat_leaf,
+};
 pub use error::{FsError, FsOp, PrivateDirProblem, Swap};
 pub use history::{
     DirRemoval, ImageKind, ImageStore, Kept, is_image_temp, remove_empty_dir_below, replace_whole,

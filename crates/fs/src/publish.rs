@@ -75,6 +75,8 @@ pub struct Published {
     /// `tracing::warn!`) or the directory could not be opened readable; the
     /// new content is in place either way, so the operation did happen.
     pub durable: bool,
+    /// The published file's device and inode (the temp file's, renamed).
+    pub identity: (u64, u64),
 }
 
 /// How the published file's mode (and owner) are chosen.
@@ -570,6 +572,7 @@ impl<'a, E: From<FsError>> Publish<'a, E> {
             created: after == LeafState::Missing,
             bytes_written: bytes.len() as u64,
             durable,
+            identity: (ours.st_dev, ours.st_ino),
         })
     }
 }

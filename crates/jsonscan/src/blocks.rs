@@ -65,22 +65,33 @@ pub(crate) fn string_stop(b: &[u8], mut i: usize, wide: &mut bool) -> Option<usi
 /// at least one block between them, `w + 16 <= r`): moves the text a block
 /// at a time and writes the one-byte escapes (`\n` above all) on the way,
 /// until a `\u` escape, or fewer than 16 bytes are left. Returns the new
-/// `(r, w)`. A block is stored whole at `w`, its bytes after an escape
-/// overwritten later: it never reaches `r`, since the gap only grows.
+/// `(r, w)`, and whether every block moved was ASCII. A block is stored
+/// whole at `w`, its bytes after an escape overwritten later: it never
+/// reaches `r`, since the gap only grows.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn move_runs(v: &mut [u8], mut r: usize, mut w: usize, end: usize) -> (usize, usize) {
+pub(crate) fn move_runs(
+    v: &mut [u8],
+    mut r: usize,
+    mut w: usize,
+    end: usize,
+) -> (usize, usize, bool) {
     use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
     debug_assert!(w + BLOCK <= r);
+    let mut high = 0;
     while r + BLOCK <= end {
         let mut block = [0u8; BLOCK];
         block.copy_from_slice(&v[r..r + BLOCK]);
         v[w..w + BLOCK].copy_from_slice(&block);
         // SAFETY: SSE2 is part of x86_64; the unaligned load reads the 16
         // bytes of `block`, a local array.
-        let escapes = unsafe {
+        let (escapes, h) = unsafe {
             let x = _mm_loadu_si128(block.as_ptr().cast());
-            _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\'.cast_signed())))
+            (
+                _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\'.cast_signed()))),
+                _mm_movemask_epi8(x),
+            )
         };
+        high |= h;
         if escapes == 0 {
             r += BLOCK;
             w += BLOCK;
@@ -96,13 +107,13 @@ pub(crate) fn move_runs(v: &mut [u8], mut r: usize, mut w: usize, end: usize) ->
         w += 1;
         r += 2;
     }
-    (r, w)
+    (r, w, high == 0)
 }
 
 /// Elsewhere the caller's own loop does all the work.
 #[cfg(not(target_arch = "x86_64"))]
-pub(crate) fn move_runs(_v: &mut [u8], r: usize, w: usize, _end: usize) -> (usize, usize) {
-    (r, w)
+pub(crate) fn move_runs(_v: &mut [u8], r: usize, w: usize, _end: usize) -> (usize, usize, bool) {
+    (r, w, true)
 }
 
 #[cfg(test)]

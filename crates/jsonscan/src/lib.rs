@@ -374,20 +374,46 @@ pub fn unescape(raw: &str) -> Option<String> {
 /// at least as long as its character's UTF-8). `None` if an escape is not
 /// valid after all (then `v` holds part of the text).
 pub fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<()> {
+    unescape_moving(v, span).map(|_| ())
+}
+
+/// [`unescape_in_place`] of the JSON string at `v[span]`, and `v` made the
+/// decoded string. `None` if an escape is not valid or the text is not
+/// UTF-8. Text that stayed ASCII (source code, mostly) is known to be
+/// UTF-8 from the decoding itself, without a second pass over it.
+pub fn unescape_to_string(mut v: Vec<u8>, span: Range<usize>) -> Option<String> {
+    if unescape_moving(&mut v, span)? {
+        // SAFETY: every byte of `v` is ASCII (`unescape_moving` saw each
+        // byte it kept, and every escape it decoded to ASCII), and ASCII
+        // is UTF-8.
+        Some(unsafe { String::from_utf8_unchecked(v) })
+    } else {
+        String::from_utf8(v).ok()
+    }
+}
+
+/// [`unescape_in_place`]; `Some(true)` when every byte of the decoded
+/// text is ASCII (`false` may also mean only that a byte past an escape,
+/// since overwritten, was not).
+fn unescape_moving(v: &mut Vec<u8>, span: Range<usize>) -> Option<bool> {
     if span.len() < 2 || v.get(span.start) != Some(&b'"') || v.get(span.end - 1) != Some(&b'"') {
         return None;
     }
     let end = span.end - 1;
     let (mut r, mut w) = (span.start + 1, 0);
+    let mut ascii = true;
     loop {
         // Once the text before `r` has room for a block, runs move a block
         // at a time (see `blocks::move_runs`).
         if r - w >= 16 {
-            (r, w) = blocks::move_runs(v, r, w, end);
+            let moved;
+            (r, w, moved) = blocks::move_runs(v, r, w, end);
+            ascii &= moved;
         }
         let Some(run) = memchr::memchr(b'\\', &v[r..end]) else {
             break;
         };
+        ascii &= v[r..r + run].is_ascii();
         v.copy_within(r..r + run, w);
         w += run;
         r += run;
@@ -400,15 +426,17 @@ pub fn unescape_in_place(v: &mut Vec<u8>, span: Range<usize>) -> Option<()> {
         }
         let len = escape_len(&v[r..end])?;
         let c = escaped_char(&v[r..r + len])?;
+        ascii &= c.is_ascii();
         let mut utf8 = [0; 4];
         let bytes = c.encode_utf8(&mut utf8).as_bytes();
         v[w..w + bytes.len()].copy_from_slice(bytes);
         w += bytes.len();
         r += len;
     }
+    ascii &= v[r..end].is_ascii();
     v.copy_within(r..end, w);
     v.truncate(w + end - r);
-    Some(())
+    Some(ascii)
 }
 
 /// The byte a two-character escape `\e` stands for (`n` is a line break);
@@ -457,6 +485,42 @@ mod tests {
     use super::*;
 
     use serde_json::Value;
+
+    /// Bytes that are not UTF-8 are refused whether they sit in a block
+    /// moved whole, in a short run or at the end, and text that is not
+    /// ASCII but UTF-8 decodes.
+    #[test]
+    fn unescape_to_string_checks_utf8_it_has_not_seen_to_be_ascii() {
+        let long = "x".repeat(40);
+        for (inner, want) in [
+            (b"\xff".to_vec(), None),
+            (
+                [long.as_bytes(), b"\\n\xff", long.as_bytes()].concat(),
+                None,
+            ),
+            (
+                [b"\\n".repeat(20).as_slice(), b"\xc3", long.as_bytes()].concat(),
+                None,
+            ),
+            (
+                [long.as_bytes(), b"\\n", long.as_bytes(), b"\xe9"].concat(),
+                None,
+            ),
+            (
+                [long.as_bytes(), b"\\n\xc3\xa9\\u00e9", long.as_bytes()].concat(),
+                Some(format!("{long}\néé{long}")),
+            ),
+            (b"a\\u00e9\\n".to_vec(), Some("aé\n".to_string())),
+            (
+                [long.as_bytes(), b"\\t"].concat(),
+                Some(format!("{long}\t")),
+            ),
+        ] {
+            let v = [b"\"".as_slice(), &inner, b"\""].concat();
+            let span = 0..v.len();
+            assert_eq!(unescape_to_string(v, span), want, "{inner:?}");
+        }
+    }
 
     #[test]
     fn surrogate_escapes_are_replaced_and_nothing_else() {
@@ -765,6 +829,7 @@ mod tests {
             let span = m[0].value.clone();
             proptest::prop_assert_eq!(unescape(&doc[span.clone()]), Some(s.clone()));
             let mut v = doc.into_bytes();
+            proptest::prop_assert_eq!(unescape_to_string(v.clone(), span.clone()), Some(s.clone()));
             proptest::prop_assert_eq!(unescape_in_place(&mut v, span), Some(()));
             proptest::prop_assert_eq!(String::from_utf8(v).ok(), Some(s));
         }

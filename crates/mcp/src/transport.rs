@@ -187,10 +187,8 @@ fn tool_call_with_content(line: &mut Vec<u8>) -> Option<Line> {
     let mut arguments: serde_json::Map<String, Value> =
         serde_json::from_slice(&object_of(args, "content")).ok()?;
     // Everything else is read: now the line becomes the content.
-    writegate_jsonscan::unescape_in_place(line, content)
-        .expect("a string the line scan accepted decodes");
-    let content = String::from_utf8(std::mem::take(line))
-        .expect("text decoded from a scanned JSON string is UTF-8");
+    let content = writegate_jsonscan::unescape_to_string(std::mem::take(line), content)
+        .expect("a string the line scan accepted decodes to UTF-8");
     arguments.insert("content".to_string(), Value::String(content));
     call.arguments = Some(arguments);
     Some(tool_call(id, call))

@@ -25,6 +25,7 @@ pub mod lines;
 pub mod paged;
 pub mod read;
 mod repr;
+pub mod skim;
 
 pub use edit::{
     EditMode, EditOutcome, EditRequest, UnknownMode, apply_edit, diff_versions, indentation_words,
@@ -42,3 +43,4 @@ pub use paged::{Paged, PagedRead, PagedStop};
 pub use read::{
     NumberedLines, NumberedView, numbered_lines, numbered_view, read_text, read_text_borrowed,
 };
+pub use skim::FormatSkim;

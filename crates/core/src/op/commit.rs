@@ -32,13 +32,22 @@ impl Op<'_> {
         let slot = loaded.hash_before.take();
         let bytes_before = existing.as_ref().map_or(0, |e| e.stat.len);
         let identity = existing.as_ref().map(|e| e.stat);
+        // A file only opened (a skim learned its format) is read for its
+        // hash through a descriptor of its own: its own descriptor goes to
+        // the publish (see `publish_bytes`).
+        let reader = match (&existing, &slot) {
+            (Some(e), Some(_)) if matches!(e.content, writegate_fs::Content::Unread) => {
+                e.duplicate(&target.canonical).ok()
+            }
+            _ => None,
+        };
         // The old file's read descriptor (see `publish_bytes`).
         let handle = existing.as_mut().and_then(Existing::take_handle);
         // The old file's hash, when it was left for now: its slot and the
-        // bytes it is taken of.
+        // file it is taken of.
         let old = OldHash {
             slot: slot.as_deref(),
-            bytes: existing.as_ref().map(|e| e.content.bytes()),
+            file: reader.as_ref().or(existing.as_ref()),
         };
         let (hash_after, created) = if dry_run {
             old.take();
@@ -49,7 +58,7 @@ impl Op<'_> {
             // thread while this one writes the temp file and waits for the
             // disk (as is a large old file's, left for now); a small one's
             // inline, first.
-            let (hash, published) = std::thread::scope(|scope| {
+            let ((hash, check), published) = std::thread::scope(|scope| {
                 let hashes = Hashes::start(scope, old, bytes);
                 let published =
                     self.publish_bytes(target, dir, identity, handle, bytes, &hashes, &mut || {
@@ -57,6 +66,10 @@ impl Op<'_> {
                     });
                 (hashes.join(), published)
             });
+            // The second descriptor's blocks are freed off this path too.
+            if let Some(fd) = reader.and_then(|mut r| r.take_handle()) {
+                self.svc.releaser().release(fd);
+            }
             if let (Some(pending), Some(h)) = (self.history_pending.take(), self.svc.history()) {
                 let op_id = self
                     .event
@@ -72,7 +85,19 @@ impl Op<'_> {
                     self.svc.releaser(),
                 );
             }
-            (hash, published?)
+            let published = published?;
+            // The file as written is recorded with its hash, as a read of
+            // it would record it: its next write (or read) takes the hash
+            // from there when its bytes are still these.
+            if let Some(check) = check {
+                let (dev, ino) = published.identity;
+                self.svc.read_hashes().record(
+                    crate::read_hash::FileKey { dev, ino, len },
+                    check,
+                    &hash,
+                );
+            }
+            (hash, published.created)
         };
         let e = self.event();
         e.created = Some(created);
@@ -108,7 +133,7 @@ impl Op<'_> {
     /// written when `hashes` has it ready, else (a large write hashed on a
     /// helper thread) just before the rename. `written` runs once the bytes
     /// are in the temp file, before its fsync (where the hash helpers of a
-    /// large overwrite start). Returns whether the file was created.
+    /// large overwrite start). Returns what the publish did.
     #[allow(clippy::too_many_arguments)] // the old file's and the hashes' parts; a struct would only rename them
     fn publish_bytes(
         &mut self,
@@ -119,7 +144,7 @@ impl Op<'_> {
         bytes: &[u8],
         hashes: &Hashes<'_, '_>,
         written: &mut dyn FnMut(),
-    ) -> Result<bool, Failure> {
+    ) -> Result<writegate_fs::Published, Failure> {
         let (parent, leaf) = target.split()?;
         // The missing parents of a workspace write, created now that
         // everything else has been checked.
@@ -252,26 +277,27 @@ impl Op<'_> {
         if let Some(fd) = handle {
             self.svc.releaser().release(fd);
         }
-        Ok(published.created)
+        Ok(published)
     }
 }
 
 /// The old file's `hashBefore`, when its hash was left for now (a large
-/// file): the slot it goes into and the bytes it is taken of.
+/// file): the slot it goes into and the file it is taken of (its bytes, or
+/// a descriptor to read them through).
 #[derive(Clone, Copy)]
 struct OldHash<'a> {
     /// Where the hash goes; `None` when it was taken when the file was read
     /// (or there is no old file).
     slot: Option<&'a OnceLock<String>>,
-    /// The old file's bytes.
-    bytes: Option<&'a [u8]>,
+    /// The old file.
+    file: Option<&'a Existing>,
 }
 
 impl OldHash<'_> {
     /// Takes the hash into its slot, unless it is there already.
     fn take(self) {
-        if let (Some(slot), Some(bytes)) = (self.slot, self.bytes) {
-            slot.get_or_init(|| sha256_tagged(bytes));
+        if let (Some(slot), Some(file)) = (self.slot, self.file) {
+            super::fill_hash(slot, file);
         }
     }
 }
@@ -303,10 +329,21 @@ struct Hashes<'scope, 'env> {
     large: bool,
     /// The old hash's helper, once started.
     old_thread: Cell<Option<ScopedJoinHandle<'scope, ()>>>,
-    /// The new hash's helper, once started.
-    new_thread: Cell<Option<ScopedJoinHandle<'scope, String>>>,
+    /// The new hash's helper, once started: the SHA-256 and the XXH3-64
+    /// check the read hash cache keeps it under.
+    new_thread: Cell<Option<ScopedJoinHandle<'scope, (String, u64)>>>,
     /// The new hash, once computed or joined.
     new: OnceCell<String>,
+    /// The new bytes' XXH3-64, when a helper took it with their hash.
+    check: Cell<Option<u64>>,
+}
+
+/// What a large write's new-hash helper takes: the SHA-256 and the XXH3-64
+/// (about a twentieth of its cost) the written file is recorded under in
+/// the read hash cache, so that the next write of it has its `hashBefore`
+/// without hashing it again.
+fn new_hashes(bytes: &[u8]) -> (String, u64) {
+    (sha256_tagged(bytes), xxhash_rust::xxh3::xxh3_64(bytes))
 }
 
 impl<'scope, 'env> Hashes<'scope, 'env> {
@@ -322,13 +359,14 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
             old_thread: Cell::new(None),
             new_thread: Cell::new(None),
             new: OnceCell::new(),
+            check: Cell::new(None),
         };
         if !large {
             let _ = hashes.new.set(sha256_tagged(bytes));
         } else if old.slot.is_none() {
             hashes
                 .new_thread
-                .set(Some(scope.spawn(move || sha256_tagged(bytes))));
+                .set(Some(scope.spawn(move || new_hashes(bytes))));
         }
         hashes
     }
@@ -343,7 +381,7 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
             if self.large {
                 let bytes = self.bytes;
                 self.new_thread
-                    .set(Some(self.scope.spawn(move || sha256_tagged(bytes))));
+                    .set(Some(self.scope.spawn(move || new_hashes(bytes))));
             }
         }
     }
@@ -362,23 +400,28 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
     /// The new hash from its helper, or computed here if none started.
     fn wait_new(&self) -> String {
         match self.new_thread.take() {
-            Some(h) => joined(h),
+            Some(h) => {
+                let (hash, check) = joined(h);
+                self.check.set(Some(check));
+                hash
+            }
             None => sha256_tagged(self.bytes),
         }
     }
 
     /// Waits for both: the old hash is in its slot (`hashBefore` is in the
     /// event whatever happened to the publish), and the new one is
-    /// returned.
-    fn join(mut self) -> String {
+    /// returned, with its XXH3-64 when a helper took it.
+    fn join(mut self) -> (String, Option<u64>) {
         match self.old_thread.take() {
             Some(h) => joined(h),
             None => self.old.take(),
         }
-        match self.new.take() {
+        let hash = match self.new.take() {
             Some(h) => h,
             None => self.wait_new(),
-        }
+        };
+        (hash, self.check.get())
     }
 }
 

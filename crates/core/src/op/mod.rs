@@ -49,7 +49,23 @@ pub(crate) enum ReadMode {
     /// whole-file write replaces (SPEC 7.2 allows replacing a file over the
     /// cap), without ever loading a huge or sparse file.
     Prefix(u64),
+    /// A whole-file write's read: a file of [`SKIM_MIN`] to this many
+    /// bytes has its format learned a piece at a time
+    /// ([`writegate_text::FormatSkim`]) and is not held; its `hashBefore` is
+    /// taken by reading it again on a helper during the commit. Any other
+    /// file, and one the skim cannot tell (a BOM, a `\r`, bytes that are
+    /// not UTF-8), is read as [`ReadMode::Prefix`] of this many bytes.
+    Skim(u64),
 }
+
+/// The smallest file [`ReadMode::Skim`] skims: a smaller one is read
+/// whole, which costs less than reading it twice.
+pub(crate) const SKIM_MIN: u64 = PARALLEL_HASH_MIN as u64;
+
+/// Bytes a skim reads at a time: small enough to stay in the CPU's cache
+/// between the read and the look at them, large enough for few system
+/// calls.
+const SKIM_PIECE: usize = 256 * 1024;
 
 /// A canonical target: where the operation really goes.
 pub(crate) struct Target {
@@ -89,29 +105,102 @@ pub(crate) struct Loaded {
     /// with the publish; any other path fills it when this is dropped, so
     /// the event has `hashBefore` either way.
     hash_before: Option<Arc<OnceLock<String>>>,
+    /// The existing file's format when a skim learned it
+    /// ([`ReadMode::Skim`]; `existing` is then [`Content::Unread`]).
+    pub(crate) format: Option<writegate_text::Format>,
 }
 
 impl Loaded {
     /// `sha256:<hex>` of the existing file read whole (computed once);
     /// `None` when there is none or it was read only in part.
     pub(crate) fn hash_before(&self) -> Option<String> {
-        let Content::Whole(bytes) = &self.existing.as_ref()?.content else {
-            return None;
-        };
-        Some(match &self.hash_before {
-            Some(slot) => slot.get_or_init(|| sha256_tagged(bytes)).clone(),
-            None => sha256_tagged(bytes),
-        })
+        let e = self.existing.as_ref()?;
+        match &self.hash_before {
+            Some(slot) => fill_hash(slot, e).cloned(),
+            None => existing_hash(e),
+        }
     }
 }
 
 impl Drop for Loaded {
     fn drop(&mut self) {
         if let (Some(slot), Some(e)) = (&self.hash_before, &self.existing) {
-            slot.get_or_init(|| sha256_tagged(e.content.bytes()));
+            fill_hash(slot, e);
         }
     }
 }
+
+/// `sha256:<hex>` of an existing file: of the bytes read when it was read
+/// whole, or, when it was only opened ([`Content::Unread`]), of what
+/// reading it through its descriptor now gives. `None` for a file read in
+/// part, or one that cannot be read.
+pub(crate) fn existing_hash(e: &Existing) -> Option<String> {
+    match &e.content {
+        Content::Whole(bytes) => Some(sha256_tagged(bytes)),
+        Content::Unread => {
+            let mut hash = crate::hash::StreamHash::default();
+            let read = e.stream(Path::new(""), HASH_PIECE, |piece| {
+                hash.update(piece);
+                std::ops::ControlFlow::<()>::Continue(())
+            });
+            matches!(read, Ok(std::ops::ControlFlow::Continue(_))).then(|| hash.finish())
+        }
+        Content::Prefix(_) | Content::TooLarge => None,
+    }
+}
+
+/// Bytes [`existing_hash`] reads at a time.
+const HASH_PIECE: usize = 1024 * 1024;
+
+/// The slot's hash, taken of `e` unless it is there already (and left
+/// empty when `e` cannot be read).
+pub(crate) fn fill_hash<'a>(slot: &'a OnceLock<String>, e: &Existing) -> Option<&'a String> {
+    if slot.get().is_none()
+        && let Some(hash) = existing_hash(e)
+    {
+        let _ = slot.set(hash);
+    }
+    slot.get()
+}
+
+/// [`ReadMode::Skim`]: the file opened, and when its size is in
+/// `SKIM_MIN..=max`, its format learned a piece at a time; else, or when
+/// the skim cannot tell, the file read as [`ReadMode::Prefix`] (opened
+/// again: what is read then is what counts).
+/// Also returns, for a skimmed file, the XXH3-64 of its bytes (the read
+/// hash cache's check).
+fn skim(dir: &Dir, leaf: &OsStr, max: u64) -> Result<Skimmed, writegate_fs::FsError> {
+    use std::ops::ControlFlow;
+    let Some(mut e) = writegate_fs::open_existing(dir, leaf, Atime::Keep)? else {
+        return Ok((None, None));
+    };
+    if (SKIM_MIN..=max).contains(&e.stat.len) {
+        let mut skim = writegate_text::FormatSkim::new();
+        let mut check = xxhash_rust::xxh3::Xxh3Default::new();
+        let read = e.stream(&dir.path().join(leaf), SKIM_PIECE, |piece| {
+            if skim.feed(piece) {
+                check.update(piece);
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        })?;
+        if let (ControlFlow::Continue(seen), Some(format)) = (read, skim.finish())
+            && (SKIM_MIN..=max).contains(&seen)
+        {
+            // What was seen is the file's size (it may have changed since
+            // the open), as a whole read records it.
+            e.stat.len = seen;
+            return Ok((Some(e), Some((format, check.digest()))));
+        }
+    }
+    drop(e);
+    writegate_fs::read_prefix(dir, leaf, max, Atime::Keep).map(|e| (e, None))
+}
+
+/// What [`skim`] found: the file, and for a skimmed one its format and
+/// the XXH3-64 of its bytes.
+type Skimmed = (Option<Existing>, Option<(writegate_text::Format, u64)>);
 
 /// What a commit did.
 pub(crate) struct Committed {
@@ -399,28 +488,51 @@ impl<'s> Op<'s> {
                 dir: None,
                 existing: None,
                 hash_before: None,
+                format: None,
             });
         };
         // A leaf swapped for a symlink or another kind of file since it was
         // resolved is refused here; a regular file replaced by another write
         // that committed while this one waited is simply the current
         // content (SPEC 7.4: writes serialise, not fail).
-        let existing = match mode {
-            ReadMode::Whole(max) => writegate_fs::read_existing(&dir, leaf, Some(max), Atime::Keep),
-            ReadMode::Prefix(max) => writegate_fs::read_prefix(&dir, leaf, max, Atime::Keep),
+        let (existing, skimmed) = match mode {
+            ReadMode::Whole(max) => {
+                writegate_fs::read_existing(&dir, leaf, Some(max), Atime::Keep).map(|e| (e, None))
+            }
+            ReadMode::Prefix(max) => {
+                writegate_fs::read_prefix(&dir, leaf, max, Atime::Keep).map(|e| (e, None))
+            }
+            ReadMode::Skim(max) => skim(&dir, leaf, max),
         }
         .map_err(Refusal::from)?;
+        // A skimmed file still as it was when writegate last read or wrote
+        // it has its hash on record (`read_hash.rs`).
+        let known = match (&existing, skimmed) {
+            (Some(e), Some((_, check))) => self.svc.read_hashes().lookup_check(
+                crate::read_hash::FileKey {
+                    dev: e.stat.dev,
+                    ino: e.stat.ino,
+                    len: e.stat.len,
+                },
+                check,
+            ),
+            _ => None,
+        };
+        let format = skimmed.map(|(format, _)| format);
         let mut later = None;
         if let Some(e) = existing.as_ref() {
             let hash = match &e.content {
-                Content::Whole(bytes) if bytes.len() >= PARALLEL_HASH_MIN => {
+                _ if known.is_some() => known,
+                Content::Whole(bytes) if bytes.len() < PARALLEL_HASH_MIN => {
+                    Some(sha256_tagged(bytes))
+                }
+                Content::Whole(_) | Content::Unread => {
                     // Hashed during the commit (or when the file is dropped).
                     let slot = Arc::new(OnceLock::new());
                     self.hash_before = Some(slot.clone());
                     later = Some(slot);
                     None
                 }
-                Content::Whole(bytes) => Some(sha256_tagged(bytes)),
                 Content::Prefix(_) | Content::TooLarge => None,
             };
             let ev = self.event();
@@ -431,6 +543,7 @@ impl<'s> Op<'s> {
             dir: Some(dir),
             existing,
             hash_before: later,
+            format,
         };
         if let (Some(mode), false) = self.gated
             && let Some(e) = &loaded.existing
