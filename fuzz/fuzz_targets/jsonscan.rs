@@ -20,7 +20,10 @@
 //!   own text gives: the first member of the name whose value is an object.
 //!
 //! `surrogate_escapes_replaced` must keep a line `serde_json` parses
-//! parseable.
+//! parseable. For any line, `object_members_checked` with the strings
+//! `StringsAhead` checked as the line arrived gives `object_members_at`'s
+//! result (strings of `CHECKED_MIN` bytes and more are checked: give the
+//! fuzzer `-max_len` past it).
 #![no_main]
 
 use std::ops::Range;
@@ -28,8 +31,8 @@ use std::ops::Range;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 use writegate_jsonscan::{
-    Lookup, Member, find, object_members, object_members_at, surrogate_escapes_replaced, unescape,
-    unescape_in_place, unescape_to_string,
+    Lookup, Member, StringsAhead, find, object_members, object_members_at, object_members_checked,
+    surrogate_escapes_replaced, unescape, unescape_in_place, unescape_to_string,
 };
 
 /// The path the MCP front end scans a `tools/call` line with.
@@ -37,6 +40,7 @@ const PATH: [&str; 2] = ["params", "arguments"];
 
 fuzz_target!(|line: &[u8]| {
     check_replaced(line);
+    check_ahead(line);
     check_scan(line);
 });
 
@@ -52,6 +56,22 @@ fn check_replaced(line: &[u8]) {
             "serde parses the line but not its replaced text: {replaced:?}"
         );
     }
+}
+
+/// The scan with the line's long strings checked as it arrived (in two
+/// pieces, cut where its length says) is the scan alone.
+fn check_ahead(line: &[u8]) {
+    let mut ahead = StringsAhead::new();
+    ahead.feed(&line[..line.len() / 3]);
+    ahead.feed(line);
+    let checked = ahead.finish();
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    assert_eq!(
+        object_members_checked(line, &PATH, &checked),
+        object_members_at(line, &PATH),
+        "the scan with {} strings checked ahead",
+        checked.len()
+    );
 }
 
 fn check_scan(line: &[u8]) {

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use writegate_core::Service;
+use writegate_jsonscan::{Checked, StringsAhead};
 use writegate_stdio::NonBlockingFd;
 use writegate_stdio::lines::{Frame, LineReader, READ_CHUNK, READ_MAX};
 
@@ -259,6 +260,8 @@ pub async fn run_connection<H, R, W>(
     let permits = Arc::new(Semaphore::new(MAX_OUTSTANDING));
     // The peer stopped sending a long line (see `Shared::line_stall`).
     let mut stalled_out = false;
+    // The long line arriving, its strings checked so far.
+    let mut ahead: Option<StringsAhead> = None;
     'lines: loop {
         // Backpressure: no permit, no read.
         let permit = if let Ok(p) = permits.clone().try_acquire_owned() {
@@ -344,7 +347,15 @@ pub async fn run_connection<H, R, W>(
                 tracing::warn!(error = %e, "connection read failed");
                 break 'lines;
             }
+            // A long line's strings are checked as its pieces arrive, while
+            // the peer is still sending (see `StringsAhead`).
+            if reserved.is_some() {
+                ahead
+                    .get_or_insert_with(StringsAhead::new)
+                    .feed(input.partial_bytes());
+            }
         };
+        let checked = ahead.take().map(StringsAhead::finish).unwrap_or_default();
         match frame {
             Frame::TooLong => {
                 reserved = None;
@@ -385,7 +396,7 @@ pub async fn run_connection<H, R, W>(
                     more: input.has_line(),
                     len: line.len(),
                 };
-                on_line(&link, &*handler, line.freeze(), ticket);
+                on_line(&link, &*handler, line.freeze(), &checked, ticket);
             }
         }
     }
@@ -442,11 +453,18 @@ async fn until(deadline: Option<Instant>) {
     }
 }
 
-/// Parses one line and hands it on.
-fn on_line<H: Handler>(link: &Arc<Link>, handler: &H, line: bytes::Bytes, ticket: Ticket) {
+/// Parses one line (whose long strings `checked` were checked as it
+/// arrived) and hands it on.
+fn on_line<H: Handler>(
+    link: &Arc<Link>,
+    handler: &H,
+    line: bytes::Bytes,
+    checked: &Checked,
+    ticket: Ticket,
+) {
     // The line moves on whole (no second reference): a method may decode
     // a whole file in its memory.
-    let (incoming, line) = match message::parse_line(line) {
+    let (incoming, line) = match message::parse_line_checked(line, checked) {
         Parsed::Request(req) => return handler.raw_request(link, req, ticket),
         Parsed::Notification(n) => return handler.raw_notification(link, n),
         Parsed::Other(incoming, line) => (incoming, line),

@@ -421,7 +421,14 @@ pub enum Parsed {
 /// a malformed or unusual line) goes through [`parse`], so every answer
 /// stays exactly [`parse`]'s.
 pub fn parse_line(line: Bytes) -> Parsed {
-    match raw_head(&line) {
+    parse_line_checked(line, &scan::Checked::NONE)
+}
+
+/// [`parse_line`] of a line whose long strings were checked as it arrived
+/// (`writegate_jsonscan::StringsAhead`): the same result, without reading
+/// those strings again.
+pub fn parse_line_checked(line: Bytes, checked: &scan::Checked) -> Parsed {
+    match raw_head(&line, checked) {
         Some(RawHead {
             id: Some(id),
             method,
@@ -465,8 +472,8 @@ struct RawHead {
 
 /// The id (absent for a notification), method and params span of a plainly
 /// well-formed request or notification line; `None` for anything else.
-fn raw_head(line: &[u8]) -> Option<RawHead> {
-    let (members, found) = scan::object_members_at(line, &["params"])?;
+fn raw_head(line: &[u8], checked: &scan::Checked) -> Option<RawHead> {
+    let (members, found) = scan::object_members_checked(line, &["params"], checked)?;
     let params_members = found.into_iter().next().flatten();
     let text = |m: &scan::Member| &line[m.value.clone()];
     let one = |key| match scan::find(line, &members, key) {

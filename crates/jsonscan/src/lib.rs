@@ -22,9 +22,11 @@
 
 use std::ops::Range;
 
+mod ahead;
 mod blocks;
 mod write;
 
+pub use ahead::{CHECKED_MIN, Checked, StringsAhead};
 pub use write::{push_escaped, push_numbered_escaped, push_string};
 
 /// Deepest nesting the scan follows (`serde_json` allows 128).
@@ -62,12 +64,25 @@ pub type Found = Vec<Option<Vec<Member>>>;
 /// path). A request's `params` hold a whole file, which is then scanned
 /// once, not twice.
 pub fn object_members_at(text: &[u8], path: &[&str]) -> Option<(Vec<Member>, Found)> {
+    object_members_checked(text, path, &Checked::NONE)
+}
+
+/// [`object_members_at`] of a line whose long strings were checked while
+/// it arrived ([`StringsAhead`]): the scan steps over each string that
+/// starts where a checked one starts. The result is
+/// [`object_members_at`]'s.
+pub fn object_members_checked(
+    text: &[u8],
+    path: &[&str],
+    checked: &Checked,
+) -> Option<(Vec<Member>, Found)> {
     // UTF-8 is checked string by string (see `Scanner::string`).
     let mut s = Scanner {
         b: text,
         i: 0,
         path,
         found: vec![None; path.len()],
+        checked: &checked.0,
     };
     let mut members = Vec::new();
     s.ws();
@@ -111,6 +126,8 @@ struct Scanner<'a> {
     /// [`object_members_at`]).
     path: &'a [&'a str],
     found: Vec<Option<Vec<Member>>>,
+    /// The long strings checked ahead not yet passed, in order.
+    checked: &'a [ahead::CheckedString],
 }
 
 impl Scanner<'_> {
@@ -227,6 +244,18 @@ impl Scanner<'_> {
     /// A string; returns whether it holds an escape. The position ends
     /// after its closing quote.
     fn string(&mut self) -> Option<bool> {
+        // A string checked while the line arrived: the same checks were
+        // made of the same bytes.
+        while let Some((c, rest)) = self.checked.split_first() {
+            if c.start > self.i {
+                break;
+            }
+            self.checked = rest;
+            if c.start == self.i && c.end < self.b.len() {
+                self.i = c.end + 1;
+                return Some(c.escaped);
+            }
+        }
         self.eat(b'"')?;
         let start = self.i;
         let mut escaped = false;

@@ -212,6 +212,12 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         self.buf.len()
     }
 
+    /// The bytes buffered and not yet returned as lines (see
+    /// [`LineReader::partial`]): the line arriving, from its first byte.
+    pub fn partial_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// Whether another whole line is already buffered.
     pub fn has_line(&self) -> bool {
         memchr::memchr(b'\n', &self.buf).is_some()
