@@ -48,6 +48,7 @@ impl Op<'_> {
         let old = OldHash {
             slot: slot.as_deref(),
             file: reader.as_ref().or(existing.as_ref()),
+            cache: self.svc.read_hashes(),
         };
         let (hash_after, created) = if dry_run {
             old.take();
@@ -291,13 +292,25 @@ struct OldHash<'a> {
     slot: Option<&'a OnceLock<String>>,
     /// The old file.
     file: Option<&'a Existing>,
+    /// Where a file writegate wrote last has its hash on record.
+    cache: &'a crate::read_hash::ReadHashes,
 }
 
 impl OldHash<'_> {
+    /// Whether the old hash is likely to cost little: a file only opened
+    /// (skimmed) is first looked up in the read hash cache, which holds
+    /// the file writegate last wrote (an XXH3-64 of its bytes, about a
+    /// twentieth of a SHA-256). Its helper then need not keep the new
+    /// hash's from starting before the write.
+    fn cheap(self) -> bool {
+        self.file
+            .is_some_and(|f| matches!(f.content, writegate_fs::Content::Unread))
+    }
+
     /// Takes the hash into its slot, unless it is there already.
     fn take(self) {
         if let (Some(slot), Some(file)) = (self.slot, self.file) {
-            super::fill_hash(slot, file);
+            super::fill_hash(slot, file, Some(self.cache));
         }
     }
 }
@@ -308,9 +321,12 @@ impl OldHash<'_> {
 /// while the publishing thread writes the temp file (two CPUs is the
 /// machine to serve well): with no old hash left to take (a new file, or
 /// an old one small enough to be hashed when read), a large write's new
-/// hash starts at once; else (an overwrite of a large file) both start in
-/// [`Hashes::on_written`], once the bytes are in the temp file, and have
-/// the CPUs while the publisher waits for the disk. Measured
+/// hash starts at once, and so it does over a skimmed file, whose old hash
+/// is first looked up in the read hash cache ([`OldHash::cheap`]; its
+/// helper starts in [`Hashes::on_written`]); else (an overwrite of a large
+/// file read whole) both start in [`Hashes::on_written`], once the bytes
+/// are in the temp file, and have the CPUs while the publisher waits for
+/// the disk. Measured
 /// (docs/decisions/0005-hashes-beside-the-publish.md): a new 5 MiB file
 /// through `writegate mcp` 14.3-14.4 ms against 15.1-16.9 with the hash
 /// started after the write; a 5 MiB overwrite 0.5-2 ms slower with two
@@ -363,7 +379,7 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
         };
         if !large {
             let _ = hashes.new.set(sha256_tagged(bytes));
-        } else if old.slot.is_none() {
+        } else if old.slot.is_none() || old.cheap() {
             hashes
                 .new_thread
                 .set(Some(scope.spawn(move || new_hashes(bytes))));
@@ -378,7 +394,7 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
             let old = self.old;
             self.old_thread
                 .set(Some(self.scope.spawn(move || old.take())));
-            if self.large {
+            if self.large && !self.old.cheap() {
                 let bytes = self.bytes;
                 self.new_thread
                     .set(Some(self.scope.spawn(move || new_hashes(bytes))));

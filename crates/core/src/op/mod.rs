@@ -22,6 +22,7 @@ use crate::audit::{AuditEvent, CommitIntent, EventKind, Intent, Writer, now_rfc3
 use crate::config::Config;
 use crate::error::{Detail, ErrorKind, Failure, Refusal};
 use crate::policy::is_read_only;
+use crate::read_hash::{FileKey, ReadHashes};
 use crate::routing::{MarkerSource, external_route};
 use crate::service::Service;
 use crate::{path_hash, sha256_tagged};
@@ -116,8 +117,8 @@ impl Loaded {
     pub(crate) fn hash_before(&self) -> Option<String> {
         let e = self.existing.as_ref()?;
         match &self.hash_before {
-            Some(slot) => fill_hash(slot, e).cloned(),
-            None => existing_hash(e),
+            Some(slot) => fill_hash(slot, e, None).cloned(),
+            None => existing_hash(e, None),
         }
     }
 }
@@ -125,7 +126,7 @@ impl Loaded {
 impl Drop for Loaded {
     fn drop(&mut self) {
         if let (Some(slot), Some(e)) = (&self.hash_before, &self.existing) {
-            fill_hash(slot, e);
+            fill_hash(slot, e, None);
         }
     }
 }
@@ -133,17 +134,38 @@ impl Drop for Loaded {
 /// `sha256:<hex>` of an existing file: of the bytes read when it was read
 /// whole, or, when it was only opened ([`Content::Unread`]), of what
 /// reading it through its descriptor now gives. `None` for a file read in
-/// part, or one that cannot be read.
-pub(crate) fn existing_hash(e: &Existing) -> Option<String> {
+/// part, or one that cannot be read. With `cache`, a file only opened is
+/// first read for its XXH3-64: when its entry in the read hash cache has
+/// that check (the bytes writegate last wrote or read), the entry's hash
+/// is the file's, and the SHA-256 is not taken.
+pub(crate) fn existing_hash(e: &Existing, cache: Option<&ReadHashes>) -> Option<String> {
+    use std::ops::ControlFlow;
     match &e.content {
         Content::Whole(bytes) => Some(sha256_tagged(bytes)),
         Content::Unread => {
+            if let Some(cache) = cache {
+                let mut check = xxhash_rust::xxh3::Xxh3Default::new();
+                let read = e.stream(Path::new(""), HASH_PIECE, |piece| {
+                    check.update(piece);
+                    ControlFlow::<()>::Continue(())
+                });
+                if let Ok(ControlFlow::Continue(len)) = read {
+                    let key = FileKey {
+                        dev: e.stat.dev,
+                        ino: e.stat.ino,
+                        len,
+                    };
+                    if let Some(hash) = cache.lookup_check(key, check.digest()) {
+                        return Some(hash);
+                    }
+                }
+            }
             let mut hash = crate::hash::StreamHash::default();
             let read = e.stream(Path::new(""), HASH_PIECE, |piece| {
                 hash.update(piece);
-                std::ops::ControlFlow::<()>::Continue(())
+                ControlFlow::<()>::Continue(())
             });
-            matches!(read, Ok(std::ops::ControlFlow::Continue(_))).then(|| hash.finish())
+            matches!(read, Ok(ControlFlow::Continue(_))).then(|| hash.finish())
         }
         Content::Prefix(_) | Content::TooLarge => None,
     }
@@ -153,10 +175,14 @@ pub(crate) fn existing_hash(e: &Existing) -> Option<String> {
 const HASH_PIECE: usize = 1024 * 1024;
 
 /// The slot's hash, taken of `e` unless it is there already (and left
-/// empty when `e` cannot be read).
-pub(crate) fn fill_hash<'a>(slot: &'a OnceLock<String>, e: &Existing) -> Option<&'a String> {
+/// empty when `e` cannot be read); see [`existing_hash`] for `cache`.
+pub(crate) fn fill_hash<'a>(
+    slot: &'a OnceLock<String>,
+    e: &Existing,
+    cache: Option<&ReadHashes>,
+) -> Option<&'a String> {
     if slot.get().is_none()
-        && let Some(hash) = existing_hash(e)
+        && let Some(hash) = existing_hash(e, cache)
     {
         let _ = slot.set(hash);
     }
@@ -167,8 +193,7 @@ pub(crate) fn fill_hash<'a>(slot: &'a OnceLock<String>, e: &Existing) -> Option<
 /// `SKIM_MIN..=max`, its format learned a piece at a time; else, or when
 /// the skim cannot tell, the file read as [`ReadMode::Prefix`] (opened
 /// again: what is read then is what counts).
-/// Also returns, for a skimmed file, the XXH3-64 of its bytes (the read
-/// hash cache's check).
+/// Also returns a skimmed file's format.
 fn skim(dir: &Dir, leaf: &OsStr, max: u64) -> Result<Skimmed, writegate_fs::FsError> {
     use std::ops::ControlFlow;
     let Some(mut e) = writegate_fs::open_existing(dir, leaf, Atime::Keep)? else {
@@ -176,10 +201,8 @@ fn skim(dir: &Dir, leaf: &OsStr, max: u64) -> Result<Skimmed, writegate_fs::FsEr
     };
     if (SKIM_MIN..=max).contains(&e.stat.len) {
         let mut skim = writegate_text::FormatSkim::new();
-        let mut check = xxhash_rust::xxh3::Xxh3Default::new();
         let read = e.stream(&dir.path().join(leaf), SKIM_PIECE, |piece| {
             if skim.feed(piece) {
-                check.update(piece);
                 ControlFlow::Continue(())
             } else {
                 ControlFlow::Break(())
@@ -191,16 +214,15 @@ fn skim(dir: &Dir, leaf: &OsStr, max: u64) -> Result<Skimmed, writegate_fs::FsEr
             // What was seen is the file's size (it may have changed since
             // the open), as a whole read records it.
             e.stat.len = seen;
-            return Ok((Some(e), Some((format, check.digest()))));
+            return Ok((Some(e), Some(format)));
         }
     }
     drop(e);
     writegate_fs::read_prefix(dir, leaf, max, Atime::Keep).map(|e| (e, None))
 }
 
-/// What [`skim`] found: the file, and for a skimmed one its format and
-/// the XXH3-64 of its bytes.
-type Skimmed = (Option<Existing>, Option<(writegate_text::Format, u64)>);
+/// What [`skim`] found: the file, and for a skimmed one its format.
+type Skimmed = (Option<Existing>, Option<writegate_text::Format>);
 
 /// What a commit did.
 pub(crate) struct Committed {
@@ -495,7 +517,7 @@ impl<'s> Op<'s> {
         // resolved is refused here; a regular file replaced by another write
         // that committed while this one waited is simply the current
         // content (SPEC 7.4: writes serialise, not fail).
-        let (existing, skimmed) = match mode {
+        let (existing, format) = match mode {
             ReadMode::Whole(max) => {
                 writegate_fs::read_existing(&dir, leaf, Some(max), Atime::Keep).map(|e| (e, None))
             }
@@ -505,24 +527,9 @@ impl<'s> Op<'s> {
             ReadMode::Skim(max) => skim(&dir, leaf, max),
         }
         .map_err(Refusal::from)?;
-        // A skimmed file still as it was when writegate last read or wrote
-        // it has its hash on record (`read_hash.rs`).
-        let known = match (&existing, skimmed) {
-            (Some(e), Some((_, check))) => self.svc.read_hashes().lookup_check(
-                crate::read_hash::FileKey {
-                    dev: e.stat.dev,
-                    ino: e.stat.ino,
-                    len: e.stat.len,
-                },
-                check,
-            ),
-            _ => None,
-        };
-        let format = skimmed.map(|(format, _)| format);
         let mut later = None;
         if let Some(e) = existing.as_ref() {
             let hash = match &e.content {
-                _ if known.is_some() => known,
                 Content::Whole(bytes) if bytes.len() < PARALLEL_HASH_MIN => {
                     Some(sha256_tagged(bytes))
                 }
