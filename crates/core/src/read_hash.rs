@@ -7,7 +7,8 @@
 //! SHA-256 of the old 5 MiB was 2.6 ms of CPU racing the fsync.
 //!
 //! An entry is keyed by the file's device and inode and holds its size,
-//! the XXH3-64 of its bytes and their SHA-256. A read of a file of at
+//! the XXH3-64 of its bytes under a secret of this process, and their
+//! SHA-256. A read of a file of at
 //! least [`CACHED_MIN`] bytes takes the XXH3-64 of the bytes it is about to
 //! answer (about 20 times faster than SHA-256); only when the file's
 //! identity, its size and that check all equal an entry's is the entry's
@@ -18,8 +19,11 @@
 //! What is compared is the bytes being answered, so an entry can be wrong
 //! only for bytes that collide with the hashed ones under XXH3-64: a 2^-64
 //! chance for a change not made to collide. A change made to collide needs
-//! someone who can write the file, who can as well change it after any
-//! check. Only a read's answer and a whole-file write's `hashBefore`
+//! someone who can write the file and who finds a collision of a function
+//! whose secret (192 random bytes per process) they do not know; XXH3 is
+//! not a MAC and carries no proof of that, but its long-input loop mixes
+//! every stripe with the secret before multiplying. Only a read's answer
+//! and a whole-file write's `hashBefore`
 //! take their hash from here; an edit's `expectedHash` check hashes the
 //! bytes it has, and so does a write of a file the skim cannot tell or
 //! whose entry does not match.
@@ -34,10 +38,30 @@ pub(crate) const CACHED_MIN: usize = 64 * 1024;
 /// Files remembered; past it, the least recently used entry goes.
 const ENTRIES: usize = 256;
 
+/// The size of an XXH3 secret [`xxhash_rust::xxh3::Xxh3::with_secret`]
+/// takes (the crate's default secret size, which it does not export).
+const SECRET_SIZE: usize = 192;
+
 /// The cache (one per [`crate::Service`]).
-#[derive(Default)]
 pub(crate) struct ReadHashes {
     entries: Mutex<Table>,
+    /// The XXH3 secret of this process: 192 bytes from the system's random
+    /// source. Without it (XXH3's public default secret) a change made to
+    /// collide could be computed offline, and a write's `hashBefore` would
+    /// then hide it with no race to win; with it, a collision has to be
+    /// found without knowing the function.
+    secret: Box<[u8; SECRET_SIZE]>,
+}
+
+impl Default for ReadHashes {
+    fn default() -> Self {
+        let mut secret = Box::new([0u8; SECRET_SIZE]);
+        getrandom::fill(&mut secret[..]).expect("the operating system's random source");
+        ReadHashes {
+            entries: Mutex::default(),
+            secret,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -67,11 +91,21 @@ impl ReadHashes {
     /// the entry of that file matches them (see the module docs), with the
     /// check to [`ReadHashes::record`] it under if not.
     pub(crate) fn lookup(&self, key: FileKey, bytes: &[u8]) -> Result<String, u64> {
-        let check = xxhash_rust::xxh3::xxh3_64(bytes);
+        let check = self.check(bytes);
         if bytes.len() as u64 != key.len {
             return Err(check);
         }
         self.lookup_check(key, check).ok_or(check)
+    }
+
+    /// The check of `bytes`: their XXH3-64 under this process's secret.
+    pub(crate) fn check(&self, bytes: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64_with_secret(bytes, &self.secret[..])
+    }
+
+    /// [`ReadHashes::check`] of bytes that arrive a piece at a time.
+    pub(crate) fn checker(&self) -> xxhash_rust::xxh3::Xxh3 {
+        xxhash_rust::xxh3::Xxh3::with_secret(*self.secret)
     }
 
     /// The SHA-256 recorded for the file `key` when its entry has that
@@ -128,6 +162,22 @@ mod tests {
         ino: 2,
         len: 4,
     };
+
+    /// A write records the one-shot check of its bytes; the next write
+    /// checks the file a piece at a time: the two must agree, and differ
+    /// from XXH3's public default.
+    #[test]
+    fn the_check_a_piece_at_a_time_is_the_check_at_once() {
+        let h = ReadHashes::default();
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut pieces = h.checker();
+        for piece in bytes.chunks(256 * 1024 + 3) {
+            pieces.update(piece);
+        }
+        assert_eq!(pieces.digest(), h.check(&bytes));
+        assert_ne!(h.check(&bytes), xxhash_rust::xxh3::xxh3_64(&bytes));
+        assert_ne!(h.check(&bytes), ReadHashes::default().check(&bytes));
+    }
 
     #[test]
     fn an_entry_answers_only_for_the_bytes_it_was_recorded_for() {

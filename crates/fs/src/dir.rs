@@ -440,6 +440,22 @@ impl Existing {
         })
     }
 
+    /// Reads a file only opened ([`Content::Unread`], by [`open_existing`];
+    /// pieces read with [`Existing::stream`] do not count) as
+    /// [`read_prefix`] would have read it, through the same descriptor: the
+    /// same inode, not the leaf's name again. `path` names it in an error.
+    /// [`FsError::Io`] once the descriptor was taken or the file was read.
+    pub fn read_prefix(self, path: &Path, max_bytes: u64) -> Result<Existing, FsError> {
+        match (self.content, self.handle) {
+            (Content::Unread, Some(fd)) => read_opened(fd, self.stat, max_bytes, path),
+            _ => Err(FsError::os(
+                FsOp::Read,
+                path,
+                std::io::Error::from(std::io::ErrorKind::NotConnected),
+            )),
+        }
+    }
+
     /// Reads the file through its open descriptor from its first byte, in
     /// pieces of at most `chunk` bytes handed to `each` in order, until its
     /// end or until `each` breaks: a file too large to hold whole
@@ -645,24 +661,35 @@ pub fn read_prefix(
     let Some((fd, meta)) = open_regular(dir, leaf, atime)? else {
         return Ok(None);
     };
+    read_opened(fd, meta, max_bytes, &dir.path().join(leaf)).map(Some)
+}
+
+/// [`read_prefix`] of a file already open (`fd`, its offset at 0, `meta`
+/// its stat); `path` names it in an error.
+fn read_opened(
+    fd: OwnedFd,
+    meta: LeafStat,
+    max_bytes: u64,
+    path: &Path,
+) -> Result<Existing, FsError> {
     let hint = meta.len.min(max_bytes).min(MAX_CAPACITY_HINT);
     let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
     let mut file = File::from(fd);
     (&mut file)
         .take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| FsError::os(FsOp::Read, &dir.path().join(leaf), e))?;
+        .map_err(|e| FsError::os(FsOp::Read, path, e))?;
     let (len, content) = if bytes.len() as u64 > max_bytes {
         bytes.truncate(usize::try_from(max_bytes).unwrap_or(usize::MAX));
         (meta.len.max(max_bytes + 1), Content::Prefix(bytes))
     } else {
         (bytes.len() as u64, Content::Whole(bytes))
     };
-    Ok(Some(Existing {
+    Ok(Existing {
         stat: LeafStat { len, ..meta },
         content,
         handle: Some(file.into()),
-    }))
+    })
 }
 
 /// Opens the regular file `leaf` relative to `dir` with `O_NOFOLLOW`, as

@@ -36,8 +36,14 @@ impl Op<'_> {
         // hash through a descriptor of its own: its own descriptor goes to
         // the publish (see `publish_bytes`).
         let reader = match (&existing, &slot) {
-            (Some(e), Some(_)) if matches!(e.content, writegate_fs::Content::Unread) => {
-                e.duplicate(&target.canonical).ok()
+            (Some(e), Some(slot)) if matches!(e.content, writegate_fs::Content::Unread) => {
+                let reader = e.duplicate(&target.canonical).ok();
+                // No descriptor to spare: the hash is taken now, through
+                // the file's own.
+                if reader.is_none() {
+                    super::fill_hash(slot, e, Some(self.svc.read_hashes()));
+                }
+                reader
             }
             _ => None,
         };
@@ -358,8 +364,8 @@ struct Hashes<'scope, 'env> {
 /// (about a twentieth of its cost) the written file is recorded under in
 /// the read hash cache, so that the next write of it has its `hashBefore`
 /// without hashing it again.
-fn new_hashes(bytes: &[u8]) -> (String, u64) {
-    (sha256_tagged(bytes), xxhash_rust::xxh3::xxh3_64(bytes))
+fn new_hashes(bytes: &[u8], cache: &crate::read_hash::ReadHashes) -> (String, u64) {
+    (sha256_tagged(bytes), cache.check(bytes))
 }
 
 impl<'scope, 'env> Hashes<'scope, 'env> {
@@ -382,7 +388,7 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
         } else if old.slot.is_none() || old.cheap() {
             hashes
                 .new_thread
-                .set(Some(scope.spawn(move || new_hashes(bytes))));
+                .set(Some(scope.spawn(move || new_hashes(bytes, old.cache))));
         }
         hashes
     }
@@ -395,9 +401,9 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
             self.old_thread
                 .set(Some(self.scope.spawn(move || old.take())));
             if self.large && !self.old.cheap() {
-                let bytes = self.bytes;
+                let (bytes, cache) = (self.bytes, self.old.cache);
                 self.new_thread
-                    .set(Some(self.scope.spawn(move || new_hashes(bytes))));
+                    .set(Some(self.scope.spawn(move || new_hashes(bytes, cache))));
             }
         }
     }

@@ -134,22 +134,19 @@ impl Drop for Loaded {
 /// `sha256:<hex>` of an existing file: of the bytes read when it was read
 /// whole, or, when it was only opened ([`Content::Unread`]), of what
 /// reading it through its descriptor now gives. `None` for a file read in
-/// part, or one that cannot be read. With `cache`, a file only opened is
-/// first read for its XXH3-64: when its entry in the read hash cache has
-/// that check (the bytes writegate last wrote or read), the entry's hash
-/// is the file's, and the SHA-256 is not taken.
+/// part, one that cannot be read, and one that grew past the size it had
+/// when it was skimmed (a sparse file can claim any size: it is never read
+/// further than that). With `cache`, a file only opened is first read for
+/// its check: when its entry in the read hash cache has that check (the
+/// bytes writegate last wrote or read), the entry's hash is the file's,
+/// and the SHA-256 is not taken.
 pub(crate) fn existing_hash(e: &Existing, cache: Option<&ReadHashes>) -> Option<String> {
-    use std::ops::ControlFlow;
     match &e.content {
         Content::Whole(bytes) => Some(sha256_tagged(bytes)),
         Content::Unread => {
             if let Some(cache) = cache {
-                let mut check = xxhash_rust::xxh3::Xxh3Default::new();
-                let read = e.stream(Path::new(""), HASH_PIECE, |piece| {
-                    check.update(piece);
-                    ControlFlow::<()>::Continue(())
-                });
-                if let Ok(ControlFlow::Continue(len)) = read {
+                let mut check = cache.checker();
+                if let Some(len) = stream_upto(e, |piece| check.update(piece)) {
                     let key = FileKey {
                         dev: e.stat.dev,
                         ino: e.stat.ino,
@@ -161,13 +158,29 @@ pub(crate) fn existing_hash(e: &Existing, cache: Option<&ReadHashes>) -> Option<
                 }
             }
             let mut hash = crate::hash::StreamHash::default();
-            let read = e.stream(Path::new(""), HASH_PIECE, |piece| {
-                hash.update(piece);
-                ControlFlow::<()>::Continue(())
-            });
-            matches!(read, Ok(ControlFlow::Continue(_))).then(|| hash.finish())
+            stream_upto(e, |piece| hash.update(piece)).map(|_| hash.finish())
         }
         Content::Prefix(_) | Content::TooLarge => None,
+    }
+}
+
+/// Reads an opened file through its descriptor to its end, handing each
+/// piece to `each`; the bytes read, or `None` when it cannot be read or
+/// holds more than its recorded size.
+fn stream_upto(e: &Existing, mut each: impl FnMut(&[u8])) -> Option<u64> {
+    use std::ops::ControlFlow;
+    let mut seen = 0u64;
+    let read = e.stream(Path::new(""), HASH_PIECE, |piece| {
+        seen += piece.len() as u64;
+        if seen > e.stat.len {
+            return ControlFlow::Break(());
+        }
+        each(piece);
+        ControlFlow::Continue(())
+    });
+    match read {
+        Ok(ControlFlow::Continue(len)) => Some(len),
+        _ => None,
     }
 }
 
@@ -190,26 +203,36 @@ pub(crate) fn fill_hash<'a>(
 }
 
 /// [`ReadMode::Skim`]: the file opened, and when its size is in
-/// `SKIM_MIN..=max`, its format learned a piece at a time; else, or when
-/// the skim cannot tell, the file read as [`ReadMode::Prefix`] (opened
-/// again: what is read then is what counts).
-/// Also returns a skimmed file's format.
+/// `SKIM_MIN..=max` its format learned a piece at a time (never past `max`
+/// bytes, whatever size it claims meanwhile); any other file, and one the
+/// skim cannot tell, read as [`ReadMode::Prefix`] through the same
+/// descriptor. Only in a directory where a replaced file's descriptor may
+/// stay open across the rename ([`Dir::can_defer_frees`]): the old hash's
+/// helper reads a skimmed file through a descriptor of its own during the
+/// publish. Also returns a skimmed file's format.
 fn skim(dir: &Dir, leaf: &OsStr, max: u64) -> Result<Skimmed, writegate_fs::FsError> {
     use std::ops::ControlFlow;
+    if !dir.can_defer_frees() {
+        return writegate_fs::read_prefix(dir, leaf, max, Atime::Keep).map(|e| (e, None));
+    }
     let Some(mut e) = writegate_fs::open_existing(dir, leaf, Atime::Keep)? else {
         return Ok((None, None));
     };
-    if (SKIM_MIN..=max).contains(&e.stat.len) {
+    let path = dir.path().join(leaf);
+    let skimmable = |len: u64| (SKIM_MIN..=max).contains(&len);
+    if skimmable(e.stat.len) {
         let mut skim = writegate_text::FormatSkim::new();
-        let read = e.stream(&dir.path().join(leaf), SKIM_PIECE, |piece| {
-            if skim.feed(piece) {
+        let mut seen = 0u64;
+        let read = e.stream(&path, SKIM_PIECE, |piece| {
+            seen += piece.len() as u64;
+            if seen <= max && skim.feed(piece) {
                 ControlFlow::Continue(())
             } else {
                 ControlFlow::Break(())
             }
         })?;
         if let (ControlFlow::Continue(seen), Some(format)) = (read, skim.finish())
-            && (SKIM_MIN..=max).contains(&seen)
+            && skimmable(seen)
         {
             // What was seen is the file's size (it may have changed since
             // the open), as a whole read records it.
@@ -217,8 +240,7 @@ fn skim(dir: &Dir, leaf: &OsStr, max: u64) -> Result<Skimmed, writegate_fs::FsEr
             return Ok((Some(e), Some(format)));
         }
     }
-    drop(e);
-    writegate_fs::read_prefix(dir, leaf, max, Atime::Keep).map(|e| (e, None))
+    e.read_prefix(&path, max).map(|e| (Some(e), None))
 }
 
 /// What [`skim`] found: the file, and for a skimmed one its format.
@@ -772,4 +794,41 @@ pub(crate) fn too_large(len: u64, max: u64, key: &str) -> Failure {
         format!("{len} bytes is over the limit of {max} bytes ({key} in the writegate config)"),
     )
     .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file can claim any size once it is open (a same-user process
+    /// `ftruncate`s it to a terabyte of holes): the old file's hash reads
+    /// it no further than the size it had when it was skimmed, and is left
+    /// out, where an unbounded read would hold the path lock for hours.
+    #[test]
+    fn a_file_grown_after_it_was_skimmed_is_not_read_past_its_size() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let path = root.join("grows.txt");
+        std::fs::write(&path, "a line\n".repeat(300_000)).unwrap();
+        let dir = Dir::open_canonical(&root).unwrap();
+        let leaf = OsStr::new("grows.txt");
+        let (e, format) = skim(&dir, leaf, 5 * 1024 * 1024).unwrap();
+        let e = e.unwrap();
+        assert!(format.is_some(), "skimmed");
+        assert!(matches!(e.content, Content::Unread));
+        assert!(existing_hash(&e, None).is_some(), "as it was");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        assert_eq!(existing_hash(&e, None), None);
+        let cache = ReadHashes::default();
+        assert_eq!(existing_hash(&e, Some(&cache)), None);
+        // A file already that large is never skimmed; its prefix is read.
+        let (e, format) = skim(&dir, leaf, 5 * 1024 * 1024).unwrap();
+        assert!(format.is_none());
+        assert!(matches!(e.unwrap().content, Content::Prefix(_)));
+    }
 }
