@@ -226,6 +226,18 @@ impl Client {
     }
 }
 
+/// `sha256:<64 hex>` of `bytes`, as writegate writes a file's hash.
+pub(crate) fn tagged(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    Sha256::digest(bytes)
+        .iter()
+        .fold("sha256:".to_string(), |mut s, b| {
+            write!(s, "{b:02x}").unwrap();
+            s
+        })
+}
+
 pub(crate) fn req(id: impl Into<Value>, method: &str, params: Value) -> Value {
     let mut r = json!({"jsonrpc": "2.0", "id": id.into(), "method": method});
     r["params"] = params;

@@ -5,21 +5,10 @@
 //! skim cannot tell (CRLF, Latin-1, a BOM) take the whole-file way and keep
 //! their format; a file changed in place gets the hash of its new bytes.
 
-use crate::common::{BIN, Clients, Tree, TreeAudit};
+use crate::common::{BIN, Clients, Tree, TreeAudit, tagged};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use std::fs;
 use std::path::Path;
-
-fn tagged(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    Sha256::digest(bytes)
-        .iter()
-        .fold("sha256:".to_string(), |mut s, b| {
-            write!(s, "{b:02x}").unwrap();
-            s
-        })
-}
 
 /// About 2 MiB of lines of 64 bytes, the first one naming `version`.
 fn lines(version: &str) -> String {

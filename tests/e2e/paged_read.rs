@@ -2,9 +2,8 @@
 //! numbered as in the whole file, with the whole file's line count, format
 //! and hash, read through the real daemon without holding the file.
 
-use crate::common::{BIN, Clients, Tree, TreeAudit, run_with_stdin};
+use crate::common::{BIN, Clients, Tree, TreeAudit, run_with_stdin, tagged};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use std::fs;
 use std::path::Path;
 
@@ -19,16 +18,6 @@ fn crlf_file(path: &Path, lines: usize) -> Vec<u8> {
     assert_eq!(bytes.len(), lines * 64);
     fs::write(path, &bytes).unwrap();
     bytes
-}
-
-fn tagged(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    Sha256::digest(bytes)
-        .iter()
-        .fold("sha256:".to_string(), |mut s, b| {
-            write!(s, "{b:02x}").unwrap();
-            s
-        })
 }
 
 /// Before, `writegate read --limit 2` of a 6 MiB file was refused
