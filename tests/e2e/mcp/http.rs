@@ -264,16 +264,19 @@ fn a_foreign_host_or_origin_is_refused_even_with_the_token() {
 #[test]
 fn a_non_loopback_address_is_refused_at_start() {
     let t = Tree::new(BIN);
-    for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:8080", "example.com:80"] {
-        let out = t
-            .command()
+    // `serve` on the tree's socket and workspace, with `extra` arguments.
+    let serve = |extra: &[&str]| {
+        t.command()
             .args(["serve", "--socket"])
             .arg(&t.sock)
             .arg("--workspace")
             .arg(&t.ws)
-            .args(["--mcp-http", addr])
+            .args(extra)
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:8080", "example.com:80"] {
+        let out = serve(&["--mcp-http", addr]);
         assert_eq!(out.status.code(), Some(2), "{addr}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("binds loopback only"), "{addr}: {err}");
@@ -282,14 +285,7 @@ fn a_non_loopback_address_is_refused_at_start() {
     let cfg = t.base.join("config/writegate/config.toml");
     fs::create_dir_all(cfg.parent().unwrap()).unwrap();
     fs::write(&cfg, "[mcp]\nhttp = \"0.0.0.0:0\"\n").unwrap();
-    let out = t
-        .command()
-        .args(["serve", "--socket"])
-        .arg(&t.sock)
-        .arg("--workspace")
-        .arg(&t.ws)
-        .output()
-        .unwrap();
+    let out = serve(&[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("binds loopback only"));
 }
