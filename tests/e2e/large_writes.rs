@@ -144,3 +144,61 @@ fn large_files_keep_their_format_through_a_whole_file_write() {
         assert_eq!(e["bytesBefore"], old.len(), "{path:?}");
     }
 }
+
+/// The format of a file writegate wrote last is taken from the read hash
+/// cache, without a look at the file before the commit; its bytes are
+/// checked during the fsync, before the rename. Here the file is changed
+/// in place after writegate wrote it, from LF to CRLF at the same size and
+/// with its time set back: a write trusting the recorded format would
+/// flatten the file's CRLF; this one writes nothing the first time, learns
+/// the format from the bytes and keeps CRLF, with one event and no temp
+/// file left.
+#[test]
+fn a_file_changed_in_place_to_crlf_since_writegate_wrote_it_keeps_crlf() {
+    let t = Tree::new(BIN);
+    let d = t.socket_daemon(&[]);
+    let mut c = d.connect();
+    let p = t.ws.join("turned-crlf.txt");
+    let lf = lines("lf");
+    write(&mut c, &p, &lf);
+    // Each line loses its last character to a `\r`: the same size.
+    let crlf: String = lf
+        .split_inclusive('\n')
+        .map(|l| format!("{}\r\n", &l[..l.len() - 2]))
+        .collect();
+    assert_eq!(crlf.len(), lf.len());
+    let before = fs::metadata(&p).unwrap();
+    {
+        use std::io::{Seek, Write};
+        let mut f = fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        f.write_all(crlf.as_bytes()).unwrap();
+        f.set_times(fs::FileTimes::new().set_modified(before.modified().unwrap()))
+            .unwrap();
+    }
+    let new = lines("new");
+    write(&mut c, &p, &new);
+    let now = fs::read_to_string(&p).unwrap();
+    assert!(
+        now == new.replace('\n', "\r\n"),
+        "CRLF kept: {} bytes, {} of them `\\r`",
+        now.len(),
+        now.matches('\r').count()
+    );
+    let events = writes(&t);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[1]["hashBefore"], tagged(crlf.as_bytes()));
+    assert_eq!(
+        events[1]["hashAfter"],
+        tagged(new.replace('\n', "\r\n").as_bytes())
+    );
+    let names: Vec<_> = fs::read_dir(&t.ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["turned-crlf.txt"], "no temp file left");
+    // The file as now written is on record: the next write keeps CRLF
+    // without a second attempt.
+    write(&mut c, &p, &lf);
+    assert!(fs::read_to_string(&p).unwrap() == lf.replace('\n', "\r\n"));
+}

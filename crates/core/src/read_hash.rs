@@ -30,6 +30,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use writegate_text::Format;
 
 /// Files smaller than this are hashed every time: SHA-256 of 64 KiB costs
 /// about what a lookup and its check do.
@@ -75,6 +76,10 @@ struct Entry {
     len: u64,
     check: u64,
     hash: String,
+    /// The format a skim gives for the bytes, recorded by a write that
+    /// published them (`None` from a read, and for bytes a skim cannot
+    /// tell): see [`ReadHashes::format_of`].
+    format: Option<Format>,
     used: u64,
 }
 
@@ -126,9 +131,35 @@ impl ReadHashes {
         }
     }
 
+    /// The format recorded for the file `key` when its entry has that size
+    /// and a format, with the check of the bytes the format is theirs.
+    /// Until the file's bytes are read and found to have that check, the
+    /// format is only what the file had when writegate wrote it: a whole-file
+    /// write that uses it checks the bytes before its rename
+    /// (docs/decisions/0037-the-format-a-write-left.md).
+    pub(crate) fn format_of(&self, key: FileKey) -> Option<(u64, Format)> {
+        let t = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let e = t.map.get(&(key.dev, key.ino))?;
+        (e.len == key.len).then_some((e.check, e.format?))
+    }
+
+    /// Drops the entry of the file `key` (its bytes were found not to be
+    /// the recorded ones).
+    pub(crate) fn forget(&self, key: FileKey) {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .map
+            .remove(&(key.dev, key.ino));
+    }
+
     /// Records `hash`, the SHA-256 of the bytes whose XXH3-64 is `check`,
-    /// read from the file `key`.
-    pub(crate) fn record(&self, key: FileKey, check: u64, hash: &str) {
+    /// read from the file `key`, and `format`, the format a skim gives for
+    /// them when a write knows it ([`ReadHashes::format_of`]).
+    pub(crate) fn record(&self, key: FileKey, check: u64, hash: &str, format: Option<Format>) {
         let mut t = self
             .entries
             .lock()
@@ -147,6 +178,7 @@ impl ReadHashes {
                 len: key.len,
                 check,
                 hash: hash.to_string(),
+                format,
                 used,
             },
         );
@@ -183,7 +215,7 @@ mod tests {
     fn an_entry_answers_only_for_the_bytes_it_was_recorded_for() {
         let h = ReadHashes::default();
         let check = h.lookup(KEY, b"abcd").unwrap_err();
-        h.record(KEY, check, "sha256:one");
+        h.record(KEY, check, "sha256:one", None);
         assert_eq!(h.lookup(KEY, b"abcd"), Ok("sha256:one".to_string()));
         // Same file, same size, other bytes (a write through a mapping,
         // timestamps set back): not the recorded hash.
@@ -199,13 +231,13 @@ mod tests {
         for ino in 0..ENTRIES as u64 {
             let key = FileKey { ino, ..KEY };
             let check = h.lookup(key, b"abcd").unwrap_err();
-            h.record(key, check, &format!("sha256:{ino}"));
+            h.record(key, check, &format!("sha256:{ino}"), None);
         }
         // File 0 is used again; file 1 is now the oldest.
         assert!(h.lookup(FileKey { ino: 0, ..KEY }, b"abcd").is_ok());
         let new = FileKey { ino: 999, ..KEY };
         let check = h.lookup(new, b"abcd").unwrap_err();
-        h.record(new, check, "sha256:new");
+        h.record(new, check, "sha256:new", None);
         assert!(h.lookup(FileKey { ino: 0, ..KEY }, b"abcd").is_ok());
         assert!(h.lookup(FileKey { ino: 1, ..KEY }, b"abcd").is_err());
         assert!(h.lookup(new, b"abcd").is_ok());

@@ -231,15 +231,27 @@ impl Service {
             let target = op.resolve_write(&p.path, p.marker)?;
             op.approve(&target, EditMode::Write)?;
             op.lock(&target)?;
-            let loaded = op.read(&target, ReadMode::Skim(op.cfg.max_edit_bytes))?;
-            let bytes = encode_over(
-                &p.content,
-                loaded.existing.as_ref(),
-                loaded.format,
-                &p.options,
-                p.convert_encoding,
-            )?;
-            op.commit(&target, loaded, &bytes, false)
+            let read = ReadMode::Skim(op.cfg.max_edit_bytes);
+            let mut loaded = op.read(&target, read)?;
+            let mut again = true;
+            loop {
+                let bytes = encode_over(
+                    &p.content,
+                    loaded.existing.as_ref(),
+                    loaded.format,
+                    &p.options,
+                    p.convert_encoding,
+                )?;
+                match op.commit(&target, loaded, &bytes, false) {
+                    // The format the read hash cache gave was not the
+                    // file's any more (changed in place): learned from its
+                    // bytes this time.
+                    Err(_) if op.take_format_stale() && std::mem::take(&mut again) => {
+                        loaded = op.read(&target, read)?;
+                    }
+                    done => break done,
+                }
+            }
         })();
         op.finish(result).map(|c| WriteOutcome {
             created: c.created,
@@ -409,7 +421,7 @@ impl Service {
             Ok(hash) => make().map(|made| (made, hash)),
             Err(check) => {
                 let (made, hash) = hashed_beside(bytes, make)?;
-                self.read_hashes.record(key, check, &hash);
+                self.read_hashes.record(key, check, &hash, None);
                 Ok((made, hash))
             }
         }

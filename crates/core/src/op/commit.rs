@@ -10,6 +10,7 @@ use std::cell::{Cell, OnceCell};
 use std::sync::OnceLock;
 use std::thread::{Scope, ScopedJoinHandle};
 use writegate_fs::{Dir, Existing, Publish, PublishOptions};
+use writegate_text::Format;
 
 impl Op<'_> {
     /// Publishes `bytes` over the target atomically and durably (SPEC 7.3),
@@ -27,21 +28,23 @@ impl Op<'_> {
         if len > self.cfg.max_write_bytes {
             return Err(too_large(len, self.cfg.max_write_bytes, "max_write_bytes"));
         }
-        let dir = loaded.dir.take();
+        let mut dir = loaded.dir.take();
         let mut existing = loaded.existing.take();
         let slot = loaded.hash_before.take();
+        let unverified = loaded.unverified;
         let bytes_before = existing.as_ref().map_or(0, |e| e.stat.len);
         let identity = existing.as_ref().map(|e| e.stat);
         // A file only opened (a skim learned its format) is read for its
         // hash through a descriptor of its own: its own descriptor goes to
         // the publish (see `publish_bytes`).
+        let mut inline_check = None;
         let reader = match (&existing, &slot) {
             (Some(e), Some(slot)) if matches!(e.content, writegate_fs::Content::Unread) => {
                 let reader = e.duplicate(&target.canonical).ok();
                 // No descriptor to spare: the hash is taken now, through
                 // the file's own.
                 if reader.is_none() {
-                    super::fill_hash(slot, e, Some(self.svc.read_hashes()));
+                    inline_check = super::fill_hash_check(slot, e, Some(self.svc.read_hashes()));
                 }
                 reader
             }
@@ -67,12 +70,29 @@ impl Op<'_> {
             // inline, first.
             let ((hash, check), published) = std::thread::scope(|scope| {
                 let hashes = Hashes::start(scope, old, bytes);
-                let published =
-                    self.publish_bytes(target, dir, identity, handle, bytes, &hashes, &mut || {
-                        hashes.on_written();
-                    });
+                hashes.old_seen.set(inline_check);
+                let published = self.publish_bytes(
+                    target,
+                    &mut dir,
+                    (identity, handle, unverified),
+                    bytes,
+                    &hashes,
+                    &mut || hashes.on_written(),
+                );
                 (hashes.join(), published)
             });
+            if self.format_stale
+                && let Some(st) = identity
+            {
+                // Read again under the lock, through the directory it was
+                // taken for.
+                self.dir = dir;
+                self.svc.read_hashes().forget(crate::read_hash::FileKey {
+                    dev: st.dev,
+                    ino: st.ino,
+                    len: st.len,
+                });
+            }
             // The second descriptor's blocks are freed off this path too.
             if let Some(fd) = reader.and_then(|mut r| r.take_handle()) {
                 self.svc.releaser().release(fd);
@@ -96,12 +116,13 @@ impl Op<'_> {
             // The file as written is recorded with its hash, as a read of
             // it would record it: its next write (or read) takes the hash
             // from there when its bytes are still these.
-            if let Some(check) = check {
+            if let Some((check, format)) = check {
                 let (dev, ino) = published.identity;
                 self.svc.read_hashes().record(
                     crate::read_hash::FileKey { dev, ino, len },
                     check,
                     &hash,
+                    format,
                 );
             }
             (hash, published.created)
@@ -129,13 +150,18 @@ impl Op<'_> {
     }
 
     /// Publishes `bytes` over the target (SPEC 7.3) relative to `dir`, or
-    /// creates the missing parents of a workspace write first.
-    /// `identity` is the stat of the file read inside the lock (its inode
-    /// must still be at the leaf; its mode and owner go to the new file),
-    /// `handle` its read descriptor: kept across the rename only where that
-    /// just delays freeing its blocks (local disks), then handed to the
-    /// releaser; elsewhere closed first (NFS and FUSE would rename it to a
-    /// hidden name while it is open). `hash_after` (of `bytes`) goes into
+    /// creates the missing parents of a workspace write first (and leaves
+    /// the directory made in `dir`).
+    /// `old` is what the commit replaces: the stat of the file read inside
+    /// the lock (its inode must still be at the leaf; its mode and owner go
+    /// to the new file); its read descriptor, kept across the rename only
+    /// where that just delays freeing its blocks (local disks), then handed
+    /// to the releaser, elsewhere closed first (NFS and FUSE would rename
+    /// it to a hidden name while it is open); and, when `bytes` were encoded
+    /// for the format the read hash cache had for it, the check its bytes
+    /// must have ([`super::Loaded::unverified`]): the old hash's helper
+    /// reads them during the fsync, and when they do not have it nothing is
+    /// published and [`Op::take_format_stale`] says so. `hash_after` (of `bytes`) goes into
     /// the commit's intent journal: journaled before the temp file is
     /// written when `hashes` has it ready, else (a large write hashed on a
     /// helper thread) just before the rename. `written` runs once the bytes
@@ -145,23 +171,29 @@ impl Op<'_> {
     fn publish_bytes(
         &mut self,
         target: &Target,
-        dir: Option<Dir>,
-        identity: Option<writegate_fs::LeafStat>,
-        mut handle: Option<std::os::fd::OwnedFd>,
+        dir: &mut Option<Dir>,
+        old: (
+            Option<writegate_fs::LeafStat>,
+            Option<std::os::fd::OwnedFd>,
+            Option<u64>,
+        ),
         bytes: &[u8],
         hashes: &Hashes<'_, '_>,
         written: &mut dyn FnMut(),
     ) -> Result<writegate_fs::Published, Failure> {
+        let (identity, mut handle, unverified) = old;
         let (parent, leaf) = target.split()?;
         // The missing parents of a workspace write, created now that
         // everything else has been checked.
-        let (dir, made) = match dir {
-            Some(d) => (d, writegate_fs::CreatedDirs::default()),
-            None => {
+        let mut made = writegate_fs::CreatedDirs::default();
+        if dir.is_none() {
+            let (d, m) =
                 writegate_fs::open_creating(&self.ctx.runtime.root, parent, self.cfg.new_dir_mode)
-                    .map_err(Refusal::from)?
-            }
-        };
+                    .map_err(Refusal::from)?;
+            *dir = Some(d);
+            made = m;
+        }
+        let dir = dir.as_ref().expect("opened or created above");
         let opts = PublishOptions {
             new_file_mode: match self.cfg.new_file_mode {
                 NewFileMode::Owner => writegate_fs::NewFileMode::Owner,
@@ -194,7 +226,9 @@ impl Op<'_> {
                 start.elapsed(),
             )
         };
-        let mut intent = match hashes.ready() {
+        // Nothing is journaled before bytes encoded for a format still to be
+        // checked are known to be right for the file.
+        let mut intent = match hashes.ready().filter(|_| unverified.is_none()) {
             Some(hash) => match prepare(hash) {
                 Ok(i) => Some(i),
                 Err(r) => {
@@ -212,6 +246,7 @@ impl Op<'_> {
         let history = self.svc.history();
         let limits = &self.cfg.history;
         let slot = &self.hash_before;
+        let stale = Cell::new(false);
         // Its refusal (a closed generation, an intent the audit log cannot
         // take) is what the publish returns, typed as it is.
         let mut precommit = || -> Result<(), Refusal> {
@@ -223,6 +258,18 @@ impl Op<'_> {
                     reason: "generation closed".to_string(),
                 }
                 .into());
+            }
+            if let Some(want) = unverified
+                && hashes.old_check() != Some(want)
+            {
+                stale.set(true);
+                return Err(Refusal::new(
+                    crate::error::ErrorKind::FileChanged,
+                    format!(
+                        "{} changed while it was being written; nothing was written, retry",
+                        dir.path().join(leaf).display()
+                    ),
+                ));
             }
             if intent.is_none() {
                 intent = Some(prepare(hashes.after())?);
@@ -238,7 +285,7 @@ impl Op<'_> {
                 if rec.hash_before.is_none() {
                     rec.hash_before = slot.as_ref().and_then(|s| s.get()).cloned();
                 }
-                super::keep::keep_before(h, &dir, leaf, identity.as_ref(), rec, limits)?;
+                super::keep::keep_before(h, dir, leaf, identity.as_ref(), rec, limits)?;
                 kept = true;
             }
             Ok(())
@@ -248,7 +295,7 @@ impl Op<'_> {
         // intent would never be retired, and the journal would fill up.
         let restore = self.restore;
         let published = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let publish = Publish::new(&dir, leaf, bytes, &opts)
+            let publish = Publish::new(dir, leaf, bytes, &opts)
                 .on_written(written)
                 .precommit(&mut precommit);
             match restore {
@@ -265,6 +312,7 @@ impl Op<'_> {
             }
         }
         self.history_pending = settle;
+        self.format_stale = stale.get();
         self.intent = intent.flatten();
         let published = published.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         let published = match published {
@@ -313,10 +361,12 @@ impl OldHash<'_> {
             .is_some_and(|f| matches!(f.content, writegate_fs::Content::Unread))
     }
 
-    /// Takes the hash into its slot, unless it is there already.
-    fn take(self) {
-        if let (Some(slot), Some(file)) = (self.slot, self.file) {
-            super::fill_hash(slot, file, Some(self.cache));
+    /// Takes the hash into its slot, unless it is there already; returns
+    /// the check of the bytes read for it, when they were.
+    fn take(self) -> Option<u64> {
+        match (self.slot, self.file) {
+            (Some(slot), Some(file)) => super::fill_hash_check(slot, file, Some(self.cache)),
+            _ => None,
         }
     }
 }
@@ -349,23 +399,36 @@ struct Hashes<'scope, 'env> {
     old: OldHash<'env>,
     /// Whether the new bytes are hashed on a helper ([`PARALLEL_HASH_MIN`]).
     large: bool,
-    /// The old hash's helper, once started.
-    old_thread: Cell<Option<ScopedJoinHandle<'scope, ()>>>,
-    /// The new hash's helper, once started: the SHA-256 and the XXH3-64
-    /// check the read hash cache keeps it under.
-    new_thread: Cell<Option<ScopedJoinHandle<'scope, (String, u64)>>>,
+    /// The old hash's helper, once started: it returns the check of the
+    /// bytes it read.
+    old_thread: Cell<Option<ScopedJoinHandle<'scope, Option<u64>>>>,
+    /// The check of the old file's bytes, once read for its hash.
+    old_seen: Cell<Option<u64>>,
+    /// The new hash's helper, once started ([`new_hashes`]).
+    new_thread: Cell<Option<ScopedJoinHandle<'scope, NewHashes>>>,
     /// The new hash, once computed or joined.
     new: OnceCell<String>,
-    /// The new bytes' XXH3-64, when a helper took it with their hash.
-    check: Cell<Option<u64>>,
+    /// The new bytes' XXH3-64 and format, when a helper took them with their
+    /// hash.
+    check: Cell<Option<(u64, Option<Format>)>>,
 }
 
-/// What a large write's new-hash helper takes: the SHA-256 and the XXH3-64
-/// (about a twentieth of its cost) the written file is recorded under in
-/// the read hash cache, so that the next write of it has its `hashBefore`
-/// without hashing it again.
-fn new_hashes(bytes: &[u8], cache: &crate::read_hash::ReadHashes) -> (String, u64) {
-    (sha256_tagged(bytes), cache.check(bytes))
+/// What a large write's new-hash helper takes ([`new_hashes`]).
+type NewHashes = (String, u64, Option<Format>);
+
+/// What a large write's new-hash helper takes: the SHA-256, and the XXH3-64
+/// (about a twentieth of its cost) and the format a skim gives for the bytes
+/// (`None` when a skim cannot tell it), which the written file is recorded
+/// under in the read hash cache: the next whole-file write of it then has
+/// its format and its `hashBefore` without a look at it before the commit.
+fn new_hashes(bytes: &[u8], cache: &crate::read_hash::ReadHashes) -> NewHashes {
+    let mut skim = writegate_text::FormatSkim::new();
+    let format = if skim.feed(bytes) {
+        skim.finish()
+    } else {
+        None
+    };
+    (sha256_tagged(bytes), cache.check(bytes), format)
 }
 
 impl<'scope, 'env> Hashes<'scope, 'env> {
@@ -379,6 +442,7 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
             old,
             large,
             old_thread: Cell::new(None),
+            old_seen: Cell::new(None),
             new_thread: Cell::new(None),
             new: OnceCell::new(),
             check: Cell::new(None),
@@ -423,22 +487,33 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
     fn wait_new(&self) -> String {
         match self.new_thread.take() {
             Some(h) => {
-                let (hash, check) = joined(h);
-                self.check.set(Some(check));
+                let (hash, check, format) = joined(h);
+                self.check.set(Some((check, format)));
                 hash
             }
             None => sha256_tagged(self.bytes),
         }
     }
 
-    /// Waits for both: the old hash is in its slot (`hashBefore` is in the
-    /// event whatever happened to the publish), and the new one is
-    /// returned, with its XXH3-64 when a helper took it.
-    fn join(mut self) -> (String, Option<u64>) {
-        match self.old_thread.take() {
+    /// The check of the old file's bytes, as its hash was taken of them
+    /// (waiting for its helper, or taken here when none started); `None`
+    /// when they were not read for one.
+    fn old_check(&self) -> Option<u64> {
+        let seen = match self.old_thread.take() {
             Some(h) => joined(h),
             None => self.old.take(),
+        };
+        if seen.is_some() {
+            self.old_seen.set(seen);
         }
+        self.old_seen.get()
+    }
+
+    /// Waits for both: the old hash is in its slot (`hashBefore` is in the
+    /// event whatever happened to the publish), and the new one is
+    /// returned, with its XXH3-64 and format when a helper took them.
+    fn join(mut self) -> (String, Option<(u64, Option<Format>)>) {
+        self.old_check();
         let hash = match self.new.take() {
             Some(h) => h,
             None => self.wait_new(),

@@ -109,6 +109,11 @@ pub(crate) struct Loaded {
     /// The existing file's format when a skim learned it
     /// ([`ReadMode::Skim`]; `existing` is then [`Content::Unread`]).
     pub(crate) format: Option<writegate_text::Format>,
+    /// When `format` is the read hash cache's (the format the file had
+    /// when writegate wrote it): the check its bytes must still have. The
+    /// commit reads them on a helper while it writes the temp file, and
+    /// publishes nothing unless they do ([`Op::take_format_stale`]).
+    unverified: Option<u64>,
 }
 
 impl Loaded {
@@ -141,9 +146,16 @@ impl Drop for Loaded {
 /// bytes writegate last wrote or read), the entry's hash is the file's,
 /// and the SHA-256 is not taken.
 pub(crate) fn existing_hash(e: &Existing, cache: Option<&ReadHashes>) -> Option<String> {
+    existing_hash_check(e, cache).0
+}
+
+/// [`existing_hash`], with the check of the bytes read when `cache` had
+/// them read for one (a file only opened, read to its recorded size).
+fn existing_hash_check(e: &Existing, cache: Option<&ReadHashes>) -> (Option<String>, Option<u64>) {
     match &e.content {
-        Content::Whole(bytes) => Some(sha256_tagged(bytes)),
+        Content::Whole(bytes) => (Some(sha256_tagged(bytes)), None),
         Content::Unread => {
+            let mut seen = None;
             if let Some(cache) = cache {
                 let mut check = cache.checker();
                 if let Some(len) = stream_upto(e, |piece| check.update(piece)) {
@@ -152,15 +164,18 @@ pub(crate) fn existing_hash(e: &Existing, cache: Option<&ReadHashes>) -> Option<
                         ino: e.stat.ino,
                         len,
                     };
-                    if let Some(hash) = cache.lookup_check(key, check.digest()) {
-                        return Some(hash);
+                    let check = check.digest();
+                    if let Some(hash) = cache.lookup_check(key, check) {
+                        return (Some(hash), Some(check));
                     }
+                    seen = Some(check);
                 }
             }
             let mut hash = crate::hash::StreamHash::default();
-            stream_upto(e, |piece| hash.update(piece)).map(|_| hash.finish())
+            let hash = stream_upto(e, |piece| hash.update(piece)).map(|_| hash.finish());
+            (hash, seen)
         }
-        Content::Prefix(_) | Content::TooLarge => None,
+        Content::Prefix(_) | Content::TooLarge => (None, None),
     }
 }
 
@@ -194,33 +209,70 @@ pub(crate) fn fill_hash<'a>(
     e: &Existing,
     cache: Option<&ReadHashes>,
 ) -> Option<&'a String> {
-    if slot.get().is_none()
-        && let Some(hash) = existing_hash(e, cache)
-    {
-        let _ = slot.set(hash);
-    }
+    fill_hash_check(slot, e, cache);
     slot.get()
 }
 
+/// [`fill_hash`]; returns the check of the bytes it read when `cache` had
+/// them read for one ([`existing_hash_check`]).
+pub(crate) fn fill_hash_check(
+    slot: &OnceLock<String>,
+    e: &Existing,
+    cache: Option<&ReadHashes>,
+) -> Option<u64> {
+    if slot.get().is_some() {
+        return None;
+    }
+    let (hash, check) = existing_hash_check(e, cache);
+    if let Some(hash) = hash {
+        let _ = slot.set(hash);
+    }
+    check
+}
+
 /// [`ReadMode::Skim`]: the file opened, and when its size is in
-/// `SKIM_MIN..=max` its format learned a piece at a time (never past `max`
-/// bytes, whatever size it claims meanwhile); any other file, and one the
-/// skim cannot tell, read as [`ReadMode::Prefix`] through the same
-/// descriptor. Only in a directory where a replaced file's descriptor may
-/// stay open across the rename ([`Dir::can_defer_frees`]): the old hash's
-/// helper reads a skimmed file through a descriptor of its own during the
-/// publish. Also returns a skimmed file's format.
-fn skim(dir: &Dir, leaf: &OsStr, max: u64) -> Result<Skimmed, writegate_fs::FsError> {
+/// `SKIM_MIN..=max` its format learned without holding it: from the read
+/// hash cache when writegate wrote the file last (the format its bytes had
+/// then, to be checked against them before the rename: [`Skimmed::unverified`]),
+/// else a piece at a time (never past `max` bytes, whatever size it claims
+/// meanwhile); any other file, and one the skim cannot tell, read as
+/// [`ReadMode::Prefix`] through the same descriptor. Only in a directory
+/// where a replaced file's descriptor may stay open across the rename
+/// ([`Dir::can_defer_frees`]): the old hash's helper reads a skimmed file
+/// through a descriptor of its own during the publish.
+fn skim(
+    dir: &Dir,
+    leaf: &OsStr,
+    max: u64,
+    cache: &ReadHashes,
+) -> Result<Skimmed, writegate_fs::FsError> {
     use std::ops::ControlFlow;
+    let whole = |existing| Skimmed {
+        existing,
+        format: None,
+        unverified: None,
+    };
     if !dir.can_defer_frees() {
-        return writegate_fs::read_prefix(dir, leaf, max, Atime::Keep).map(|e| (e, None));
+        return writegate_fs::read_prefix(dir, leaf, max, Atime::Keep).map(whole);
     }
     let Some(mut e) = writegate_fs::open_existing(dir, leaf, Atime::Keep)? else {
-        return Ok((None, None));
+        return Ok(whole(None));
     };
     let path = dir.path().join(leaf);
     let skimmable = |len: u64| (SKIM_MIN..=max).contains(&len);
     if skimmable(e.stat.len) {
+        let key = FileKey {
+            dev: e.stat.dev,
+            ino: e.stat.ino,
+            len: e.stat.len,
+        };
+        if let Some((check, format)) = cache.format_of(key) {
+            return Ok(Skimmed {
+                existing: Some(e),
+                format: Some(format),
+                unverified: Some(check),
+            });
+        }
         let mut skim = writegate_text::FormatSkim::new();
         let mut seen = 0u64;
         let read = e.stream(&path, SKIM_PIECE, |piece| {
@@ -237,14 +289,26 @@ fn skim(dir: &Dir, leaf: &OsStr, max: u64) -> Result<Skimmed, writegate_fs::FsEr
             // What was seen is the file's size (it may have changed since
             // the open), as a whole read records it.
             e.stat.len = seen;
-            return Ok((Some(e), Some(format)));
+            return Ok(Skimmed {
+                existing: Some(e),
+                format: Some(format),
+                unverified: None,
+            });
         }
     }
-    e.read_prefix(&path, max).map(|e| (Some(e), None))
+    e.read_prefix(&path, max).map(|e| whole(Some(e)))
 }
 
-/// What [`skim`] found: the file, and for a skimmed one its format.
-type Skimmed = (Option<Existing>, Option<writegate_text::Format>);
+/// What [`skim`] found.
+struct Skimmed {
+    existing: Option<Existing>,
+    /// A skimmed file's format.
+    format: Option<writegate_text::Format>,
+    /// When the format is the one the read hash cache has for the file:
+    /// the check (XXH3-64 under the cache's secret) its bytes must have for
+    /// the format to be theirs.
+    unverified: Option<u64>,
+}
 
 /// What a commit did.
 pub(crate) struct Committed {
@@ -291,6 +355,10 @@ pub(crate) struct Op<'s> {
     /// Set by a commit that kept a before-image: whether its hash is still
     /// to be recorded once the hash helpers are joined.
     history_pending: Option<bool>,
+    /// Set by a commit that published nothing because the old file's bytes
+    /// were not those whose format the read hash cache gave
+    /// ([`Loaded::unverified`]); see [`Op::take_format_stale`].
+    format_stale: bool,
 }
 
 impl<'s> Op<'s> {
@@ -348,7 +416,17 @@ impl<'s> Op<'s> {
             gated: (None, false),
             restore: None,
             history_pending: None,
+            format_stale: false,
         }
+    }
+
+    /// Whether the last commit published nothing because the format it
+    /// encoded for was the read hash cache's and the old file's bytes were
+    /// no longer those it was recorded for (changed in place, same inode and
+    /// size); then the cache has forgotten the file, and reading it again
+    /// learns its format from its bytes. Clears the mark.
+    pub(crate) fn take_format_stale(&mut self) -> bool {
+        std::mem::take(&mut self.format_stale)
     }
 
     fn event(&mut self) -> &mut AuditEvent {
@@ -533,22 +611,23 @@ impl<'s> Op<'s> {
                 existing: None,
                 hash_before: None,
                 format: None,
+                unverified: None,
             });
         };
         // A leaf swapped for a symlink or another kind of file since it was
         // resolved is refused here; a regular file replaced by another write
         // that committed while this one waited is simply the current
         // content (SPEC 7.4: writes serialise, not fail).
-        let (existing, format) = match mode {
-            ReadMode::Whole(max) => {
-                writegate_fs::read_existing(&dir, leaf, Some(max), Atime::Keep).map(|e| (e, None))
-            }
+        let read = match mode {
+            ReadMode::Whole(max) => writegate_fs::read_existing(&dir, leaf, Some(max), Atime::Keep)
+                .map(|e| (e, None, None)),
             ReadMode::Prefix(max) => {
-                writegate_fs::read_prefix(&dir, leaf, max, Atime::Keep).map(|e| (e, None))
+                writegate_fs::read_prefix(&dir, leaf, max, Atime::Keep).map(|e| (e, None, None))
             }
-            ReadMode::Skim(max) => skim(&dir, leaf, max),
-        }
-        .map_err(Refusal::from)?;
+            ReadMode::Skim(max) => skim(&dir, leaf, max, self.svc.read_hashes())
+                .map(|s| (s.existing, s.format, s.unverified)),
+        };
+        let (existing, format, unverified) = read.map_err(Refusal::from)?;
         let mut later = None;
         if let Some(e) = existing.as_ref() {
             let hash = match &e.content {
@@ -573,6 +652,7 @@ impl<'s> Op<'s> {
             existing,
             hash_before: later,
             format,
+            unverified,
         };
         if let (Some(mode), false) = self.gated
             && let Some(e) = &loaded.existing
@@ -812,9 +892,10 @@ mod tests {
         std::fs::write(&path, "a line\n".repeat(300_000)).unwrap();
         let dir = Dir::open_canonical(&root).unwrap();
         let leaf = OsStr::new("grows.txt");
-        let (e, format) = skim(&dir, leaf, 5 * 1024 * 1024).unwrap();
-        let e = e.unwrap();
-        assert!(format.is_some(), "skimmed");
+        let cache = ReadHashes::default();
+        let s = skim(&dir, leaf, 5 * 1024 * 1024, &cache).unwrap();
+        let e = s.existing.unwrap();
+        assert!(s.format.is_some(), "skimmed");
         assert!(matches!(e.content, Content::Unread));
         assert!(existing_hash(&e, None).is_some(), "as it was");
         std::fs::OpenOptions::new()
@@ -824,11 +905,10 @@ mod tests {
             .set_len(1 << 40)
             .unwrap();
         assert_eq!(existing_hash(&e, None), None);
-        let cache = ReadHashes::default();
         assert_eq!(existing_hash(&e, Some(&cache)), None);
         // A file already that large is never skimmed; its prefix is read.
-        let (e, format) = skim(&dir, leaf, 5 * 1024 * 1024).unwrap();
-        assert!(format.is_none());
-        assert!(matches!(e.unwrap().content, Content::Prefix(_)));
+        let s = skim(&dir, leaf, 5 * 1024 * 1024, &cache).unwrap();
+        assert!(s.format.is_none());
+        assert!(matches!(s.existing.unwrap().content, Content::Prefix(_)));
     }
 }
