@@ -162,10 +162,11 @@ fn a_file_changed_in_place_to_crlf_since_writegate_wrote_it_keeps_crlf() {
     let lf = lines("lf");
     write(&mut c, &p, &lf);
     // Each line loses its last character to a `\r`: the same size.
-    let crlf: String = lf
-        .split_inclusive('\n')
-        .map(|l| format!("{}\r\n", &l[..l.len() - 2]))
-        .collect();
+    let mut crlf = String::with_capacity(lf.len());
+    for l in lf.split_inclusive('\n') {
+        crlf.push_str(&l[..l.len() - 2]);
+        crlf.push_str("\r\n");
+    }
     assert_eq!(crlf.len(), lf.len());
     let before = fs::metadata(&p).unwrap();
     {

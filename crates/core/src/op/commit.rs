@@ -404,8 +404,12 @@ struct Hashes<'scope, 'env> {
     old_thread: Cell<Option<ScopedJoinHandle<'scope, Option<u64>>>>,
     /// The check of the old file's bytes, once read for its hash.
     old_seen: Cell<Option<u64>>,
-    /// The new hash's helper, once started ([`new_hashes`]).
-    new_thread: Cell<Option<ScopedJoinHandle<'scope, NewHashes>>>,
+    /// The new hash's helper, once started ([`new_hashes`]): it hands the
+    /// SHA-256 over as soon as it has it (the commit waits for it before
+    /// the rename), then returns the rest.
+    new_thread: Cell<Option<ScopedJoinHandle<'scope, Recorded>>>,
+    /// Where the new hash's helper hands the SHA-256 over.
+    new_hash: Cell<Option<std::sync::mpsc::Receiver<String>>>,
     /// The new hash, once computed or joined.
     new: OnceCell<String>,
     /// The new bytes' XXH3-64 and format, when a helper took them with their
@@ -413,22 +417,29 @@ struct Hashes<'scope, 'env> {
     check: Cell<Option<(u64, Option<Format>)>>,
 }
 
-/// What a large write's new-hash helper takes ([`new_hashes`]).
-type NewHashes = (String, u64, Option<Format>);
+/// What the written file is recorded under in the read hash cache besides
+/// its hash: the XXH3-64 of its bytes and the format a skim gives for them.
+type Recorded = (u64, Option<Format>);
 
-/// What a large write's new-hash helper takes: the SHA-256, and the XXH3-64
-/// (about a twentieth of its cost) and the format a skim gives for the bytes
-/// (`None` when a skim cannot tell it), which the written file is recorded
-/// under in the read hash cache: the next whole-file write of it then has
-/// its format and its `hashBefore` without a look at it before the commit.
-fn new_hashes(bytes: &[u8], cache: &crate::read_hash::ReadHashes) -> NewHashes {
+/// What a large write's new-hash helper takes: the SHA-256 first, handed
+/// over on `sha` (the rename waits for it), then the XXH3-64 (about a
+/// twentieth of its cost) and the format a skim gives for the bytes (`None`
+/// when a skim cannot tell it), which the written file is recorded under in
+/// the read hash cache: the next whole-file write of it then has its format
+/// and its `hashBefore` without a look at it before the commit.
+fn new_hashes(
+    bytes: &[u8],
+    cache: &crate::read_hash::ReadHashes,
+    sha: &std::sync::mpsc::SyncSender<String>,
+) -> Recorded {
+    let _ = sha.send(sha256_tagged(bytes));
     let mut skim = writegate_text::FormatSkim::new();
     let format = if skim.feed(bytes) {
         skim.finish()
     } else {
         None
     };
-    (sha256_tagged(bytes), cache.check(bytes), format)
+    (cache.check(bytes), format)
 }
 
 impl<'scope, 'env> Hashes<'scope, 'env> {
@@ -444,17 +455,25 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
             old_thread: Cell::new(None),
             old_seen: Cell::new(None),
             new_thread: Cell::new(None),
+            new_hash: Cell::new(None),
             new: OnceCell::new(),
             check: Cell::new(None),
         };
         if !large {
             let _ = hashes.new.set(sha256_tagged(bytes));
         } else if old.slot.is_none() || old.cheap() {
-            hashes
-                .new_thread
-                .set(Some(scope.spawn(move || new_hashes(bytes, old.cache))));
+            hashes.start_new();
         }
         hashes
+    }
+
+    /// Starts the new hash's helper.
+    fn start_new(&self) {
+        let (bytes, cache) = (self.bytes, self.old.cache);
+        let (sha, hash) = std::sync::mpsc::sync_channel(1);
+        self.new_hash.set(Some(hash));
+        self.new_thread
+            .set(Some(self.scope.spawn(move || new_hashes(bytes, cache, &sha))));
     }
 
     /// The bytes are in the temp file: with an old hash left to take, its
@@ -465,9 +484,7 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
             self.old_thread
                 .set(Some(self.scope.spawn(move || old.take())));
             if self.large && !self.old.cheap() {
-                let (bytes, cache) = (self.bytes, self.old.cache);
-                self.new_thread
-                    .set(Some(self.scope.spawn(move || new_hashes(bytes, cache))));
+                self.start_new();
             }
         }
     }
@@ -485,13 +502,20 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
 
     /// The new hash from its helper, or computed here if none started.
     fn wait_new(&self) -> String {
-        match self.new_thread.take() {
-            Some(h) => {
-                let (hash, check, format) = joined(h);
-                self.check.set(Some((check, format)));
-                hash
+        if let Some(hash) = self.new_hash.take() {
+            match hash.recv() {
+                Ok(hash) => return hash,
+                // The helper ended without it: its panic goes on here.
+                Err(_) => self.join_new(),
             }
-            None => sha256_tagged(self.bytes),
+        }
+        sha256_tagged(self.bytes)
+    }
+
+    /// Waits for the new hash's helper to finish, if it was started.
+    fn join_new(&self) {
+        if let Some(h) = self.new_thread.take() {
+            self.check.set(Some(joined(h)));
         }
     }
 
@@ -518,6 +542,7 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
             Some(h) => h,
             None => self.wait_new(),
         };
+        self.join_new();
         (hash, self.check.get())
     }
 }
