@@ -472,8 +472,9 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
         let (bytes, cache) = (self.bytes, self.old.cache);
         let (sha, hash) = std::sync::mpsc::sync_channel(1);
         self.new_hash.set(Some(hash));
-        self.new_thread
-            .set(Some(self.scope.spawn(move || new_hashes(bytes, cache, &sha))));
+        self.new_thread.set(Some(
+            self.scope.spawn(move || new_hashes(bytes, cache, &sha)),
+        ));
     }
 
     /// The bytes are in the temp file: with an old hash left to take, its
