@@ -98,7 +98,9 @@ impl StringsAhead {
                     }
                 },
                 Some(open) => {
-                    let Some(stop) = blocks::string_stop(line, self.pos, &mut open.wide) else {
+                    let Some(stop) =
+                        blocks::skip_string(line, self.pos, &mut open.wide, &mut open.escaped)
+                    else {
                         self.pos = line.len();
                         break;
                     };

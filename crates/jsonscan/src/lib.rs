@@ -262,7 +262,7 @@ impl Scanner<'_> {
         // Whether a byte that is not ASCII was seen (perhaps past the end).
         let mut wide = false;
         loop {
-            self.i = blocks::string_stop(self.b, self.i, &mut wide)?;
+            self.i = blocks::skip_string(self.b, self.i, &mut wide, &mut escaped)?;
             match self.b[self.i] {
                 b'"' => break,
                 b'\\' => {
