@@ -33,6 +33,7 @@
 
 mod common;
 
+use common::pipe_floor;
 use common::{
     BareWrite, Client, KIB, MIB, Tree, audit_flush, bare_write, bare_write_as, fmt_size,
     load_average, median, print_preamble, scaled, start_daemon, start_daemon_at,
@@ -1128,10 +1129,22 @@ fn main() {
         .as_mut()
         .filter(|_| cases.iter().any(|c| c.stdio && c.size == 5 * MIB))
     {
-        let (daemon, bare, paired) = plain_pair(&t, d.child.id(), client, 3, scaled(12));
+        let PlainWay {
+            daemon,
+            bare,
+            floor_raw,
+            floor_serde,
+            paired,
+        } = plain_pair(&t, d.child.id(), client, 3, scaled(12));
         println!(
             "5 MiB write the plain way (blocks of one side's writes back to back, settled between; see plain_pair): fs/write_text_file over stdio {daemon:.0} µs, bare sequence {bare:.0} µs, median of every write: {:.3}x; per-round {paired:.3}x",
             daemon / bare
+        );
+        println!(
+            "  the least a stdio server can do (benches/common/pipe_floor.rs), the same line over a pipe, then the bare sequence: content undecoded {floor_raw:.0} µs ({:.3}x the bare sequence), decoded by serde_json {floor_serde:.0} µs ({:.3}x); writegate / the serde_json reader: {:.3}x",
+            floor_raw / bare,
+            floor_serde / bare,
+            daemon / floor_serde
         );
         println!(
             "target: 5 MiB over stdio within 1.5x of the plain bare sequence, measured the plain way: {:.3}x -> {}",
@@ -1156,22 +1169,36 @@ fn main() {
 /// request line over the daemon's stdio and waits for the answer, timed
 /// write by write, in blocks of `n` back to back; the bare sequence the
 /// same way in blocks of its own, on the same kind of files (16 files of
-/// 5 MiB each side overwrites, in a directory of its own). Between blocks
-/// the daemon has released what it replaced, the filesystem is synced
-/// (`syncfs`) and given 200 ms, so neither side pays for the other's
-/// deferred work (the blocks each side's renames freed are discarded at
-/// the next journal commit, whoever's fsync it is). Rounds alternate which
-/// side goes first. Returns the medians, µs, daemon and bare, and the
-/// per-round ratios' median.
-fn plain_pair(t: &Tree, pid: u32, client: &mut Client, rounds: usize, n: usize) -> (f64, f64, f64) {
+/// 5 MiB each side overwrites, in a directory of its own); and the same
+/// line sent the same way to the least a stdio server can do
+/// ([`pipe_floor`]: the line read from a pipe, the bare sequence run with
+/// its content, undecoded or decoded by `serde_json`). Between blocks the
+/// daemon has released what it replaced, the filesystem is synced
+/// (`syncfs`) and given 200 ms, so no side pays for another's deferred
+/// work (the blocks each side's renames freed are discarded at the next
+/// journal commit, whoever's fsync it is). Rounds rotate which side goes
+/// first.
+fn plain_pair(t: &Tree, pid: u32, client: &mut Client, rounds: usize, n: usize) -> PlainWay {
+    use pipe_floor::{Content, PipeFloor};
     let content = text_of(5 * MIB, "plain-pair");
     let content_json = serde_json::to_vec(&content).unwrap();
     let (dd, bd) = (t.ws.join("plain-daemon"), t.base.join("plain-bare"));
-    fs::create_dir_all(&dd).unwrap();
-    fs::create_dir_all(&bd).unwrap();
+    let (rd, sd) = (
+        t.base.join("plain-floor-raw"),
+        t.base.join("plain-floor-serde"),
+    );
+    for d in [&dd, &bd, &rd, &sd] {
+        fs::create_dir_all(d).unwrap();
+    }
     let prefixes: Vec<Vec<u8>> = (0..16)
         .map(|k| write_params_prefix(&dd.join(format!("d{k}")), "plain"))
         .collect();
+    // The floors get the daemon's line, byte for byte: its JSON-RPC head,
+    // the params before the content, the content, and `}}`.
+    let head = br#"{"jsonrpc":"2.0","id":1,"method":"fs/write_text_file","params":"#;
+    let floor_line = |k: usize| [&head[..], &prefixes[k % 16], &content_json, b"}}"];
+    let floor = |dir: &std::path::Path, how| PipeFloor::start(dir.to_path_buf(), 16, how, 2);
+    let mut floors = [floor(&rd, Content::Raw), floor(&sd, Content::SerdeJson)];
     let mut seq = 0u64;
     let settle = |t: &Tree| {
         wait_released(pid, &t.ws);
@@ -1180,55 +1207,73 @@ fn plain_pair(t: &Tree, pid: u32, client: &mut Client, rounds: usize, n: usize) 
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    // Every file exists at this size on both sides.
+    // Every file exists at this size on every side.
     for (k, pre) in prefixes.iter().enumerate() {
         client.call("fs/write_text_file", &[pre, &content_json, b"}"]);
         bare_write(&bd, &format!("b{k}"), content.as_bytes(), "plain", &mut seq);
+        for f in &mut floors {
+            f.call(&floor_line(k));
+        }
     }
-    let (mut daemon, mut bare, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    // Per side, every write's µs; per round, the daemon's median over the
+    // bare sequence's.
+    let mut sides: [Vec<f64>; 4] = Default::default();
+    let mut ratios = Vec::new();
     for round in 0..rounds {
-        let d_block = |client: &mut Client| {
+        let mut medians = [0.0; 4];
+        for i in 0..4 {
+            let side = (round + i) % 4;
             settle(t);
             let mut us = Vec::with_capacity(n);
             for k in 0..n {
                 let t0 = Instant::now();
-                client.call(
-                    "fs/write_text_file",
-                    &[&prefixes[k % 16], &content_json, b"}"],
-                );
+                match side {
+                    0 => {
+                        client.call(
+                            "fs/write_text_file",
+                            &[&prefixes[k % 16], &content_json, b"}"],
+                        );
+                    }
+                    1 => bare_write(
+                        &bd,
+                        &format!("b{}", k % 16),
+                        content.as_bytes(),
+                        "plain",
+                        &mut seq,
+                    ),
+                    f => floors[f - 2].call(&floor_line(k)),
+                }
                 us.push(t0.elapsed().as_secs_f64() * 1e6);
             }
-            us
-        };
-        let b_block = |seq: &mut u64| {
-            settle(t);
-            let mut us = Vec::with_capacity(n);
-            for k in 0..n {
-                let t0 = Instant::now();
-                bare_write(
-                    &bd,
-                    &format!("b{}", k % 16),
-                    content.as_bytes(),
-                    "plain",
-                    seq,
-                );
-                us.push(t0.elapsed().as_secs_f64() * 1e6);
-            }
-            us
-        };
-        let (mut d, mut b) = if round % 2 == 0 {
-            let d = d_block(client);
-            (d, b_block(&mut seq))
-        } else {
-            let b = b_block(&mut seq);
-            (d_block(client), b)
-        };
-        ratios.push(median(&mut d.clone()) / median(&mut b.clone()));
-        daemon.append(&mut d);
-        bare.append(&mut b);
+            medians[side] = median(&mut us.clone());
+            sides[side].append(&mut us);
+        }
+        ratios.push(medians[0] / medians[1]);
     }
-    fs::remove_dir_all(&bd).unwrap();
-    (median(&mut daemon), median(&mut bare), median(&mut ratios))
+    drop(floors);
+    for d in [&bd, &rd, &sd] {
+        fs::remove_dir_all(d).unwrap();
+    }
+    let [mut daemon, mut bare, mut raw, mut serde] = sides;
+    PlainWay {
+        daemon: median(&mut daemon),
+        bare: median(&mut bare),
+        floor_raw: median(&mut raw),
+        floor_serde: median(&mut serde),
+        paired: median(&mut ratios),
+    }
+}
+
+/// What [`plain_pair`] measured: medians of every write, µs, and the
+/// median of the per-round ratios daemon / bare.
+struct PlainWay {
+    daemon: f64,
+    bare: f64,
+    /// The line read from a pipe, its content written undecoded.
+    floor_raw: f64,
+    /// The same, the content decoded by `serde_json`.
+    floor_serde: f64,
+    paired: f64,
 }
 
 /// The issue's targets, as far as the cases run allow.

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod large_ops;
+pub(crate) mod pipe_floor;
 
 use serde_json::{Value, json};
 use std::fmt::Write as _;
