@@ -4,7 +4,12 @@
 //! large whole-file write records the file it published here, and the next
 //! whole-file write of that file takes its `hashBefore` from here when the
 //! bytes it skimmed are still those (docs/decisions/0036-large-writes-the-plain-way.md):
-//! SHA-256 of the old 5 MiB was 2.6 ms of CPU racing the fsync.
+//! SHA-256 of the old 5 MiB was 2.6 ms of CPU racing the fsync. Such a
+//! write also records the format a skim gives for the bytes it published,
+//! and the next whole-file write of the file encodes for that format
+//! without looking at the file first; it publishes nothing unless the
+//! file's bytes, read on a helper during its fsync, have the recorded check
+//! (docs/decisions/0037-the-format-a-write-left.md).
 //!
 //! An entry is keyed by the file's device and inode and holds its size,
 //! the XXH3-64 of its bytes under a secret of this process, and their
@@ -223,6 +228,29 @@ mod tests {
         // Another inode with the same bytes, or the same inode grown.
         assert!(h.lookup(FileKey { ino: 3, ..KEY }, b"abcd").is_err());
         assert!(h.lookup(FileKey { len: 5, ..KEY }, b"abcde").is_err());
+    }
+
+    /// The format a write recorded is given for the file's identity and
+    /// size only, with the check the bytes must have; a read of other bytes
+    /// replaces the entry, and a forgotten file has none.
+    #[test]
+    fn a_recorded_format_is_given_with_its_check_for_that_size_only() {
+        let h = ReadHashes::default();
+        let lf = Format {
+            dominant: Some(writegate_text::Ending::Lf),
+            ..Format::NEW_FILE
+        };
+        let check = h.check(b"abcd");
+        h.record(KEY, check, "sha256:one", Some(lf));
+        assert_eq!(h.format_of(KEY), Some((check, lf)));
+        assert_eq!(h.format_of(FileKey { len: 5, ..KEY }), None);
+        assert_eq!(h.format_of(FileKey { ino: 3, ..KEY }), None);
+        h.forget(KEY);
+        assert_eq!(h.format_of(KEY), None);
+        h.record(KEY, check, "sha256:one", Some(lf));
+        let read = h.lookup(KEY, b"abce").unwrap_err();
+        h.record(KEY, read, "sha256:read", None);
+        assert_eq!(h.format_of(KEY), None, "a read records no format");
     }
 
     #[test]

@@ -51,11 +51,13 @@ pub(crate) enum ReadMode {
     /// cap), without ever loading a huge or sparse file.
     Prefix(u64),
     /// A whole-file write's read: a file of [`SKIM_MIN`] to this many
-    /// bytes has its format learned a piece at a time
-    /// ([`writegate_text::FormatSkim`]) and is not held; its `hashBefore` is
-    /// taken by reading it again on a helper during the commit. Any other
-    /// file, and one the skim cannot tell (a BOM, a `\r`, bytes that are
-    /// not UTF-8), is read as [`ReadMode::Prefix`] of this many bytes.
+    /// bytes has its format learned without being held: from the read hash
+    /// cache when writegate wrote the file last (checked against its bytes
+    /// before the rename, [`Loaded::unverified`]), else a piece at a time
+    /// ([`writegate_text::FormatSkim`]); its `hashBefore` is taken by
+    /// reading it on a helper during the commit. Any other file, and one
+    /// the skim cannot tell (a BOM, a `\r`, bytes that are not UTF-8), is
+    /// read as [`ReadMode::Prefix`] of this many bytes.
     Skim(u64),
 }
 
