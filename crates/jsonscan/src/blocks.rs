@@ -80,11 +80,29 @@ const WIDE: usize = 64;
 /// there is no stop in `b` from `i`. `wide` as for [`string_stop`].
 pub(crate) fn skip_string(
     b: &[u8],
-    mut i: usize,
+    i: usize,
     wide: &mut bool,
     escaped: &mut bool,
 ) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
+    let i = match skip_blocks(b, i, wide, escaped) {
+        Ok(stop) => return Some(stop),
+        Err(rest) => rest,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = escaped;
+    string_stop(b, i, wide)
+}
+
+/// [`skip_string`]'s blocks of 64 bytes: `Ok` with where it stopped, or
+/// `Err` with where the bytes left are fewer than a block.
+#[cfg(target_arch = "x86_64")]
+fn skip_blocks(
+    b: &[u8],
+    mut i: usize,
+    wide: &mut bool,
+    escaped: &mut bool,
+) -> Result<usize, usize> {
     'blocks: while let Some(block) = b.get(i..).and_then(<[u8]>::first_chunk::<WIDE>) {
         let (mut stops, backslashes, high) = masks(block);
         *wide |= high != 0;
@@ -92,7 +110,7 @@ pub(crate) fn skip_string(
             let t = stops.trailing_zeros() as usize;
             if backslashes & (1 << t) == 0 {
                 // A quote or a control character.
-                return Some(i + t);
+                return Ok(i + t);
             }
             match b.get(i + t + 1) {
                 Some(&e) if crate::one_byte_escape(e).is_some() => {
@@ -104,12 +122,12 @@ pub(crate) fn skip_string(
                     // The escape's two bytes are done with.
                     stops &= !0u64 << (t + 2);
                 }
-                _ => return Some(i + t),
+                _ => return Ok(i + t),
             }
         }
         i += WIDE;
     }
-    string_stop(b, i, wide)
+    Err(i)
 }
 
 /// The masks of a block of 64 bytes, a bit per byte: where a string scan
@@ -239,6 +257,51 @@ mod tests {
                     i = stop + 2;
                 }
                 _ => return (Some(stop), escaped),
+            }
+        }
+    }
+
+    /// Each escape, a quote, a raw control byte and a lone final
+    /// backslash at every offset around the first two block edges.
+    #[test]
+    fn skipping_escapes_stops_where_a_byte_by_byte_scan_stops_at_every_block_edge() {
+        let pieces: [&[u8]; 8] = [
+            b"\\n",
+            b"\\\\",
+            b"\\\"",
+            b"\\u00e9",
+            b"\\x",
+            b"\"",
+            b"\t",
+            "é".as_bytes(),
+        ];
+        for at in 0..140 {
+            for from in [0, 1, 63] {
+                for piece in pieces {
+                    let mut t = vec![b'a'; 200];
+                    t.splice(at..at + piece.len(), piece.iter().copied());
+                    assert_eq!(
+                        scan(&t, from, true),
+                        scan(&t, from, false),
+                        "{piece:?} at {at} from {from}"
+                    );
+                }
+                // Two escapes in a row, across the edge.
+                let mut two = vec![b'a'; 200];
+                two.splice(at..at + 4, b"\\n\\n".iter().copied());
+                assert_eq!(
+                    scan(&two, from, true),
+                    scan(&two, from, false),
+                    "twice at {at}"
+                );
+                // A backslash as the last byte.
+                let mut cut = vec![b'a'; at + 1];
+                cut[at] = b'\\';
+                assert_eq!(
+                    scan(&cut, from.min(at), true),
+                    scan(&cut, from.min(at), false),
+                    "cut at {at}"
+                );
             }
         }
     }

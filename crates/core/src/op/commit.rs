@@ -404,6 +404,8 @@ struct Hashes<'scope, 'env> {
     old_thread: Cell<Option<ScopedJoinHandle<'scope, Option<u64>>>>,
     /// The check of the old file's bytes, once read for its hash.
     old_seen: Cell<Option<u64>>,
+    /// The old hash was taken (or its helper joined): it is not read again.
+    old_done: Cell<bool>,
     /// The new hash's helper, once started ([`new_hashes`]): it hands the
     /// SHA-256 over as soon as it has it (the commit waits for it before
     /// the rename), then returns the rest.
@@ -418,8 +420,9 @@ struct Hashes<'scope, 'env> {
 }
 
 /// What the written file is recorded under in the read hash cache besides
-/// its hash: the XXH3-64 of its bytes and the format a skim gives for them.
-type Recorded = (u64, Option<Format>);
+/// its hash: the XXH3-64 of its bytes and the format a skim gives for them
+/// (`None`: not recorded).
+type Recorded = Option<(u64, Option<Format>)>;
 
 /// What a large write's new-hash helper takes: the SHA-256 first, handed
 /// over on `sha` (the rename waits for it), then the XXH3-64 (about a
@@ -433,13 +436,18 @@ fn new_hashes(
     sha: &std::sync::mpsc::SyncSender<String>,
 ) -> Recorded {
     let _ = sha.send(sha256_tagged(bytes));
-    let mut skim = writegate_text::FormatSkim::new();
-    let format = if skim.feed(bytes) {
-        skim.finish()
-    } else {
-        None
-    };
-    (cache.check(bytes), format)
+    // Only what the cache is told: a panic here (a bug) must not undo a
+    // publish that may already have renamed.
+    std::panic::catch_unwind(|| {
+        let mut skim = writegate_text::FormatSkim::new();
+        let format = if skim.feed(bytes) {
+            skim.finish()
+        } else {
+            None
+        };
+        (cache.check(bytes), format)
+    })
+    .ok()
 }
 
 impl<'scope, 'env> Hashes<'scope, 'env> {
@@ -454,6 +462,7 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
             large,
             old_thread: Cell::new(None),
             old_seen: Cell::new(None),
+            old_done: Cell::new(false),
             new_thread: Cell::new(None),
             new_hash: Cell::new(None),
             new: OnceCell::new(),
@@ -516,7 +525,7 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
     /// Waits for the new hash's helper to finish, if it was started.
     fn join_new(&self) {
         if let Some(h) = self.new_thread.take() {
-            self.check.set(Some(joined(h)));
+            self.check.set(joined(h));
         }
     }
 
@@ -524,12 +533,14 @@ impl<'scope, 'env> Hashes<'scope, 'env> {
     /// (waiting for its helper, or taken here when none started); `None`
     /// when they were not read for one.
     fn old_check(&self) -> Option<u64> {
-        let seen = match self.old_thread.take() {
-            Some(h) => joined(h),
-            None => self.old.take(),
-        };
-        if seen.is_some() {
-            self.old_seen.set(seen);
+        if !self.old_done.replace(true) {
+            let seen = match self.old_thread.take() {
+                Some(h) => joined(h),
+                None => self.old.take(),
+            };
+            if seen.is_some() {
+                self.old_seen.set(seen);
+            }
         }
         self.old_seen.get()
     }

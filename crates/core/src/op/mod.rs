@@ -676,6 +676,9 @@ impl<'s> Op<'s> {
                 },
                 _ => r,
             })?;
+            // Judged read-only now: a second read of the same operation
+            // (a write whose cached format was stale) is not asked again.
+            self.gated.1 = true;
         }
         Ok(loaded)
     }
@@ -912,5 +915,40 @@ mod tests {
         let s = skim(&dir, leaf, 5 * 1024 * 1024, &cache).unwrap();
         assert!(s.format.is_none());
         assert!(matches!(s.existing.unwrap().content, Content::Prefix(_)));
+    }
+
+    /// A file whose format a write recorded is not read by the skim: the
+    /// recorded format is given, with the check its bytes must still
+    /// have; the same file at another size is skimmed.
+    #[test]
+    fn a_file_with_a_recorded_format_is_not_read_by_the_skim() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let path = root.join("known.txt");
+        std::fs::write(&path, "a line\n".repeat(300_000)).unwrap();
+        let dir = Dir::open_canonical(&root).unwrap();
+        assert!(dir.can_defer_frees(), "a local disk under {root:?}");
+        let leaf = OsStr::new("known.txt");
+        let meta = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
+        let cache = ReadHashes::default();
+        let skimmed = skim(&dir, leaf, 5 * 1024 * 1024, &cache).unwrap();
+        let e = skimmed.existing.unwrap();
+        assert_eq!(skimmed.unverified, None, "nothing on record: skimmed");
+        assert_eq!(e.stat.ino, meta);
+        // Recorded as other than what a skim finds, to tell the two apart.
+        let recorded = writegate_text::Format::NEW_FILE;
+        let key = FileKey {
+            dev: e.stat.dev,
+            ino: e.stat.ino,
+            len: e.stat.len,
+        };
+        cache.record(key, 7, "sha256:x", Some(recorded));
+        let s = skim(&dir, leaf, 5 * 1024 * 1024, &cache).unwrap();
+        assert_eq!((s.format, s.unverified), (Some(recorded), Some(7)));
+        assert!(matches!(s.existing.unwrap().content, Content::Unread));
+        std::fs::write(&path, "a line\n".repeat(300_001)).unwrap();
+        let s = skim(&dir, leaf, 5 * 1024 * 1024, &cache).unwrap();
+        assert_eq!(s.unverified, None, "another size: skimmed");
+        assert_ne!(s.format, Some(recorded));
     }
 }
