@@ -152,7 +152,13 @@ impl BindMount {
 
 impl Drop for BindMount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.target).status();
+        // Detached even while a descriptor the test still holds (a
+        // directory a service opened through it) keeps it busy: a plain
+        // umount would fail, and the mount would outlive the test run.
+        let _ = Command::new("umount")
+            .arg("--lazy")
+            .arg(&self.target)
+            .status();
     }
 }
 
