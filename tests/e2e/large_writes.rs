@@ -27,6 +27,22 @@ fn writes(t: &Tree) -> Vec<Value> {
         .collect()
 }
 
+/// Overwrites the file at `path` with `text` of its own size, in place (the
+/// same inode), as a shared mapping or another program might, and sets its
+/// modification time back to what it was.
+fn change_in_place(path: &Path, text: &str) {
+    use std::io::{Seek, Write};
+    use std::os::unix::fs::MetadataExt;
+    let before = fs::metadata(path).unwrap();
+    assert_eq!(before.len(), text.len() as u64, "the same size");
+    let mut f = fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(std::io::SeekFrom::Start(0)).unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f.set_times(fs::FileTimes::new().set_modified(before.modified().unwrap()))
+        .unwrap();
+    assert_eq!(fs::metadata(path).unwrap().ino(), before.ino(), "in place");
+}
+
 fn write(c: &mut crate::common::Client, path: &Path, content: &str) {
     let r = c.call(
         "fs/write_text_file",
@@ -53,20 +69,7 @@ fn a_file_changed_in_place_since_writegate_wrote_it_is_recorded_with_its_new_has
     // Changed in place, as a shared mapping or another program might.
     let three = two.replacen("two", "3!!", 1);
     assert_eq!(three.len(), two.len());
-    let before = fs::metadata(&p).unwrap();
-    {
-        use std::io::{Seek, Write};
-        let mut f = fs::OpenOptions::new().write(true).open(&p).unwrap();
-        f.seek(std::io::SeekFrom::Start(0)).unwrap();
-        f.write_all(three.as_bytes()).unwrap();
-        f.set_times(fs::FileTimes::new().set_modified(before.modified().unwrap()))
-            .unwrap();
-    }
-    let after = fs::metadata(&p).unwrap();
-    assert_eq!(
-        std::os::unix::fs::MetadataExt::ino(&after),
-        std::os::unix::fs::MetadataExt::ino(&before)
-    );
+    change_in_place(&p, &three);
     let four = lines("four");
     write(&mut c, &p, &four);
     assert_eq!(fs::read_to_string(&p).unwrap(), four);
@@ -168,15 +171,7 @@ fn a_file_changed_in_place_to_crlf_since_writegate_wrote_it_keeps_crlf() {
         crlf.push_str("\r\n");
     }
     assert_eq!(crlf.len(), lf.len());
-    let before = fs::metadata(&p).unwrap();
-    {
-        use std::io::{Seek, Write};
-        let mut f = fs::OpenOptions::new().write(true).open(&p).unwrap();
-        f.seek(std::io::SeekFrom::Start(0)).unwrap();
-        f.write_all(crlf.as_bytes()).unwrap();
-        f.set_times(fs::FileTimes::new().set_modified(before.modified().unwrap()))
-            .unwrap();
-    }
+    change_in_place(&p, &crlf);
     let new = lines("new");
     write(&mut c, &p, &new);
     let now = fs::read_to_string(&p).unwrap();

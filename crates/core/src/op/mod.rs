@@ -885,17 +885,24 @@ pub(crate) fn too_large(len: u64, max: u64, key: &str) -> Failure {
 mod tests {
     use super::*;
 
+    /// A 2 MiB UTF-8 file named `leaf` in a new temporary directory (kept
+    /// while the first value lives), its path and the directory opened.
+    fn skimmable_file(leaf: &str) -> (tempfile::TempDir, PathBuf, Dir) {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let path = root.join(leaf);
+        std::fs::write(&path, "a line\n".repeat(300_000)).unwrap();
+        let dir = Dir::open_canonical(&root).unwrap();
+        (d, path, dir)
+    }
+
     /// A file can claim any size once it is open (a same-user process
     /// `ftruncate`s it to a terabyte of holes): the old file's hash reads
     /// it no further than the size it had when it was skimmed, and is left
     /// out, where an unbounded read would hold the path lock for hours.
     #[test]
     fn a_file_grown_after_it_was_skimmed_is_not_read_past_its_size() {
-        let d = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(d.path()).unwrap();
-        let path = root.join("grows.txt");
-        std::fs::write(&path, "a line\n".repeat(300_000)).unwrap();
-        let dir = Dir::open_canonical(&root).unwrap();
+        let (_d, path, dir) = skimmable_file("grows.txt");
         let leaf = OsStr::new("grows.txt");
         let cache = ReadHashes::default();
         let s = skim(&dir, leaf, 5 * 1024 * 1024, &cache).unwrap();
@@ -922,12 +929,8 @@ mod tests {
     /// have; the same file at another size is skimmed.
     #[test]
     fn a_file_with_a_recorded_format_is_not_read_by_the_skim() {
-        let d = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(d.path()).unwrap();
-        let path = root.join("known.txt");
-        std::fs::write(&path, "a line\n".repeat(300_000)).unwrap();
-        let dir = Dir::open_canonical(&root).unwrap();
-        assert!(dir.can_defer_frees(), "a local disk under {root:?}");
+        let (_d, path, dir) = skimmable_file("known.txt");
+        assert!(dir.can_defer_frees(), "a local disk under {:?}", dir.path());
         let leaf = OsStr::new("known.txt");
         let meta = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
         let cache = ReadHashes::default();
