@@ -161,7 +161,8 @@ impl Op<'_> {
     /// for the format the read hash cache had for it, the check its bytes
     /// must have ([`super::Loaded::unverified`]): the old hash's helper
     /// reads them during the fsync, and when they do not have it nothing is
-    /// published and [`Op::take_format_stale`] says so. `hash_after` (of `bytes`) goes into
+    /// published and [`Op::take_format_stale`] says so. `hash_after` (of
+    /// `bytes`) goes into
     /// the commit's intent journal: journaled before the temp file is
     /// written when `hashes` has it ready, else (a large write hashed on a
     /// helper thread) just before the rename. `written` runs once the bytes
