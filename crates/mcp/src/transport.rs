@@ -31,7 +31,7 @@ use tokio::io::AsyncRead;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use writegate_core::Allowances;
-use writegate_jsonscan::{Lookup, Member};
+use writegate_jsonscan::{Checked, Lookup, Member, StringsAhead};
 use writegate_stdio::lines::{Frame, LineReader};
 use writegate_stdio::{Restore, StdioEnds};
 
@@ -134,8 +134,11 @@ const LONE_SURROGATE: &str = "a string is not valid Unicode: it holds a lone sur
 /// memory (the line becomes its `String`: a whole file needs no second
 /// buffer), every other member is parsed with serde from its own text.
 /// `None`, with `line` untouched, for any other line: [`parse`] reads it.
-fn tool_call_with_content(line: &mut Vec<u8>) -> Option<Line> {
-    let (top, found) = writegate_jsonscan::object_members_at(line, &["params", "arguments"])?;
+/// `checked`: the line's long strings checked as it arrived
+/// ([`Stdio::next_frame`]), not read again.
+fn tool_call_with_content(line: &mut Vec<u8>, checked: &Checked) -> Option<Line> {
+    let (top, found) =
+        writegate_jsonscan::object_members_checked(line, &["params", "arguments"], checked)?;
     let text = &line[..];
     let [Some(params), Some(args)] = &found[..] else {
         return None;
@@ -308,7 +311,13 @@ pub(crate) struct Stdio {
     /// approval question still open can get no answer any more, so its
     /// call is answered as cancelled instead of holding the exit.
     input_ended: CancellationToken,
+    /// The long line arriving, its strings checked so far.
+    ahead: Option<StringsAhead>,
 }
+
+/// A line this long so far has its strings checked as the rest arrives
+/// ([`Stdio::next_frame`]): a `write_file` of a whole file.
+const AHEAD_FROM: usize = 64 * 1024;
 
 /// The ids of requests read and not yet answered.
 #[derive(Default)]
@@ -368,6 +377,7 @@ impl Stdio {
             unanswered: Arc::default(),
             grace,
             input_ended,
+            ahead: None,
         }
     }
 }
@@ -392,6 +402,7 @@ impl Stdio {
             unanswered: Arc::default(),
             grace,
             input_ended,
+            ahead: None,
         }
     }
 
@@ -410,10 +421,37 @@ impl Drop for Stdio {
 }
 
 impl Stdio {
+    /// The next frame, reading as much as it takes, with the strings of a
+    /// long line checked while the rest of it still arrives (the peer is
+    /// still sending: see `writegate_jsonscan::StringsAhead`); `Ok(None)`
+    /// once the input has ended. Cancel-safe as `LineReader::next_line`
+    /// is: what was read and checked stays in `self`.
+    async fn next_frame(&mut self) -> std::io::Result<Option<(Frame, Checked)>> {
+        loop {
+            if let Some(frame) = self.lines.next_buffered() {
+                let checked = self.ahead.take().map(StringsAhead::finish);
+                return Ok(Some((frame, checked.unwrap_or_default())));
+            }
+            if self.lines.at_eof() {
+                return Ok(None);
+            }
+            self.lines.fill(usize::MAX).await?;
+            if self.lines.partial() >= AHEAD_FROM {
+                self.ahead
+                    .get_or_insert_with(StringsAhead::new)
+                    .feed(self.lines.partial_bytes());
+            }
+        }
+    }
+
     /// One incoming line: the message for the service, or `None` when it
     /// was skipped or answered here (an invalid request).
-    fn take_line(&mut self, mut line: Vec<u8>) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let parsed = match tool_call_with_content(&mut line) {
+    fn take_line(
+        &mut self,
+        mut line: Vec<u8>,
+        checked: &Checked,
+    ) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let parsed = match tool_call_with_content(&mut line, checked) {
             Some(p) => p,
             None => parse(&line),
         };
@@ -481,12 +519,12 @@ impl rmcp::transport::Transport<RoleServer> for Stdio {
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
             if let Some(line) = self.first.take() {
-                if let Some(m) = self.take_line(line) {
+                if let Some(m) = self.take_line(line, &Checked::NONE) {
                     return Some(m);
                 }
                 continue;
             }
-            let next = self.lines.next_line().await.unwrap_or_else(|e| {
+            let next = self.next_frame().await.unwrap_or_else(|e| {
                 tracing::error!(error = %e, "cannot read stdin");
                 None
             });
@@ -504,9 +542,9 @@ impl rmcp::transport::Transport<RoleServer> for Stdio {
                 }
                 return None;
             };
-            let line = match next {
-                Frame::Line(line) => Vec::from(line),
-                Frame::TooLong => {
+            let (line, checked) = match next {
+                (Frame::Line(line), checked) => (Vec::from(line), checked),
+                (Frame::TooLong, _) => {
                     tracing::error!(
                         max_line = self.lines.max(),
                         "an incoming message is longer than max_frame_bytes; skipping it"
@@ -514,7 +552,7 @@ impl rmcp::transport::Transport<RoleServer> for Stdio {
                     continue;
                 }
             };
-            if let Some(m) = self.take_line(line) {
+            if let Some(m) = self.take_line(line, &checked) {
                 return Some(m);
             }
         }
@@ -604,7 +642,8 @@ mod tests {
         for msg in taken {
             let text = line(&msg);
             let mut owned = text.clone();
-            let Some(Line::Message(fast)) = tool_call_with_content(&mut owned) else {
+            let Some(Line::Message(fast)) = tool_call_with_content(&mut owned, &Checked::NONE)
+            else {
                 panic!("not taken: {msg}")
             };
             let general: RxJsonRpcMessage<RoleServer> = serde_json::from_slice(&text).unwrap();
@@ -634,7 +673,7 @@ mod tests {
         for raw in left {
             let mut owned = raw.to_vec();
             assert!(
-                tool_call_with_content(&mut owned).is_none(),
+                tool_call_with_content(&mut owned, &Checked::NONE).is_none(),
                 "{}",
                 String::from_utf8_lossy(raw)
             );
@@ -708,7 +747,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let mut owned = call.to_vec();
-        assert!(tool_call_with_content(&mut owned).is_none());
+        assert!(tool_call_with_content(&mut owned, &Checked::NONE).is_none());
         for skipped in [
             &br#"{"jsonrpc":"2.0","method":"n","params":{"a":"\udc00"}}"#[..],
             br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"\udc00"}"#,

@@ -207,15 +207,26 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 
     /// Bytes buffered and not yet returned as lines: the beginning of an
-    /// incomplete line (0 while an over-long line is being skipped).
+    /// incomplete line (0 while an over-long line is being skipped, even
+    /// when a read brought the next line's first bytes: those are counted
+    /// once [`LineReader::next_buffered`] has dropped the rest of the
+    /// skipped one).
     pub fn partial(&self) -> usize {
-        self.buf.len()
+        self.partial_bytes().len()
     }
 
     /// The bytes buffered and not yet returned as lines (see
-    /// [`LineReader::partial`]): the line arriving, from its first byte.
+    /// [`LineReader::partial`]): the line arriving, from its first byte;
+    /// nothing while an over-long line is being skipped. After
+    /// [`LineReader::next_buffered`] gave `None`, each call until the next
+    /// frame gives the same bytes and more (what
+    /// `writegate_jsonscan::StringsAhead` needs).
     pub fn partial_bytes(&self) -> &[u8] {
-        &self.buf
+        if self.codec.discarding {
+            &[]
+        } else {
+            &self.buf
+        }
     }
 
     /// Whether another whole line is already buffered.
@@ -448,6 +459,51 @@ mod tests {
         let mut want = frames(&input, big.len());
         want.push(line("no newline"));
         assert_eq!(frames(&unfinished, big.len()), want);
+    }
+
+    /// The bytes buffered always start where a line starts: while an
+    /// over-long line is skipped, none are given, even those after its
+    /// `\n` that a read brought. A scan that follows the arriving line
+    /// from its first byte (`StringsAhead`, fed after each read) must never
+    /// start inside the skipped one.
+    #[test]
+    fn the_bytes_of_a_skipped_line_are_never_the_arriving_line() {
+        let max = 4 * READ_CHUNK;
+        let skipped = [b"S".as_slice(), &vec![b'x'; 4 * max]].concat();
+        let next = [b"{\"k\":\"".as_slice(), &vec![b'y'; 3 * READ_CHUNK], b"\"}"].concat();
+        let input = [skipped.as_slice(), b"\n", &next, b"\n"].concat();
+        let frames = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let mut lines = LineReader::new(&input[..], max);
+                let mut frames = Vec::new();
+                loop {
+                    if let Some(f) = lines.next_buffered() {
+                        frames.push(f);
+                        continue;
+                    }
+                    if lines.at_eof() {
+                        return frames;
+                    }
+                    lines.fill(usize::MAX).await.unwrap();
+                    let p = lines.partial_bytes();
+                    assert_eq!(p.len(), lines.partial());
+                    // The start of a line: the skipped one before it is
+                    // found too long, or the next.
+                    assert!(
+                        matches!(p.first(), None | Some(b'S' | b'{')),
+                        "{} bytes buffered, starting {:?}",
+                        p.len(),
+                        String::from_utf8_lossy(&p[..p.len().min(8)])
+                    );
+                }
+            });
+        assert!(
+            matches!(&frames[..], [Frame::TooLong, Frame::Line(l)] if l[..] == next[..]),
+            "{} frames",
+            frames.len()
+        );
     }
 
     /// A reader that hands out a few bytes at a time (sizes cycling

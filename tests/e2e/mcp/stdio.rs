@@ -402,3 +402,51 @@ fn regression_calls_sent_before_stdin_closes_are_all_answered() {
     assert_eq!(fs::read(t.ws.join("w.txt")).unwrap(), b"x\n");
     assert_eq!(d.wait_exit().code(), Some(0));
 }
+
+/// A `write_file` line long enough to have its strings checked while it
+/// arrives (sent in pieces, with pauses, cut inside escapes) writes exactly
+/// its content, and so does one sent right after a line over
+/// `max_frame_bytes` whose strings, read from the middle, would look like
+/// others: the skipped line's bytes are never taken for the next line's.
+#[test]
+fn long_write_file_lines_checked_as_they_arrive_write_exactly_their_content() {
+    let t = Tree::new(BIN);
+    let mut cmd = mcp_command(&t);
+    cmd.env("WRITEGATE_MAX_FRAME_BYTES", "1048576");
+    let mut d = t.spawn(cmd, true, None);
+    let mut c = d.stdio_client();
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    assert_eq!(c.recv()["id"], 1);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let content = "line \"quoted\" \\ tab\t é ✓ 😀 \u{1}\r\n".repeat(12_000);
+    let line = |id: u64, name: &str| {
+        let mut l = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": name, "content": content}}})).unwrap();
+        l.push(b'\n');
+        l
+    };
+    let first = line(2, "a.txt");
+    assert!(first.len() > 256 * 1024 && first.len() < 1024 * 1024);
+    for piece in first.chunks(70_001) {
+        c.send_raw(piece);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let r = c.recv();
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    // An over-long line of what looks like strings from any byte on, then
+    // the next write in the same piece of input.
+    let decoy = "\",\"content\":\"x\\\"".repeat(200_000);
+    let mut input = format!("{{\"s\":\"{decoy}\"}}\n").into_bytes();
+    input.extend_from_slice(&line(3, "b.txt"));
+    for piece in input.chunks(100_003) {
+        c.send_raw(piece);
+    }
+    let r = c.recv();
+    assert_eq!(r["id"], 3, "{r}");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    for name in ["a.txt", "b.txt"] {
+        assert!(
+            fs::read(t.ws.join(name)).unwrap() == content.as_bytes(),
+            "{name} differs"
+        );
+    }
+}
