@@ -432,15 +432,28 @@ impl Stdio {
                 let checked = self.ahead.take().map(StringsAhead::finish);
                 return Ok(Some((frame, checked.unwrap_or_default())));
             }
+            // Begun only here, after `next_buffered` gave nothing: the bytes
+            // then start at the first byte of the line not yet whole (blank
+            // lines before it dropped), and only reads change them, at
+            // their end, until the line is handed over with what was
+            // checked of it. Fed after each read too, so that the read
+            // that ends the line (and its long string) is looked at.
+            if self.ahead.is_none() && self.lines.partial() >= AHEAD_FROM {
+                self.ahead = Some(StringsAhead::new());
+            }
+            self.feed_ahead();
             if self.lines.at_eof() {
                 return Ok(None);
             }
             self.lines.fill(usize::MAX).await?;
-            if self.lines.partial() >= AHEAD_FROM {
-                self.ahead
-                    .get_or_insert_with(StringsAhead::new)
-                    .feed(self.lines.partial_bytes());
-            }
+            self.feed_ahead();
+        }
+    }
+
+    /// Shows what arrived of the line to the strings being checked ahead.
+    fn feed_ahead(&mut self) {
+        if let Some(ahead) = &mut self.ahead {
+            ahead.feed(self.lines.partial_bytes());
         }
     }
 
@@ -679,6 +692,59 @@ mod tests {
             );
             assert_eq!(owned, raw, "a line not taken is left as it was");
         }
+    }
+
+    /// A long `write_file` line has its strings checked while it arrives,
+    /// also after a blank line, and what was checked reads it as the scan
+    /// alone does; a short line after it has nothing checked.
+    #[test]
+    fn a_long_lines_strings_are_checked_while_it_arrives() {
+        let content = "x\n\"q\" é ".repeat(20_000);
+        let long = line(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "write_file", "arguments": {"path": "/a", "content": content}}}),
+        );
+        let short = line(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+        let input = [b"\r\n".as_slice(), &long, b"\n", &short, b"\n"].concat();
+        let frames = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let reader: Reader = Box::new(std::io::Cursor::new(input));
+                let mut stdio = Stdio::socket(
+                    LineReader::new(reader, 1 << 24),
+                    None,
+                    Box::new(tokio::io::sink()),
+                    None,
+                    Duration::ZERO,
+                    CancellationToken::new(),
+                );
+                let mut frames = Vec::new();
+                while let Some(f) = stdio.next_frame().await.unwrap() {
+                    frames.push(f);
+                }
+                frames
+            });
+        let [(Frame::Line(a), checked), (Frame::Line(b), none)] = &frames[..] else {
+            panic!("{} frames", frames.len())
+        };
+        assert!(a[..] == long[..] && b[..] == short[..]);
+        assert_eq!(checked.len(), 1, "the content string");
+        assert!(none.is_empty());
+        let path = ["params", "arguments"];
+        assert_eq!(
+            writegate_jsonscan::object_members_checked(&long, &path, checked),
+            writegate_jsonscan::object_members_at(&long, &path)
+        );
+        let mut owned = long.clone();
+        let Some(Line::Message(fast)) = tool_call_with_content(&mut owned, checked) else {
+            panic!("not taken")
+        };
+        let general: RxJsonRpcMessage<RoleServer> = serde_json::from_slice(&long).unwrap();
+        assert_eq!(
+            serde_json::to_value(&*fast).unwrap(),
+            serde_json::to_value(&general).unwrap()
+        );
     }
 
     #[test]

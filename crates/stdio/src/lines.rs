@@ -216,11 +216,12 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 
     /// The bytes buffered and not yet returned as lines (see
-    /// [`LineReader::partial`]): the line arriving, from its first byte;
-    /// nothing while an over-long line is being skipped. After
-    /// [`LineReader::next_buffered`] gave `None`, each call until the next
-    /// frame gives the same bytes and more (what
-    /// `writegate_jsonscan::StringsAhead` needs).
+    /// [`LineReader::partial`]); nothing while an over-long line is being
+    /// skipped. Right after [`LineReader::next_buffered`] gave `None` they
+    /// start at the first byte of the line not yet whole (blank lines
+    /// before it dropped), and until `next_buffered` is called again only
+    /// reads change them, at their end: what
+    /// `writegate_jsonscan::StringsAhead` needs to be fed.
     pub fn partial_bytes(&self) -> &[u8] {
         if self.codec.discarding {
             &[]
@@ -488,7 +489,6 @@ mod tests {
                     }
                     lines.fill(usize::MAX).await.unwrap();
                     let p = lines.partial_bytes();
-                    assert_eq!(p.len(), lines.partial());
                     // The start of a line: the skipped one before it is
                     // found too long, or the next.
                     assert!(

@@ -404,12 +404,13 @@ fn regression_calls_sent_before_stdin_closes_are_all_answered() {
 }
 
 /// A `write_file` line long enough to have its strings checked while it
-/// arrives (sent in pieces, with pauses, cut inside escapes) writes exactly
-/// its content, and so does one sent right after a line over
-/// `max_frame_bytes` whose strings, read from the middle, would look like
-/// others: the skipped line's bytes are never taken for the next line's.
+/// arrives, sent in pieces with pauses between them, writes exactly its
+/// content, and so does one sent in the same pieces of input as a line over
+/// `max_frame_bytes` before it. (That the skipped line's bytes are never
+/// fed to the check is `LineReader`'s unit test; that a long line's
+/// strings are checked is the transport's.)
 #[test]
-fn long_write_file_lines_checked_as_they_arrive_write_exactly_their_content() {
+fn long_write_file_lines_sent_in_pieces_or_after_an_over_long_line_write_exactly_their_content() {
     let t = Tree::new(BIN);
     let mut cmd = mcp_command(&t);
     cmd.env("WRITEGATE_MAX_FRAME_BYTES", "1048576");
@@ -432,8 +433,8 @@ fn long_write_file_lines_checked_as_they_arrive_write_exactly_their_content() {
     }
     let r = c.recv();
     assert_eq!(r["result"]["isError"], false, "{r}");
-    // An over-long line of what looks like strings from any byte on, then
-    // the next write in the same piece of input.
+    // An over-long line of short strings, then the next write in the same
+    // pieces of input.
     let decoy = "\",\"content\":\"x\\\"".repeat(200_000);
     let mut input = format!("{{\"s\":\"{decoy}\"}}\n").into_bytes();
     input.extend_from_slice(&line(3, "b.txt"));
