@@ -305,9 +305,7 @@ fn an_over_long_or_invalid_line_does_not_stop_the_server() {
     cmd.env("WRITEGATE_MAX_FRAME_BYTES", "4096");
     let mut d = t.spawn(cmd, true, None);
     let mut c = d.stdio_client();
-    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
-    assert_eq!(c.recv()["id"], 1);
-    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    handshake(&mut c);
     let long = "x".repeat(8192);
     c.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "big.txt", "content": long}}}));
     c.send_raw(b"this is not JSON\n");
@@ -384,9 +382,7 @@ fn regression_calls_sent_before_stdin_closes_are_all_answered() {
     fs::write(&file, "a line of text for a large answer\n".repeat(30_000)).unwrap();
     let mut d = t.spawn(mcp_command(&t), true, None);
     let mut c = d.stdio_client();
-    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
-    assert_eq!(c.recv()["id"], 1);
-    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    handshake(&mut c);
     for id in 2..8 {
         c.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": file}}}));
     }
@@ -416,9 +412,7 @@ fn long_write_file_lines_sent_in_pieces_or_after_an_over_long_line_write_exactly
     cmd.env("WRITEGATE_MAX_FRAME_BYTES", "1048576");
     let mut d = t.spawn(cmd, true, None);
     let mut c = d.stdio_client();
-    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
-    assert_eq!(c.recv()["id"], 1);
-    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    handshake(&mut c);
     let content = "line \"quoted\" \\ tab\t é ✓ 😀 \u{1}\r\n".repeat(12_000);
     let line = |id: u64, name: &str| {
         let mut l = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": name, "content": content}}})).unwrap();
@@ -450,4 +444,12 @@ fn long_write_file_lines_sent_in_pieces_or_after_an_over_long_line_write_exactly
             "{name} differs"
         );
     }
+}
+
+/// The MCP handshake of a raw client: `initialize` (id 1) answered, then
+/// `notifications/initialized`.
+fn handshake(c: &mut crate::common::Client) {
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    assert_eq!(c.recv()["id"], 1);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
 }
